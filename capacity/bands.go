@@ -9,9 +9,10 @@ import (
 // Tests, examples and routers that keep their own counters can set snapshots
 // as their bands change and hand the Bands to a response layer.
 //
-// The zero Bands is empty and ready to use. A Bands is safe for concurrent
-// use and must not be copied after first use. Reads take a read lock only
-// and allocate nothing.
+// The zero Bands is empty and ready to use, and a nil *Bands reads as empty,
+// so a Reader holding one never panics. A Bands is safe for concurrent use
+// and must not be copied after first use. Reading an existing band takes a
+// read lock only and allocates nothing.
 type Bands struct {
 	mu    sync.RWMutex
 	bands map[int]Snapshot
@@ -53,6 +54,9 @@ func (b *Bands) Delete(priority int) {
 // CapacitySnapshot returns the stored snapshot of band priority, or an error
 // wrapping [ErrBandNotFound].
 func (b *Bands) CapacitySnapshot(priority int) (Snapshot, error) {
+	if b == nil {
+		return Snapshot{}, fmt.Errorf("%w: priority %d", ErrBandNotFound, priority)
+	}
 	b.mu.RLock()
 	s, ok := b.bands[priority]
 	b.mu.RUnlock()

@@ -1,0 +1,127 @@
+// Package headroom computes how many more requests a priority band can queue
+// and carries that number to callers in the router-owned advisory response
+// header x-llm-d-flow-band-headroom-requests.
+//
+// The header describes the band that admitted the request, read at the moment
+// the response headers pass through the router, not at admission: admission
+// records which band handled the request ([WithAdmittedBand]); response time
+// reads how full that band is now ([Sample], [Stamp], [Middleware],
+// [ModifyResponse], [MutationFor]). The value is advisory: nothing is
+// reserved, and concurrent callers may read the same room.
+//
+// Everything here is a function of its arguments; the package keeps no state
+// and reads no clock. It depends on nothing in Sluice but [capacity], so a
+// router with its own flow registry needs only a [capacity.Reader].
+package headroom
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/sluicegate/sluice/capacity"
+	"golang.org/x/exp/constraints"
+)
+
+// HeaderName is the response header that carries a band's request headroom:
+// a decimal integer of at least 0. The router owns it: stamping removes every
+// copy a backend sent before setting the router's own.
+const HeaderName = "x-llm-d-flow-band-headroom-requests"
+
+// ProvisionalHeaderName is the name one published dispatcher proposal reads
+// for the same value. The router never sets it but removes any copy a backend
+// sent, because [Parse] falls back to it when HeaderName is absent.
+const ProvisionalHeaderName = "x-llm-d-flow-band-headroom"
+
+// Requests returns how many more requests fit in a band of the given
+// capacity that already holds length: capacity − length, clamped to
+// [0, max(capacity, 0)].
+//
+// It is exact whenever 0 ≤ length ≤ capacity. A length of capacity or more
+// gives 0; a negative length gives capacity. It never overflows or wraps, for
+// any integer type and any pair of values.
+func Requests[T constraints.Integer](capacity, length T) T {
+	switch {
+	case capacity <= 0 || length >= capacity:
+		return 0
+	case length <= 0:
+		return capacity
+	default:
+		// 0 < length < capacity, so the difference lies in (0, capacity).
+		return capacity - length
+	}
+}
+
+// FromSnapshot returns the request headroom of the band s describes and
+// whether it is known. It is unknown, and 0, when the band's request capacity
+// is unbounded: an unbounded band advertises nothing.
+func FromSnapshot(s capacity.Snapshot) (requests int64, known bool) {
+	limit, bounded := s.RequestCapacity.Value()
+	if !bounded {
+		return 0, false
+	}
+	return Requests(limit, s.QueuedRequests), true
+}
+
+// Band names the priority band that admitted a request through flow control,
+// or records that none did. The zero Band means "not admitted", which is
+// distinct from admission in band 0.
+type Band struct {
+	priority int
+	admitted bool
+}
+
+// Admitted returns the Band of a request admitted in band priority: the
+// effective priority the flow controller dispatched it from, which may differ
+// from the priority the request asked for.
+func Admitted(priority int) Band { return Band{priority: priority, admitted: true} }
+
+// Priority returns the band's priority and true, or 0 and false when the
+// request was not admitted.
+func (b Band) Priority() (priority int, admitted bool) { return b.priority, b.admitted }
+
+// String returns "band N" or "not admitted".
+func (b Band) String() string {
+	if !b.admitted {
+		return "not admitted"
+	}
+	return "band " + strconv.Itoa(b.priority)
+}
+
+type bandKey struct{}
+
+// WithAdmittedBand returns a copy of ctx that records admission in band
+// priority, the effective priority of the dispatch.
+//
+// Call it only after the flow controller has dispatched the request. A
+// rejected, expired or cancelled request must never carry a band: its
+// response advertises nothing.
+func WithAdmittedBand(ctx context.Context, priority int) context.Context {
+	return context.WithValue(ctx, bandKey{}, Admitted(priority))
+}
+
+// AdmittedBand returns the band recorded in ctx by [WithAdmittedBand], or the
+// zero Band (not admitted) if there is none.
+func AdmittedBand(ctx context.Context) Band {
+	b, _ := ctx.Value(bandKey{}).(Band)
+	return b
+}
+
+// Sample reads band b from r now and returns its request headroom and whether
+// to advertise it. It advertises nothing (0, false) when r is nil, b is not
+// admitted, the read fails (a band that does not resolve included), or the
+// band's request capacity is unbounded.
+//
+// r must return the snapshot of exactly the band asked for; it must not
+// resolve a fallback band again, since b already names the band that handled
+// the request. Sample never returns an error: the caller's response goes on
+// whatever happens. It allocates nothing beyond what r allocates.
+func Sample(r capacity.Reader, b Band) (requests int64, ok bool) {
+	if r == nil || !b.admitted {
+		return 0, false
+	}
+	s, err := r.CapacitySnapshot(b.priority)
+	if err != nil {
+		return 0, false
+	}
+	return FromSnapshot(s)
+}
