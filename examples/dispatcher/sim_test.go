@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func simulate(t *testing.T, cfg SimConfig) []Result {
+	t.Helper()
+	results, err := Simulate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 || results[0].Dispatcher != Fixed || results[1].Dispatcher != AIMD || results[2].Dispatcher != AIMDHeadroom {
+		t.Fatalf("results %+v: want fixed, AIMD, AIMD with headroom", results)
+	}
+	return results
+}
+
+func simTable(t *testing.T, cfg SimConfig) string {
+	var b bytes.Buffer
+	PrintTable(&b, simulate(t, cfg))
+	return b.String()
+}
+
+func TestSimulationIsDeterministic(t *testing.T) {
+	cfg := DefaultSimConfig()
+	cfg.Duration = time.Minute
+	first, second := simTable(t, cfg), simTable(t, cfg)
+	if first != second {
+		t.Fatalf("same seed, different tables:\n%s\n%s", first, second)
+	}
+	cfg.Seed++
+	if other := simTable(t, cfg); other == first {
+		t.Fatalf("seeds %d and %d printed the same table:\n%s", cfg.Seed-1, cfg.Seed, first)
+	}
+}
+
+// The comparison the README prints: on the seeded default workload, AIMD
+// with headroom has at least 50% fewer capacity rejections than AIMD
+// without, at no less than 95% of its goodput.
+func TestHeadroomHalvesRejections(t *testing.T) {
+	r := simulate(t, DefaultSimConfig())
+	fixed, aimd, hr := r[0], r[1], r[2]
+	t.Logf("rejections: fixed %d, AIMD %d, AIMD+headroom %d; goodput %.2f, %.2f, %.2f",
+		fixed.Rejections, aimd.Rejections, hr.Rejections, fixed.Goodput, aimd.Goodput, hr.Goodput)
+	if aimd.Rejections < 20 {
+		t.Fatalf("AIMD without headroom was rejected %d times: the workload no longer exercises the signal", aimd.Rejections)
+	}
+	if 2*hr.Rejections > aimd.Rejections {
+		t.Errorf("capacity rejections: %d with headroom, %d without: want at least 50%% fewer", hr.Rejections, aimd.Rejections)
+	}
+	if hr.Goodput < 0.95*aimd.Goodput {
+		t.Errorf("goodput: %.2f with headroom, %.2f without: want at least 95%%", hr.Goodput, aimd.Goodput)
+	}
+	if fixed.Rejections <= aimd.Rejections {
+		t.Errorf("capacity rejections: fixed %d, AIMD %d: want the fixed window to probe worst", fixed.Rejections, aimd.Rejections)
+	}
+}
+
+// Other seeds: the direction of the comparison does not hang on seed 1.
+func TestHeadroomFewerRejectionsOtherSeeds(t *testing.T) {
+	for _, seed := range []uint64{2, 3} {
+		cfg := DefaultSimConfig()
+		cfg.Seed = seed
+		r := simulate(t, cfg)
+		aimd, hr := r[1], r[2]
+		if hr.Rejections >= aimd.Rejections || hr.Goodput < 0.95*aimd.Goodput {
+			t.Errorf("seed %d: rejections %d with headroom, %d without; goodput %.2f, %.2f",
+				seed, hr.Rejections, aimd.Rejections, hr.Goodput, aimd.Goodput)
+		}
+	}
+}
+
+// The band really rejects at capacity: alone on the band, a fixed window of
+// exactly slots + queue capacity is never rejected, one more is.
+func TestBandRejectsExactlyAtCapacity(t *testing.T) {
+	cfg := DefaultSimConfig()
+	cfg.Duration = 30 * time.Second
+	cfg.QuietRate, cfg.BusyRate = 0, 0
+	cfg.RetryAfter = false
+	cfg.FixedConcurrency = cfg.Servers + cfg.QueueCapacity
+	if got := simulate(t, cfg)[0].Rejections; got != 0 {
+		t.Errorf("window %d = slots + queue: %d rejections, want 0", cfg.FixedConcurrency, got)
+	}
+	cfg.FixedConcurrency++
+	if got := simulate(t, cfg)[0].Rejections; got == 0 {
+		t.Errorf("window %d > slots + queue: no rejections", cfg.FixedConcurrency)
+	}
+}
+
+// Headroom is capacity minus queued at response time: alone on a band, the
+// headroom dispatcher fills the queue without overshooting it, so it is
+// rejected at most a few times (a response can count a request still on its
+// way to the router), and keeps every slot busy.
+func TestHeadroomAloneFillsTheBand(t *testing.T) {
+	cfg := DefaultSimConfig()
+	cfg.Duration = time.Minute
+	cfg.QuietRate, cfg.BusyRate = 0, 0
+	hr := simulate(t, cfg)[2]
+	if hr.Rejections > 3 {
+		t.Errorf("alone on the band with headroom: %d rejections", hr.Rejections)
+	}
+	serviceRate := float64(cfg.Servers) / cfg.MeanService.Seconds()
+	if hr.Goodput < 0.95*serviceRate {
+		t.Errorf("alone on the band with headroom: goodput %.2f, band serves %.2f", hr.Goodput, serviceRate)
+	}
+}
+
+func TestSimConfigErrors(t *testing.T) {
+	for field, mod := range map[string]func(*SimConfig){
+		"Duration":         func(c *SimConfig) { c.Duration = 0 },
+		"Servers":          func(c *SimConfig) { c.Servers = 0 },
+		"MeanService":      func(c *SimConfig) { c.MeanService = -time.Second },
+		"QueueCapacity":    func(c *SimConfig) { c.QueueCapacity = -1 },
+		"BusyRate":         func(c *SimConfig) { c.BusyRate = -1 },
+		"MeanPhase":        func(c *SimConfig) { c.MeanPhase = 0 },
+		"FixedConcurrency": func(c *SimConfig) { c.FixedConcurrency = 0 },
+		"TargetQueueDelay": func(c *SimConfig) { c.TargetQueueDelay = -1 },
+	} {
+		cfg := DefaultSimConfig()
+		mod(&cfg)
+		if _, err := Simulate(cfg); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: got error %v, want one naming the field", field, err)
+		}
+	}
+}
+
+// One simulated minute of the default workload.
+func Example() {
+	cfg := DefaultSimConfig()
+	cfg.Duration = time.Minute
+	results, err := Simulate(cfg)
+	if err != nil {
+		panic(err)
+	}
+	PrintTable(os.Stdout, results)
+	// Output:
+	// dispatcher  goodput req/s  completed  capacity rejections  mean queue ms  p95 queue ms  decreases  others served  others rejected
+	//       fixed concurrency          13.65        819                 1040           1191          1712          -           1521              175
+	//   AIMD without headroom          11.22        673                   19            695          1625          9           1641               73
+	//      AIMD with headroom          15.33        920                    5           1145          1721          3           1395              317
+}

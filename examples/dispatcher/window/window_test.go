@@ -1,0 +1,416 @@
+package window_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/examples/dispatcher/window"
+	"pgregory.net/rapid"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newWindow(t testing.TB, cfg window.Config) *window.Window {
+	t.Helper()
+	w, err := window.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// fill acquires until the window refuses and returns the tickets.
+func fill(t testing.TB, w *window.Window, now time.Time) []window.Ticket {
+	t.Helper()
+	var ts []window.Ticket
+	for {
+		tk, ok := w.TryAcquire(now)
+		if !ok {
+			return ts
+		}
+		ts = append(ts, tk)
+		if len(ts) > 1<<20 {
+			t.Fatal("window never refused")
+		}
+	}
+}
+
+func accepted() window.Feedback { return window.Feedback{Signal: window.Accepted} }
+
+func saturated() window.Feedback { return window.Feedback{Signal: window.Saturated} }
+
+// round sends a full window and accepts every request; it returns the
+// number sent.
+func round(t testing.TB, w *window.Window, now time.Time) int {
+	t.Helper()
+	ts := fill(t, w, now)
+	for _, tk := range ts {
+		w.Done(now, tk, accepted())
+	}
+	return len(ts)
+}
+
+func TestSlowStartDoublesPerRound(t *testing.T) {
+	w := newWindow(t, window.Config{})
+	var got []int
+	for range 6 {
+		got = append(got, round(t, w, t0))
+	}
+	want := []int{1, 2, 4, 8, 16, 32}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sizes per round %v, want %v", got, want)
+	}
+}
+
+func TestAdditiveIncreaseAboveThreshold(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 10, SlowStartThreshold: 10})
+	var got []int
+	for range 4 {
+		got = append(got, round(t, w, t0))
+	}
+	// 10 accepts at +1/cwnd each lift 10 to just under 11 (the window grows
+	// as it goes), then 11, 12: about one per round.
+	want := []int{10, 10, 11, 12}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sizes per round %v, want %v", got, want)
+	}
+}
+
+func TestMaxBoundsGrowth(t *testing.T) {
+	w := newWindow(t, window.Config{Max: 5})
+	for range 10 {
+		round(t, w, t0)
+	}
+	if got := w.Limit(); got != 5 {
+		t.Errorf("limit %d, want Max 5", got)
+	}
+}
+
+func TestDecreaseOncePerFlight(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 16})
+	flight := fill(t, w, t0)
+	if len(flight) != 16 {
+		t.Fatalf("sent %d, want 16", len(flight))
+	}
+	// Every request of the flight is rejected: one decrease.
+	for _, tk := range flight {
+		w.Done(t0, tk, saturated())
+	}
+	st := w.State()
+	if st.Decreases != 1 || st.Limit != 8 || st.SlowStartThreshold != 8 {
+		t.Fatalf("after a rejected flight: %+v, want 1 decrease to 8", st)
+	}
+	// A request sent after the decrease belongs to a new flight.
+	tk, ok := w.TryAcquire(t0)
+	if !ok {
+		t.Fatal("window closed without Retry-After")
+	}
+	w.Done(t0, tk, saturated())
+	if st := w.State(); st.Decreases != 2 || st.Limit != 4 {
+		t.Errorf("after a rejection of the next flight: %+v, want 2 decreases, limit 4", st)
+	}
+}
+
+func TestDecreaseStopsAtMin(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4, Min: 3})
+	for range 5 {
+		tk, _ := w.TryAcquire(t0)
+		w.Done(t0, tk, saturated())
+	}
+	if got := w.Limit(); got != 3 {
+		t.Errorf("limit %d, want Min 3", got)
+	}
+}
+
+func TestFailedChangesNothing(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4})
+	before := w.State()
+	tk, _ := w.TryAcquire(t0)
+	w.Done(t0, tk, window.Feedback{Signal: window.Failed})
+	if after := w.State(); after != before {
+		t.Errorf("a failure changed the window: %+v, was %+v", after, before)
+	}
+}
+
+func TestRetryAfterClosesWindow(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4})
+	flight := fill(t, w, t0)
+	w.Done(t0, flight[0], window.Feedback{Signal: window.Saturated, RetryAfter: 5 * time.Second})
+	// A shorter Retry-After later does not shorten the closure.
+	w.Done(t0.Add(time.Second), flight[1], window.Feedback{Signal: window.Failed, RetryAfter: time.Second})
+	w.Done(t0.Add(time.Second), flight[2], window.Feedback{Signal: window.Failed})
+	// One in flight, under the halved limit of 2: only the closure refuses.
+	if got := w.ClosedUntil(); !got.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("closed until %v, want t0+5s", got)
+	}
+	if _, ok := w.TryAcquire(t0.Add(5*time.Second - time.Nanosecond)); ok {
+		t.Error("sent before Retry-After ended")
+	}
+	if _, ok := w.TryAcquire(t0.Add(5 * time.Second)); !ok {
+		t.Error("window still closed when Retry-After ended")
+	}
+}
+
+func TestHeadroomCapsWindow(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 20})
+	flight := fill(t, w, t0) // 20 in flight
+	// The band reports room for 3 more: 19 still in flight + 3.
+	w.Done(t0, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 3, HeadroomKnown: true})
+	st := w.State()
+	if !st.Capped || st.HeadroomCap != 22 || st.Limit != 21 {
+		t.Fatalf("after headroom 3 with 19 in flight: %+v, want cap 22, limit min(cwnd 21, 22)", st)
+	}
+	if got := len(fill(t, w, t0)); got != 2 {
+		t.Errorf("sent %d more, want 2", got)
+	}
+
+	// No room: only the requests already in flight.
+	w.Done(t0, flight[1], window.Feedback{Signal: window.Accepted, Headroom: 0, HeadroomKnown: true})
+	if got := w.Limit(); got != 20 {
+		t.Errorf("limit %d with 20 in flight and no headroom, want 20", got)
+	}
+	if _, ok := w.TryAcquire(t0); ok {
+		t.Error("sent with no headroom")
+	}
+
+	// A success without the header lifts the cap.
+	w.Done(t0, flight[2], accepted())
+	if st := w.State(); st.Capped || st.Limit < 21 {
+		t.Errorf("after a success without headroom: %+v, want uncapped", st)
+	}
+}
+
+func TestHeadroomZeroKeepsOneProbe(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 8})
+	tk, _ := w.TryAcquire(t0)
+	w.Done(t0, tk, window.Feedback{Signal: window.Accepted, Headroom: 0, HeadroomKnown: true})
+	if got := len(fill(t, w, t0)); got != 1 {
+		t.Errorf("sent %d with nothing in flight and no headroom, want 1 probe (Min)", got)
+	}
+}
+
+func TestRejectionMeansNoHeadroom(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 10})
+	flight := fill(t, w, t0)
+	w.Done(t0, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 50, HeadroomKnown: true})
+	w.Done(t0, flight[1], saturated())
+	st := w.State()
+	if !st.Capped || st.HeadroomCap != 8 {
+		t.Errorf("after a rejection with 8 in flight: %+v, want cap 8", st)
+	}
+	// Without a headroom observation before, a rejection sets no cap.
+	w2 := newWindow(t, window.Config{Initial: 10})
+	tk, _ := w2.TryAcquire(t0)
+	w2.Done(t0, tk, saturated())
+	if w2.State().Capped {
+		t.Error("a rejection capped a window that never saw headroom")
+	}
+}
+
+func TestHeadroomCapHoldsGrowth(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4})
+	for range 10 {
+		ts := fill(t, w, t0)
+		for _, tk := range ts {
+			w.Done(t0, tk, window.Feedback{Signal: window.Accepted, Headroom: 2, HeadroomKnown: true})
+		}
+	}
+	// Each response leaves at most 2 + in flight: the cap binds, so the
+	// congestion window stops growing instead of running away.
+	if st := w.State(); st.CongestionWindow > 8 {
+		t.Errorf("congestion window %.1f grew under a cap of at most %d", st.CongestionWindow, st.InFlight+2)
+	}
+}
+
+func TestQueueDelayHoldsGrowth(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4, TargetQueueDelay: 100 * time.Millisecond})
+	slow := window.Feedback{Signal: window.Accepted, QueueDelay: 150 * time.Millisecond, QueueDelayKnown: true}
+	for range 3 {
+		for _, tk := range fill(t, w, t0) {
+			w.Done(t0, tk, slow)
+		}
+	}
+	st := w.State()
+	if st.Limit != 4 || st.SlowStartThreshold != 4 {
+		t.Fatalf("after slow responses: %+v, want the window held at 4 and slow start ended", st)
+	}
+	// At the target, growth resumes, additively.
+	fast := window.Feedback{Signal: window.Accepted, QueueDelay: 100 * time.Millisecond, QueueDelayKnown: true}
+	for _, tk := range fill(t, w, t0) {
+		w.Done(t0, tk, fast)
+	}
+	if got := w.State().CongestionWindow; got < 4.9 || got >= 5.1 {
+		t.Errorf("congestion window %.2f after one round at the target, want about 5", got)
+	}
+}
+
+func TestDoneWithoutAcquirePanics(t *testing.T) {
+	w := newWindow(t, window.Config{})
+	defer func() {
+		if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), "window: ") {
+			t.Errorf("recovered %v, want a window: panic", r)
+		}
+	}()
+	w.Done(t0, window.Ticket{}, accepted())
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		cfg   window.Config
+	}{
+		{"Min", window.Config{Min: -1}},
+		{"Max", window.Config{Max: -1}},
+		{"Max", window.Config{Min: 4, Max: 2}},
+		{"Initial", window.Config{Initial: 8, Max: 4}},
+		{"Initial", window.Config{Initial: 1, Min: 2, Max: 4}},
+		{"SlowStartThreshold", window.Config{SlowStartThreshold: -1}},
+		{"Backoff", window.Config{Backoff: 1}},
+		{"Backoff", window.Config{Backoff: -0.5}},
+		{"Backoff", window.Config{Backoff: math.NaN()}},
+		{"TargetQueueDelay", window.Config{TargetQueueDelay: -time.Second}},
+	} {
+		if _, err := window.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.field)
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4, Max: 16})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				tk, ok := w.TryAcquire(t0)
+				if !ok {
+					continue
+				}
+				if n := w.InFlight(); n > 16 {
+					t.Errorf("%d in flight above Max 16", n)
+				}
+				fb := accepted()
+				if (g+i)%7 == 0 {
+					fb = saturated()
+				}
+				w.Done(t0, tk, fb)
+			}
+		})
+	}
+	wg.Wait()
+	if n := w.InFlight(); n != 0 {
+		t.Errorf("%d in flight after every request is done", n)
+	}
+}
+
+// A random mix of sends and responses never breaks the window's invariants.
+func TestWindowInvariants(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		minW := rapid.IntRange(1, 4).Draw(rt, "min")
+		maxW := rapid.IntRange(minW, 64).Draw(rt, "max")
+		w, err := window.New(window.Config{Min: minW, Max: maxW, TargetQueueDelay: time.Second})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		now := t0
+		var flight []window.Ticket
+		decreases := 0
+		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
+			now = now.Add(rapid.SampledFrom([]time.Duration{0, time.Millisecond, time.Second}).Draw(rt, "advance"))
+			if rapid.Bool().Draw(rt, "send") || len(flight) == 0 {
+				limit := w.Limit()
+				tk, ok := w.TryAcquire(now)
+				if ok {
+					flight = append(flight, tk)
+				}
+				if ok && len(flight) > limit {
+					rt.Fatalf("sent a request beyond the limit %d", limit)
+				}
+				if !ok && len(flight) < limit && !now.Before(w.ClosedUntil()) {
+					rt.Fatalf("refused with %d in flight under limit %d and the window open", len(flight), limit)
+				}
+				continue
+			}
+			i := rapid.IntRange(0, len(flight)-1).Draw(rt, "which")
+			fb := window.Feedback{Signal: rapid.SampledFrom([]window.Signal{window.Accepted, window.Saturated, window.Failed}).Draw(rt, "signal")}
+			if rapid.Bool().Draw(rt, "headroom known") {
+				fb.Headroom, fb.HeadroomKnown = rapid.Uint64Range(0, 20).Draw(rt, "headroom"), true
+			}
+			if rapid.Bool().Draw(rt, "queue delay known") {
+				fb.QueueDelay, fb.QueueDelayKnown = rapid.SampledFrom([]time.Duration{0, 2 * time.Second}).Draw(rt, "queue delay"), true
+			}
+			if rapid.Bool().Draw(rt, "retry after") {
+				fb.RetryAfter = time.Second
+			}
+			w.Done(now, flight[i], fb)
+			flight = append(flight[:i], flight[i+1:]...)
+
+			st := w.State()
+			if st.InFlight != len(flight) {
+				rt.Fatalf("in flight %d, want %d", st.InFlight, len(flight))
+			}
+			if st.Limit < minW || st.Limit > maxW {
+				rt.Fatalf("limit %d outside [%d, %d]", st.Limit, minW, maxW)
+			}
+			if st.CongestionWindow < float64(minW) || st.CongestionWindow > float64(maxW) {
+				rt.Fatalf("congestion window %.2f outside [%d, %d]", st.CongestionWindow, minW, maxW)
+			}
+			if st.Decreases > decreases+1 {
+				rt.Fatalf("decreases jumped from %d to %d on one response", decreases, st.Decreases)
+			}
+			decreases = st.Decreases
+			if fb.HeadroomKnown && (!st.Capped || st.HeadroomCap != int64(len(flight))+int64(fb.Headroom)) {
+				rt.Fatalf("cap %d (capped %v) after headroom %d with %d in flight", st.HeadroomCap, st.Capped, fb.Headroom, len(flight))
+			}
+		}
+	})
+}
+
+// A dispatcher sends what the window allows and feeds each response back.
+// Time is a parameter, so the example runs on a fixed clock.
+func Example() {
+	w, err := window.New(window.Config{Initial: 4})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	var flight []window.Ticket
+	for {
+		t, ok := w.TryAcquire(now)
+		if !ok {
+			break
+		}
+		flight = append(flight, t)
+	}
+	fmt.Println("sent:", len(flight))
+
+	// The router accepted the first request and reported room for 2 more
+	// requests in the band; 3 of ours are still in flight.
+	w.Done(now, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 2, HeadroomKnown: true})
+	fmt.Println("limit after headroom 2:", w.Limit())
+
+	// The second was rejected: the band was full. The window halves, once
+	// for this flight, the cap drops to the 2 requests still in flight, and
+	// the window stays closed for the Retry-After.
+	w.Done(now, flight[1], window.Feedback{Signal: window.Saturated, RetryAfter: time.Second})
+	fmt.Println("limit after rejection:", w.Limit())
+
+	// The third is accepted half a second later, with room for 1 more.
+	now = now.Add(500 * time.Millisecond)
+	w.Done(now, flight[2], window.Feedback{Signal: window.Accepted, Headroom: 1, HeadroomKnown: true})
+	_, ok := w.TryAcquire(now)
+	fmt.Println("limit:", w.Limit(), "open:", ok)
+	_, ok = w.TryAcquire(now.Add(500 * time.Millisecond))
+	fmt.Println("open after Retry-After:", ok)
+	// Output:
+	// sent: 4
+	// limit after headroom 2: 5
+	// limit after rejection: 2
+	// limit: 2 open: false
+	// open after Retry-After: true
+}
