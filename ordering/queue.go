@@ -1,0 +1,143 @@
+package ordering
+
+import (
+	"fmt"
+)
+
+// QueueKind names a queue implementation.
+type QueueKind string
+
+const (
+	// QueueFIFO is the linked-list queue: capability FIFO, O(1) operations.
+	QueueFIFO QueueKind = "fifo"
+	// QueueHeap is the 4-ary heap queue: capability PriorityConfigurable,
+	// O(log n) add and removal.
+	QueueHeap QueueKind = "heap"
+)
+
+// Queue holds items in the order of its policy.
+//
+// A Queue is not safe for concurrent use: its owner serializes every call
+// (flowcontrol holds its band's lock). Callbacks passed to Cleanup must not
+// use the queue.
+type Queue interface {
+	// Kind names the implementation.
+	Kind() QueueKind
+	// Capability is the capability the queue offers.
+	Capability() Capability
+	// Policy is the policy the queue was built with.
+	Policy() Policy
+	// Add derives the item's key with Policy().Key, books its ByteSize and
+	// queues it. It panics if the item is already in a queue. O(1) FIFO,
+	// O(log n) heap.
+	Add(it *Item)
+	// Peek returns the item that would leave next, or nil when the queue is
+	// empty. O(1).
+	Peek() *Item
+	// PopHead removes and returns the item that leaves next, or nil when the
+	// queue is empty. O(1) FIFO, O(log n) heap.
+	PopHead() *Item
+	// Remove removes it if it is in this queue and reports whether it was.
+	// An item that is in another queue, or in none, is left alone. O(1)
+	// FIFO, O(log n) heap.
+	Remove(it *Item) bool
+	// Cleanup removes and returns every item for which pred returns true;
+	// pred is called once per item and must not use the queue. It returns
+	// nil when nothing matched. The FIFO queue returns items in queue order,
+	// the heap queue in no particular order. O(n).
+	Cleanup(pred func(*Item) bool) []*Item
+	// Drain removes and returns every item, in the order they would leave.
+	// O(n) FIFO, O(n log n) heap.
+	Drain() []*Item
+	// Len returns the number of queued items. O(1).
+	Len() int
+	// ByteSize returns the sum of the ByteSize booked for the queued items.
+	// O(1).
+	ByteSize() int64
+}
+
+// NewQueue returns an empty queue of the given kind for policy p. If the
+// queue lacks the capability p requires, the error names both and wraps
+// [ErrIncompatibleQueue]. An unknown kind or a nil policy is an error too.
+func NewQueue(kind QueueKind, p Policy) (Queue, error) {
+	if p == nil {
+		return nil, fmt.Errorf("ordering: nil policy for %q queue", kind)
+	}
+	var offered Capability
+	switch kind {
+	case QueueFIFO:
+		offered = CapabilityFIFO
+	case QueueHeap:
+		offered = CapabilityPriorityConfigurable
+	default:
+		return nil, fmt.Errorf("ordering: unknown queue kind %q (known: %s, %s)", kind, QueueFIFO, QueueHeap)
+	}
+	required := p.RequiredCapability()
+	if !satisfies(offered, required) {
+		return nil, fmt.Errorf("%w: policy %q requires capability %v, which the %q queue (capability %v) lacks",
+			ErrIncompatibleQueue, p.TypeName(), required, kind, offered)
+	}
+	core := queueCore{policy: p}
+	if kind == QueueFIFO {
+		return &fifoQueue{queueCore: core}, nil
+	}
+	return newHeapQueue(core), nil
+}
+
+// NewFIFOQueue is NewQueue(QueueFIFO, p).
+func NewFIFOQueue(p Policy) (Queue, error) { return NewQueue(QueueFIFO, p) }
+
+// NewHeapQueue is NewQueue(QueueHeap, p).
+func NewHeapQueue(p Policy) (Queue, error) { return NewQueue(QueueHeap, p) }
+
+// satisfies reports whether a queue offering capability offered can run a
+// policy requiring required. A keyed queue can keep any order, including
+// arrival order; a FIFO queue keeps only arrival order.
+func satisfies(offered, required Capability) bool {
+	switch required {
+	case CapabilityFIFO:
+		return offered == CapabilityFIFO || offered == CapabilityPriorityConfigurable
+	case CapabilityPriorityConfigurable:
+		return offered == CapabilityPriorityConfigurable
+	}
+	return false
+}
+
+// queueCore is the bookkeeping both queues share. Its address identifies the
+// queue that holds an item.
+type queueCore struct {
+	policy Policy
+	n      int
+	bytes  int64
+	seq    uint64
+}
+
+func (c *queueCore) Policy() Policy  { return c.policy }
+func (c *queueCore) Len() int        { return c.n }
+func (c *queueCore) ByteSize() int64 { return c.bytes }
+
+// admit prepares it for entry: checks it is free, derives its key and books
+// it.
+func (c *queueCore) admit(it *Item) {
+	if it == nil {
+		panic("ordering: Add of a nil item")
+	}
+	if it.owner != nil {
+		panic("ordering: Add of an item that is already queued")
+	}
+	it.key = c.policy.Key(it)
+	it.seq = c.seq
+	c.seq++
+	it.owner = c
+	it.booked = it.ByteSize
+	c.n++
+	c.bytes += it.booked
+}
+
+// release debits an item that has left the queue.
+func (c *queueCore) release(it *Item) {
+	it.owner = nil
+	c.n--
+	c.bytes -= it.booked
+	it.booked = 0
+}
