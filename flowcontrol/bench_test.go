@@ -1,0 +1,237 @@
+package flowcontrol_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// The baselines are golang.org/x/sync/semaphore: BenchmarkSemaphore/mode=X
+// is the figure BenchmarkEnqueueAndWait/mode=X is compared against. Compare
+// them with:
+//
+//	go test -run '^$' -bench 'EnqueueAndWait|Semaphore|BacklogDrain|CapacitySnapshot' -count 5 ./flowcontrol/ | tee new.txt
+//	benchstat new.txt
+
+const contendedGoroutines, contendedSlots = 64, 8
+
+// benchController returns a one-band controller; it is closed at cleanup.
+func benchController(b *testing.B, gate flowcontrol.Gate) *flowcontrol.FlowController {
+	b.Helper()
+	fc := newBenchController(b, gate)
+	b.Cleanup(fc.Close)
+	return fc
+}
+
+func newBenchController(b *testing.B, gate flowcontrol.Gate) *flowcontrol.FlowController {
+	b.Helper()
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 0, RequestCapacity: capacity.Bounded(1 << 20)},
+		},
+		Gate: gate,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fc
+}
+
+// BenchmarkEnqueueAndWait measures one admission: enqueue, dispatch, Done.
+// mode=immediate: one goroutine, room always available (baseline:
+// BenchmarkSemaphore/mode=immediate). mode=contended/g=64: 64 goroutines over
+// MaxInFlight(8) (baseline: BenchmarkSemaphore/mode=contended/g=64).
+func BenchmarkEnqueueAndWait(b *testing.B) {
+	ctx := context.Background()
+	req := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "bench", Priority: 0}, ByteSize: 100}
+	b.Run("mode=immediate", func(b *testing.B) {
+		fc := benchController(b, flowcontrol.MaxInFlight(1))
+		b.ReportAllocs()
+		for b.Loop() {
+			a, err := fc.EnqueueAndWait(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.Done()
+		}
+	})
+	b.Run("mode=contended/g=64", func(b *testing.B) {
+		fc := benchController(b, flowcontrol.MaxInFlight(contendedSlots))
+		b.ReportAllocs()
+		runContended(b, func() {
+			a, err := fc.EnqueueAndWait(ctx, req)
+			if err != nil {
+				panic(err)
+			}
+			a.Done()
+		})
+	})
+}
+
+// BenchmarkSemaphore is the baseline of BenchmarkEnqueueAndWait: a
+// golang.org/x/sync/semaphore Acquire and Release, alone (mode=immediate)
+// and with 64 goroutines over a weight of 8 (mode=contended/g=64).
+func BenchmarkSemaphore(b *testing.B) {
+	ctx := context.Background()
+	b.Run("mode=immediate", func(b *testing.B) {
+		sem := semaphore.NewWeighted(1)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := sem.Acquire(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			sem.Release(1)
+		}
+	})
+	b.Run("mode=contended/g=64", func(b *testing.B) {
+		sem := semaphore.NewWeighted(contendedSlots)
+		b.ReportAllocs()
+		runContended(b, func() {
+			if err := sem.Acquire(ctx, 1); err != nil {
+				panic(err)
+			}
+			sem.Release(1)
+		})
+	})
+}
+
+// runContended runs op b.N times in total, spread over contendedGoroutines
+// goroutines.
+func runContended(b *testing.B, op func()) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range contendedGoroutines {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				op()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkBacklogDrain queues n waiters behind a closed gate, then opens it
+// and measures until every waiter has been dispatched and called Done. Each
+// waiter calls Done at once, so the drain is a chain of Done → dispatch →
+// wake-up through MaxInFlight(64). It reports dispatches/s.
+func BenchmarkBacklogDrain(b *testing.B) {
+	const n = 100_000
+	b.Run("n=100000", func(b *testing.B) {
+		ctx := context.Background()
+		const slots = 64
+		var elapsed time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			fc := newBenchController(b, flowcontrol.MaxInFlight(slots))
+			// Hold every slot so that the waiters queue.
+			blockers := make([]*flowcontrol.Admission, slots)
+			for i := range blockers {
+				a, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				blockers[i] = a
+			}
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() {
+					a, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{})
+					if err != nil {
+						panic(err)
+					}
+					a.Done()
+				})
+			}
+			for {
+				s, _ := fc.CapacitySnapshot(0)
+				if s.QueuedRequests == n {
+					break
+				}
+				runtime.Gosched()
+			}
+			b.StartTimer()
+			start := time.Now()
+			for _, a := range blockers {
+				a.Done()
+			}
+			wg.Wait()
+			elapsed += time.Since(start)
+			b.StopTimer()
+			fc.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "dispatches/s")
+	})
+}
+
+// BenchmarkCapacitySnapshot reads one band's snapshot. mode=serial reads an
+// idle controller; mode=parallel-traffic reads from every P (b.RunParallel)
+// while another goroutine keeps requests moving through the band.
+func BenchmarkCapacitySnapshot(b *testing.B) {
+	b.Run("mode=serial", func(b *testing.B) {
+		fc := benchController(b, nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fc.CapacitySnapshot(0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mode=parallel-traffic", func(b *testing.B) {
+		fc := benchController(b, flowcontrol.MaxInFlight(1))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { driveTraffic(fc, stop) })
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := fc.CapacitySnapshot(0); err != nil {
+					panic(err)
+				}
+			}
+		})
+		b.StopTimer()
+		close(stop)
+		wg.Wait()
+	})
+}
+
+// driveTraffic keeps requests queueing and dispatching until stop closes: a
+// holder keeps the only slot for a moment while a few requests queue behind
+// it.
+func driveTraffic(fc *flowcontrol.FlowController, stop <-chan struct{}) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for {
+		select {
+		case <-stop:
+			wg.Wait()
+			return
+		default:
+		}
+		held, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{ByteSize: 10})
+		if err != nil {
+			panic(err)
+		}
+		for range 4 {
+			wg.Go(func() {
+				if a, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{ByteSize: 10}); err == nil {
+					a.Done()
+				}
+			})
+		}
+		runtime.Gosched()
+		held.Done()
+		wg.Wait()
+	}
+}

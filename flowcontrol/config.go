@@ -1,0 +1,169 @@
+package flowcontrol
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// FlowKey identifies a flow and the priority it asks for. Higher priorities
+// are more important; negative priorities name sheddable traffic.
+type FlowKey struct {
+	ID       string
+	Priority int
+}
+
+// Request is one request asking to be admitted.
+type Request struct {
+	// Key is the requested flow key; Key.Priority selects the band.
+	Key FlowKey
+	// ByteSize is the request's size, counted against byte capacities while
+	// it waits. A negative size (such as net/http's unknown ContentLength,
+	// -1) counts as 0.
+	ByteSize int64
+	// ReceivedTime is when the gateway received the request, read by the
+	// slo-deadline policy. Zero means the time EnqueueAndWait was called.
+	ReceivedTime time.Time
+	// Header holds the request headers that ordering policies read, such
+	// as x-llm-d-slo-ttft-ms. The controller does not modify it.
+	Header http.Header
+	// TTL is the request's own queue-wait TTL; zero or negative means none.
+	TTL time.Duration
+}
+
+// BandConfig configures one priority band.
+type BandConfig struct {
+	// Priority identifies the band; higher is more important.
+	Priority int
+	// RequestCapacity bounds the number of requests waiting in the band;
+	// the zero Limit is unbounded.
+	RequestCapacity capacity.Limit
+	// ByteCapacity bounds the sum of ByteSize over the requests waiting in
+	// the band; the zero Limit is unbounded.
+	ByteCapacity capacity.Limit
+	// TTL is the band's queue-wait TTL; 0 means none.
+	TTL time.Duration
+	// Policy orders the band's queue. Nil selects PolicyName, or FCFS when
+	// that is empty too.
+	Policy ordering.Policy
+	// PolicyName names a built-in policy by type name (for example
+	// "slo-deadline-ordering-policy"), as read from a configuration file.
+	// It is used when Policy is nil; when both are set they must agree.
+	PolicyName string
+	// Queue selects the queue implementation; "" means
+	// ordering.DefaultQueueKind of the policy.
+	Queue ordering.QueueKind
+}
+
+// Config configures a [FlowController].
+type Config struct {
+	// Bands lists the bands provisioned at start; at least one, with
+	// distinct priorities. More can be added with ProvisionBand.
+	Bands []BandConfig
+	// FallbackPriority is the band that takes requests whose own band is
+	// not provisioned; it must be one of Bands. It is 0 unless set. With
+	// NeverPromote it is unused and must be left 0.
+	FallbackPriority int
+	// NeverPromote changes the fallback: a request whose band is not
+	// provisioned goes to the nearest provisioned band at or below its
+	// priority, and is rejected for capacity if there is none, so
+	// sheddable traffic is never promoted.
+	NeverPromote bool
+	// RequestCapacity bounds the number of requests waiting in all bands
+	// together; the zero Limit is unbounded.
+	RequestCapacity capacity.Limit
+	// ByteCapacity bounds the bytes waiting in all bands together; the
+	// zero Limit is unbounded.
+	ByteCapacity capacity.Limit
+	// DefaultTTL is a queue-wait TTL for every request; 0 means none. A
+	// request's TTL is the smallest of its band's TTL, DefaultTTL, its own
+	// TTL and the time left until its context's deadline.
+	DefaultTTL time.Duration
+	// Gate decides when a request may start. Nil lets every request start
+	// at once (subject to strict priority, which then never holds anything
+	// back).
+	Gate Gate
+	// Observer, if set, is called once for every outcome, after the
+	// controller's lock is released, on the goroutine of the
+	// EnqueueAndWait call that ends with that outcome, just before the
+	// call returns. It must not call Close.
+	Observer func(Event)
+}
+
+// bandLimits is the part of a band's configuration that ProvisionBand may
+// change. It is immutable once published.
+type bandLimits struct {
+	requests capacity.Limit
+	bytes    capacity.Limit
+	ttl      time.Duration
+}
+
+// configError returns the error for a bad configuration value, naming the
+// field and the value.
+func configError(field string, value any, problem string) error {
+	return fmt.Errorf("flowcontrol: %s %v: %s", field, value, problem)
+}
+
+// checkLimit rejects a negative bounded limit.
+func checkLimit(field string, l capacity.Limit) error {
+	if n, ok := l.Value(); ok && n < 0 {
+		return configError(field, n, "negative capacity")
+	}
+	return nil
+}
+
+// checkTTL rejects a negative TTL.
+func checkTTL(field string, d time.Duration) error {
+	if d < 0 {
+		return configError(field, d, "negative TTL")
+	}
+	return nil
+}
+
+// checkBand validates a band configuration whose fields are named with the
+// prefix name (e.g. "Bands[2]"). It returns the band's policy, resolved from
+// Policy or PolicyName, nil when neither is set.
+func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
+	if err := checkLimit(name+".RequestCapacity", bc.RequestCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(name+".ByteCapacity", bc.ByteCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(name+".TTL", bc.TTL); err != nil {
+		return nil, err
+	}
+	p := bc.Policy
+	if bc.PolicyName != "" {
+		named, err := ordering.PolicyByName(bc.PolicyName)
+		if err != nil {
+			return nil, fmt.Errorf("flowcontrol: %s.PolicyName %q: %w", name, bc.PolicyName, err)
+		}
+		if p != nil && p.TypeName() != named.TypeName() {
+			return nil, fmt.Errorf("flowcontrol: %s.PolicyName %q disagrees with %s.Policy %q",
+				name, bc.PolicyName, name, p.TypeName())
+		}
+		if p == nil {
+			p = named
+		}
+	}
+	return p, nil
+}
+
+// newQueue builds the queue of a new band.
+func newQueue(name string, p ordering.Policy, kind ordering.QueueKind) (ordering.Queue, error) {
+	if p == nil {
+		p = ordering.FCFS()
+	}
+	if kind == "" {
+		kind = ordering.DefaultQueueKind(p)
+	}
+	q, err := ordering.NewQueue(kind, p)
+	if err != nil {
+		return nil, fmt.Errorf("flowcontrol: %s.Queue %q with policy %q: %w", name, kind, p.TypeName(), err)
+	}
+	return q, nil
+}

@@ -1,0 +1,148 @@
+package flowcontrol_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// TestNewRejectsBadConfiguration: every bad configuration fails with an
+// error that names the field and the value.
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	band0 := flowcontrol.BandConfig{Priority: 0}
+	cases := []struct {
+		name string
+		cfg  flowcontrol.Config
+		want []string // substrings of the error
+		is   error    // a sentinel the error wraps, if any
+	}{
+		{"no-bands", flowcontrol.Config{}, []string{"Bands", "no bands"}, nil},
+		{"duplicate-priorities", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0, {Priority: 3}, {Priority: 3}}},
+			[]string{"Bands[2].Priority 3", "duplicates Bands[1].Priority"}, nil},
+		{"unknown-policy", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, PolicyName: "lifo-ordering-policy"}}},
+			[]string{"Bands[0].PolicyName", `"lifo-ordering-policy"`}, ordering.ErrUnknownPolicy},
+		{"policy-name-disagrees-with-policy", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.EDF(), PolicyName: ordering.FCFSPolicyName}}},
+			[]string{"Bands[0].PolicyName", `"fcfs-ordering-policy"`, `"edf-ordering-policy"`}, nil},
+		{"edf-on-fifo-queue", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.EDF(), Queue: ordering.QueueFIFO}}},
+			[]string{"Bands[0].Queue", `"fifo"`, "edf-ordering-policy"}, ordering.ErrIncompatibleQueue},
+		{"slo-deadline-on-fifo-queue", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, PolicyName: ordering.SLODeadlinePolicyName, Queue: ordering.QueueFIFO}}},
+			[]string{"Bands[0].Queue", `"fifo"`, "slo-deadline-ordering-policy"}, ordering.ErrIncompatibleQueue},
+		{"unknown-queue-kind", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Queue: "list"}}},
+			[]string{"Bands[0].Queue", `"list"`}, nil},
+		{"negative-band-request-capacity", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0, {Priority: 1, RequestCapacity: capacity.Bounded(-1)}}},
+			[]string{"Bands[1].RequestCapacity -1", "negative"}, nil},
+		{"negative-band-byte-capacity", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: capacity.Bounded(-5)}}},
+			[]string{"Bands[0].ByteCapacity -5", "negative"}, nil},
+		{"negative-band-ttl", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: -time.Second}}},
+			[]string{"Bands[0].TTL -1s", "negative"}, nil},
+		{"negative-global-request-capacity", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0}, RequestCapacity: capacity.Bounded(-2)},
+			[]string{"RequestCapacity -2", "negative"}, nil},
+		{"negative-global-byte-capacity", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0}, ByteCapacity: capacity.Bounded(-3)},
+			[]string{"ByteCapacity -3", "negative"}, nil},
+		{"negative-default-ttl", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0}, DefaultTTL: -time.Millisecond},
+			[]string{"DefaultTTL -1ms", "negative"}, nil},
+		{"default-fallback-band-not-configured", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 1}}},
+			[]string{"FallbackPriority 0", "no band"}, nil},
+		{"fallback-band-not-configured", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0}, FallbackPriority: 7},
+			[]string{"FallbackPriority 7", "no band"}, nil},
+		{"fallback-with-never-promote", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0, {Priority: 7}}, FallbackPriority: 7, NeverPromote: true},
+			[]string{"FallbackPriority 7", "NeverPromote"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, err := flowcontrol.New(tc.cfg)
+			if err == nil {
+				fc.Close()
+				t.Fatal("New accepted a bad configuration")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if !strings.HasPrefix(err.Error(), "flowcontrol: ") {
+				t.Errorf("error %q lacks the package prefix", err)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q does not wrap %v", err, tc.is)
+			}
+		})
+	}
+}
+
+func TestNeverPromoteNeedsNoBandZero(t *testing.T) {
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: -5}}, NeverPromote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Close()
+}
+
+func TestMaxInFlightGateServesOneController(t *testing.T) {
+	gate := flowcontrol.MaxInFlight(4)
+	cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate}
+	fc := mustNew(t, cfg)
+	_, err := flowcontrol.New(cfg)
+	if err == nil || !strings.Contains(err.Error(), "Gate MaxInFlight(4)") {
+		t.Fatalf("second controller on one MaxInFlight gate: %v", err)
+	}
+	_ = fc
+	// A configuration that fails for another reason does not claim the gate.
+	fresh := flowcontrol.MaxInFlight(2)
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 1}}, Gate: fresh}); err == nil {
+		t.Fatal("want a fallback error")
+	}
+	mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: fresh})
+}
+
+func TestMaxInFlightPanicsOnNegativeLimit(t *testing.T) {
+	defer func() {
+		r := recover()
+		if s, _ := r.(string); !strings.HasPrefix(s, "flowcontrol: MaxInFlight(-1)") {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	flowcontrol.MaxInFlight(-1)
+}
+
+func TestProvisionBandRejectsBadConfiguration(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 5, Policy: ordering.EDF()}}})
+	cases := []struct {
+		name string
+		bc   flowcontrol.BandConfig
+		want []string
+		is   error
+	}{
+		{"negative-request-capacity", flowcontrol.BandConfig{Priority: 3, RequestCapacity: capacity.Bounded(-1)}, []string{"BandConfig.RequestCapacity -1"}, nil},
+		{"negative-byte-capacity", flowcontrol.BandConfig{Priority: 0, ByteCapacity: capacity.Bounded(-9)}, []string{"BandConfig.ByteCapacity -9"}, nil},
+		{"negative-ttl", flowcontrol.BandConfig{Priority: 3, TTL: -time.Minute}, []string{"BandConfig.TTL -1m0s"}, nil},
+		{"unknown-policy", flowcontrol.BandConfig{Priority: 3, PolicyName: "random"}, []string{"BandConfig.PolicyName", `"random"`}, ordering.ErrUnknownPolicy},
+		{"incompatible-queue", flowcontrol.BandConfig{Priority: 3, Policy: ordering.SLODeadline(), Queue: ordering.QueueFIFO}, []string{"BandConfig.Queue", `"fifo"`}, ordering.ErrIncompatibleQueue},
+		{"policy-change", flowcontrol.BandConfig{Priority: 5, Policy: ordering.FCFS()}, []string{"BandConfig.Policy fcfs-ordering-policy", "edf-ordering-policy"}, nil},
+		{"queue-change", flowcontrol.BandConfig{Priority: 0, Queue: ordering.QueueHeap}, []string{"BandConfig.Queue heap", "fifo"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := fc.ProvisionBand(tc.bc)
+			if err == nil {
+				t.Fatal("ProvisionBand accepted a bad configuration")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q does not wrap %v", err, tc.is)
+			}
+		})
+	}
+	if _, err := fc.CapacitySnapshot(3); err == nil {
+		t.Fatal("a rejected ProvisionBand created band 3")
+	}
+}

@@ -1,0 +1,238 @@
+package flowcontrol
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Outcome is the one terminal result of a call to
+// [FlowController.EnqueueAndWait].
+type Outcome int
+
+const (
+	// OutcomeDispatched: the request may go on to a model server. It is the
+	// only outcome that carries an admitted (effective) band.
+	OutcomeDispatched Outcome = iota
+	// OutcomeRejectedCapacity: the request did not fit its band's or the
+	// controller's request or byte capacity, or (with [Config.NeverPromote])
+	// no band could take it. It was never queued.
+	OutcomeRejectedCapacity
+	// OutcomeExpired: the request waited its whole queue-wait TTL, or its
+	// context's deadline passed while it was queued.
+	OutcomeExpired
+	// OutcomeCancelled: the request's context was cancelled while it was
+	// queued.
+	OutcomeCancelled
+	// OutcomeRejectedShutdown: the controller was closed before the request
+	// was dispatched.
+	OutcomeRejectedShutdown
+)
+
+// DroppedReasonHeader is the response header in which a gateway reports why
+// it dropped a request; its value is [Outcome.DroppedReason].
+const DroppedReasonHeader = "x-llm-d-request-dropped-reason"
+
+// String returns "dispatched", "rejected-capacity", "expired", "cancelled" or
+// "rejected-shutdown".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeDispatched:
+		return "dispatched"
+	case OutcomeRejectedCapacity:
+		return "rejected-capacity"
+	case OutcomeExpired:
+		return "expired"
+	case OutcomeCancelled:
+		return "cancelled"
+	case OutcomeRejectedShutdown:
+		return "rejected-shutdown"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// DroppedReason returns the value of [DroppedReasonHeader] for o:
+// "rejected-saturated", "rejected-ttl-expired", "rejected-context-cancelled"
+// or "rejected-shutting-down". It is "" for OutcomeDispatched, which drops
+// nothing, and for an unknown Outcome.
+func (o Outcome) DroppedReason() string {
+	switch o {
+	case OutcomeRejectedCapacity:
+		return "rejected-saturated"
+	case OutcomeExpired:
+		return "rejected-ttl-expired"
+	case OutcomeCancelled:
+		return "rejected-context-cancelled"
+	case OutcomeRejectedShutdown:
+		return "rejected-shutting-down"
+	}
+	return ""
+}
+
+// HTTPStatus returns the status a gateway should answer with: 200 for
+// OutcomeDispatched, 429 (Too Many Requests) for capacity rejections and
+// expiry — the router is busy, the client may come back — and 503 (Service
+// Unavailable) for cancellation and shutdown. It is 0 for an unknown Outcome.
+func (o Outcome) HTTPStatus() int {
+	switch o {
+	case OutcomeDispatched:
+		return http.StatusOK
+	case OutcomeRejectedCapacity, OutcomeExpired:
+		return http.StatusTooManyRequests
+	case OutcomeCancelled, OutcomeRejectedShutdown:
+		return http.StatusServiceUnavailable
+	}
+	return 0
+}
+
+// Sentinel errors, one per outcome other than dispatch. Every error of
+// EnqueueAndWait is a [*RejectionError] that wraps exactly one of them, so
+// errors.Is(err, ErrExpired) tells the outcome without a type assertion.
+var (
+	// ErrSaturated is wrapped for [OutcomeRejectedCapacity].
+	ErrSaturated = errors.New("flowcontrol: saturated")
+	// ErrExpired is wrapped for [OutcomeExpired].
+	ErrExpired = errors.New("flowcontrol: queue-wait TTL expired")
+	// ErrCancelled is wrapped for [OutcomeCancelled].
+	ErrCancelled = errors.New("flowcontrol: cancelled while queued")
+	// ErrClosed is wrapped for [OutcomeRejectedShutdown], and by
+	// [FlowController.ProvisionBand] after Close.
+	ErrClosed = errors.New("flowcontrol: controller closed")
+)
+
+// limitKind says which limit refused a request, for the error message.
+type limitKind uint8
+
+const (
+	limitNone limitKind = iota
+	limitBandRequests
+	limitBandBytes
+	limitGlobalRequests
+	limitGlobalBytes
+	limitNoBand // NeverPromote found no band at or below the requested priority
+)
+
+// RejectionError is the error of [FlowController.EnqueueAndWait] for every
+// outcome but dispatch.
+//
+// errors.Is matches the outcome's sentinel ([ErrSaturated], [ErrExpired],
+// [ErrCancelled] or [ErrClosed]) and, when the context ended the wait, the
+// context's error (context.Canceled or context.DeadlineExceeded) and its
+// cause, if it has a different one.
+type RejectionError struct {
+	// Outcome is the terminal outcome; never OutcomeDispatched.
+	Outcome Outcome
+	// Requested is the flow key the caller asked for.
+	Requested FlowKey
+	// Effective is the band that refused or dropped the request. When no
+	// band could take it ([Config.NeverPromote] with no band at or below
+	// the requested priority), Effective equals Requested.
+	Effective FlowKey
+	// RetryAfter projects when the effective band will have dispatched what
+	// waits in it now, at its measured dispatch rate: whole seconds, rounded
+	// up, between 1s and 30s. It is set for capacity rejections only, and
+	// only once the band has a measured rate; otherwise it is 0 (none).
+	RetryAfter time.Duration
+	// QueueTime is how long the request waited in its band before it was
+	// dropped; 0 for a request that was never queued.
+	QueueTime time.Duration
+
+	limit    limitKind
+	limitVal int64 // the bound that refused the request
+	ctxErr   error // the context's error, when the context ended the wait
+	ctxCause error // context.Cause, when it differs from ctxErr
+}
+
+// sentinel returns the sentinel error of an outcome.
+func (o Outcome) sentinel() error {
+	switch o {
+	case OutcomeRejectedCapacity:
+		return ErrSaturated
+	case OutcomeExpired:
+		return ErrExpired
+	case OutcomeCancelled:
+		return ErrCancelled
+	case OutcomeRejectedShutdown:
+		return ErrClosed
+	}
+	return nil
+}
+
+// Error describes the rejection, e.g. "flowcontrol: priority 5 (band 0):
+// rejected-saturated: band 0 request capacity 10 reached; retry after 3s".
+func (e *RejectionError) Error() string {
+	var sb strings.Builder
+	sb.WriteString("flowcontrol: priority ")
+	sb.WriteString(strconv.Itoa(e.Requested.Priority))
+	if e.Effective.Priority != e.Requested.Priority {
+		sb.WriteString(" (band ")
+		sb.WriteString(strconv.Itoa(e.Effective.Priority))
+		sb.WriteString(")")
+	}
+	sb.WriteString(": ")
+	if r := e.Outcome.DroppedReason(); r != "" {
+		sb.WriteString(r)
+	} else {
+		sb.WriteString(e.Outcome.String())
+	}
+	band := "band " + strconv.Itoa(e.Effective.Priority)
+	val := strconv.FormatInt(e.limitVal, 10)
+	switch e.limit {
+	case limitBandRequests:
+		sb.WriteString(": " + band + " request capacity " + val + " reached")
+	case limitBandBytes:
+		sb.WriteString(": " + band + " byte capacity " + val + " exceeded")
+	case limitGlobalRequests:
+		sb.WriteString(": global request capacity " + val + " reached")
+	case limitGlobalBytes:
+		sb.WriteString(": global byte capacity " + val + " exceeded")
+	case limitNoBand:
+		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
+	}
+	if e.QueueTime > 0 {
+		sb.WriteString(" after " + e.QueueTime.String() + " queued")
+	}
+	if e.ctxErr != nil {
+		sb.WriteString(": " + e.ctxErr.Error())
+		if e.ctxCause != nil {
+			sb.WriteString(": " + e.ctxCause.Error())
+		}
+	}
+	if e.RetryAfter > 0 {
+		sb.WriteString("; retry after " + e.RetryAfter.String())
+	}
+	return sb.String()
+}
+
+// Unwrap returns the outcome's sentinel and, when the context ended the
+// wait, the context's error and its distinct cause.
+func (e *RejectionError) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	if s := e.Outcome.sentinel(); s != nil {
+		errs = append(errs, s)
+	}
+	if e.ctxErr != nil {
+		errs = append(errs, e.ctxErr)
+	}
+	if e.ctxCause != nil {
+		errs = append(errs, e.ctxCause)
+	}
+	return errs
+}
+
+// Event reports one terminal outcome to [Config.Observer].
+type Event struct {
+	// Requested is the flow key the caller asked for.
+	Requested FlowKey
+	// Effective is the band that handled (or refused) the request; see
+	// [RejectionError.Effective]. The band of the event is
+	// Effective.Priority.
+	Effective FlowKey
+	// Outcome is the terminal outcome.
+	Outcome Outcome
+	// QueueTime is the time the request spent queued: 0 when it was
+	// dispatched or refused at once.
+	QueueTime time.Duration
+}

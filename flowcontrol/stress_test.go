@@ -1,0 +1,204 @@
+package flowcontrol_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// TestStressExactlyOneOutcome runs many goroutines against several bands with
+// random cancellations, TTLs and deadlines on the real clock (it asserts
+// nothing about timing), then closes the controller under load. Every
+// request must get exactly one outcome, the observer must agree with the
+// callers, admissions held must never exceed the gate, counters must return
+// to zero, and no goroutine may be left inside the controller.
+func TestStressExactlyOneOutcome(t *testing.T) {
+	const (
+		workers  = 32
+		requests = 10000 // before Close, which the load then runs into
+		slots    = 4
+	)
+	baseline := runtime.NumGoroutine()
+
+	var observed [5]atomic.Int64
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 5, RequestCapacity: bounded(12)},
+			{Priority: 0, RequestCapacity: bounded(24), ByteCapacity: bounded(3000), PolicyName: "edf-ordering-policy"},
+			{Priority: -5, TTL: 2 * time.Millisecond},
+		},
+		RequestCapacity: bounded(30),
+		DefaultTTL:      50 * time.Millisecond,
+		Gate:            flowcontrol.MaxInFlight(slots),
+		Observer:        func(ev flowcontrol.Event) { observed[ev.Outcome].Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		returned [5]atomic.Int64
+		held     atomic.Int64 // admissions returned and not yet Done
+		overrun  atomic.Bool
+		calls    atomic.Int64
+	)
+	priorities := []int{5, 0, -5, 3, 9} // 3 and 9 start unprovisioned
+	// worker sends requests until Close rejects one.
+	worker := func(seed uint64) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for {
+			ctx, cancel := context.WithCancel(context.Background())
+			switch rng.IntN(4) {
+			case 0:
+				ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rng.IntN(5000))*time.Microsecond)
+			case 1:
+				spins := rng.IntN(50)
+				go func() {
+					for range spins {
+						runtime.Gosched()
+					}
+					cancel()
+				}()
+			}
+			req := flowcontrol.Request{
+				Key:      flowcontrol.FlowKey{ID: "s", Priority: priorities[rng.IntN(len(priorities))]},
+				ByteSize: int64(rng.IntN(200)),
+				TTL:      time.Duration(rng.IntN(20000)) * time.Microsecond,
+			}
+			calls.Add(1)
+			a, err := fc.EnqueueAndWait(ctx, req)
+			cancel()
+			if err == nil {
+				if held.Add(1) > slots {
+					overrun.Store(true)
+				}
+				for range rng.IntN(20) {
+					runtime.Gosched()
+				}
+				held.Add(-1)
+				a.Done()
+				if rng.IntN(8) == 0 {
+					a.Done()
+				}
+				returned[flowcontrol.OutcomeDispatched].Add(1)
+				continue
+			}
+			var rej *flowcontrol.RejectionError
+			if a != nil || !errors.As(err, &rej) || rej.Outcome == flowcontrol.OutcomeDispatched {
+				t.Errorf("EnqueueAndWait: admission %v, error %v", a, err)
+				return
+			}
+			returned[rej.Outcome].Add(1)
+			if rej.Outcome == flowcontrol.OutcomeRejectedShutdown {
+				return
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() { worker(uint64(i)) })
+	}
+	stopSide := make(chan struct{})
+	var side sync.WaitGroup
+	side.Go(func() { // nudges, provisioning and readers alongside
+		for {
+			select {
+			case <-stopSide:
+				return
+			default:
+			}
+			fc.Nudge()
+			if n := fc.InFlight(); n > slots {
+				overrun.Store(true)
+			}
+			for _, p := range []int{5, 0, -5} {
+				if s, err := fc.CapacitySnapshot(p); err != nil || !s.RequestCapacity.Allows(s.QueuedRequests) || s.QueuedRequests < 0 || s.QueuedBytes < 0 {
+					t.Errorf("snapshot %v %v", s, err)
+				}
+			}
+			runtime.Gosched()
+		}
+	})
+
+	// Let the load run, provision a band under it, then close under it.
+	for calls.Load() < requests/2 {
+		runtime.Gosched()
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 3, TTL: time.Millisecond}); err != nil {
+		t.Errorf("ProvisionBand: %v", err)
+	}
+	for calls.Load() < requests {
+		runtime.Gosched()
+	}
+	fc.Close()
+	wg.Wait()
+	close(stopSide)
+	side.Wait()
+
+	if overrun.Load() {
+		t.Error("more admissions held than the gate allows")
+	}
+	var total int64
+	for o := range returned {
+		r, ob := returned[o].Load(), observed[o].Load()
+		if r != ob {
+			t.Errorf("%v: %d returned, %d observed", flowcontrol.Outcome(o), r, ob)
+		}
+		total += r
+	}
+	if total != calls.Load() {
+		t.Errorf("%d calls, %d outcomes", calls.Load(), total)
+	}
+	for o := range returned {
+		t.Logf("%v: %d", flowcontrol.Outcome(o), returned[o].Load())
+	}
+	if returned[flowcontrol.OutcomeRejectedShutdown].Load() == 0 {
+		t.Error("Close under load rejected nothing")
+	}
+	if n := fc.InFlight(); n != 0 {
+		t.Errorf("InFlight %d after every admission is done", n)
+	}
+	for _, p := range []int{5, 3, 0, -5} {
+		if s, err := fc.CapacitySnapshot(p); err != nil || s.QueuedRequests != 0 || s.QueuedBytes != 0 {
+			t.Errorf("band %d: %v %v", p, s, err)
+		}
+	}
+	checkNoGoroutineLeak(t, baseline)
+}
+
+// checkNoGoroutineLeak fails if, within a few seconds, some goroutine is
+// still inside the controller or the goroutine count has not come back to
+// baseline. Goroutines that finished their work may take a moment to exit,
+// hence the polling.
+func checkNoGoroutineLeak(t *testing.T, baseline int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var inside []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "flowcontrol.(*FlowController)") || strings.Contains(g, "flowcontrol.(*Admission)") {
+				inside = append(inside, g)
+			}
+		}
+		n := runtime.NumGoroutine()
+		if len(inside) == 0 && n <= baseline {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutine leak: %d goroutines (baseline %d), %d inside the controller:\n%s",
+				n, baseline, len(inside), strings.Join(inside, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
