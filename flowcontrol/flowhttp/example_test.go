@@ -1,0 +1,83 @@
+package flowhttp_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// A gateway: flow control in front of a reverse proxy to a model server.
+// Priority 5 has no band, so it is served by the fallback band 0 and
+// reports that band's headroom; band -10 is closed and sheds everything.
+func Example() {
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headroom.HeaderName, "1000") // a backend's copy never reaches the client
+		fmt.Fprint(w, "tokens")
+	}))
+	defer model.Close()
+	target, _ := url.Parse(model.URL)
+
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 10, RequestCapacity: capacity.Bounded(20), Policy: ordering.SLODeadline()},
+			{Priority: 0, RequestCapacity: capacity.Bounded(50)},
+			{Priority: -10, RequestCapacity: capacity.Bounded(0)},
+		},
+		Gate: flowcontrol.MaxInFlight(8),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+	gateway, err := flowhttp.New(flowhttp.Config{
+		Controller: fc,
+		Headers:    flowhttp.HeaderClassifier{PriorityHeader: "x-llm-d-priority"},
+	}, httputil.NewSingleHostReverseProxy(target))
+	if err != nil {
+		panic(err)
+	}
+
+	for _, priority := range []string{"10", "5", "-10"} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"prompt":"hi"}`))
+		req.Header.Set("x-llm-d-priority", priority)
+		rec := httptest.NewRecorder()
+		gateway.ServeHTTP(rec, req)
+		res := rec.Result()
+		fmt.Printf("priority %3s: %d headroom=%q queue-ms=%q dropped=%q\n", priority, res.StatusCode,
+			res.Header.Get(headroom.HeaderName), res.Header.Get(flowhttp.QueueDurationHeader),
+			res.Header.Get(flowcontrol.DroppedReasonHeader))
+	}
+	// Output:
+	// priority  10: 200 headroom="20" queue-ms="0" dropped=""
+	// priority   5: 200 headroom="50" queue-ms="0" dropped=""
+	// priority -10: 429 headroom="" queue-ms="" dropped="rejected-saturated"
+}
+
+func ExampleHeaderClassifier() {
+	c := flowhttp.HeaderClassifier{
+		PriorityHeader: "x-llm-d-priority",
+		Objectives:     map[string]int{"chat": 10, "batch": -10},
+	}
+	for _, h := range []http.Header{
+		{"X-Llm-D-Inference-Fairness-Id": {"tenant-a"}, "X-Llm-D-Priority": {"5"}},
+		{"X-Gateway-Inference-Fairness-Id": {"tenant-b"}, "X-Gateway-Inference-Objective": {"batch"}},
+		{"X-Gateway-Inference-Objective": {"chat"}},
+		{},
+	} {
+		fmt.Printf("%+v\n", c.FlowKey(h))
+	}
+	// Output:
+	// {ID:tenant-a Priority:5}
+	// {ID:tenant-b Priority:-10}
+	// {ID:default-flow Priority:10}
+	// {ID:default-flow Priority:0}
+}

@@ -1,0 +1,311 @@
+package flowhttp_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
+)
+
+// priorityHeader is the request header the tests classify priorities by.
+const priorityHeader = "x-llm-d-priority"
+
+// discardLog silences net/http's logging of aborted connections, which
+// several tests cause on purpose.
+var discardLog = log.New(io.Discard, "", 0)
+
+var itoa = strconv.Itoa
+
+// watchdog bounds a wait that only a bug makes long; it detects hangs, it
+// does not time anything.
+const watchdog = 10 * time.Second
+
+// countingGate is a MaxInFlight gate that counts its grants and releases and
+// reports each release on a channel, so a test can wait for a release
+// instead of polling for it.
+type countingGate struct {
+	limit    int
+	inFlight int // guarded by the controller's lock
+
+	acquired atomic.Int64
+	released atomic.Int64
+	releases chan int // the band of each release; buffered, never blocks the controller
+}
+
+func newCountingGate(limit int) *countingGate {
+	return &countingGate{limit: limit, releases: make(chan int, 1024)}
+}
+
+func (g *countingGate) TryAcquire(int) bool {
+	if g.inFlight >= g.limit {
+		return false
+	}
+	g.inFlight++
+	g.acquired.Add(1)
+	return true
+}
+
+func (g *countingGate) Release(priority int) {
+	g.inFlight--
+	g.released.Add(1)
+	select {
+	case g.releases <- priority:
+	default:
+	}
+}
+
+// awaitRelease waits for the next release and returns its band.
+func (g *countingGate) awaitRelease(t testing.TB) int {
+	t.Helper()
+	select {
+	case p := <-g.releases:
+		return p
+	case <-time.After(watchdog):
+		t.Fatal("no admission was released")
+		return 0
+	}
+}
+
+// noRelease fails if a release has been reported and not yet consumed.
+func (g *countingGate) noRelease(t testing.TB, when string) {
+	t.Helper()
+	select {
+	case p := <-g.releases:
+		t.Fatalf("%s: admission of band %d already released", when, p)
+	default:
+	}
+}
+
+// band returns a band configuration with a bounded request capacity.
+func band(priority int, requestCapacity int64) flowcontrol.BandConfig {
+	return flowcontrol.BandConfig{Priority: priority, RequestCapacity: capacity.Bounded(requestCapacity)}
+}
+
+// newController returns a controller for cfg that is closed when the test
+// ends.
+func newController(t testing.TB, cfg flowcontrol.Config) *flowcontrol.FlowController {
+	t.Helper()
+	fc, err := flowcontrol.New(cfg)
+	if err != nil {
+		t.Fatalf("flowcontrol.New: %v", err)
+	}
+	t.Cleanup(fc.Close)
+	return fc
+}
+
+// newHandler wraps next in a flowhttp Handler for fc that reads priorities
+// from priorityHeader.
+func newHandler(t testing.TB, fc *flowcontrol.FlowController, next http.Handler) *flowhttp.Handler {
+	t.Helper()
+	h, err := flowhttp.New(flowhttp.Config{
+		Controller: fc,
+		Headers:    flowhttp.HeaderClassifier{PriorityHeader: priorityHeader},
+	}, next)
+	if err != nil {
+		t.Fatalf("flowhttp.New: %v", err)
+	}
+	return h
+}
+
+// proxyTo returns a reverse proxy to the server at rawURL that uses tr.
+func proxyTo(t testing.TB, rawURL string, tr http.RoundTripper) *httputil.ReverseProxy {
+	t.Helper()
+	target, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: tr,
+		ErrorLog:  discardLog,
+	}
+}
+
+// loopbackGateway starts a backend serving backend and, in front of it, a
+// gateway: a flowhttp Handler for fc around a reverse proxy to the backend.
+// Both listen on loopback and close when the test ends. It returns the
+// gateway's URL.
+func loopbackGateway(t testing.TB, fc *flowcontrol.FlowController, backend http.Handler) string {
+	t.Helper()
+	be := httptest.NewServer(backend)
+	t.Cleanup(be.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return loopbackServer(t, newHandler(t, fc, proxyTo(t, be.URL, tr)))
+}
+
+// loopbackServer serves h on loopback until the test ends and returns its
+// URL.
+func loopbackServer(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = discardLog
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// send sends a request with the given priority and extra headers (name,
+// value pairs) to url and returns the response with its body read.
+func send(t testing.TB, client *http.Client, url string, priority int, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(priorityHeader, itoa(priority))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("priority %d: %v", priority, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("priority %d: reading body: %v", priority, err)
+	}
+	return resp, string(body)
+}
+
+// errorJSON is the rejection body the Handler writes.
+type errorJSON struct {
+	Error struct {
+		Status  int    `json:"status"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func decodeError(t testing.TB, body string) errorJSON {
+	t.Helper()
+	var e errorJSON
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("rejection body %q is not the JSON error: %v", body, err)
+	}
+	return e
+}
+
+// routerHeaders returns every value the client received for the
+// router-owned headers, keyed by lower-case name.
+func routerHeaders(h http.Header) map[string][]string {
+	got := map[string][]string{}
+	for _, name := range []string{headroom.HeaderName, headroom.ProvisionalHeaderName, flowhttp.QueueDurationHeader} {
+		if vs := h.Values(name); len(vs) > 0 {
+			got[name] = vs
+		}
+	}
+	return got
+}
+
+// readLine reads one line from r, failing the test after the watchdog.
+func readLine(t testing.TB, r *bufio.Reader) string {
+	t.Helper()
+	type result struct {
+		line string
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		line, err := r.ReadString('\n')
+		ch <- result{line, err}
+	}()
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			t.Fatalf("reading a line: %v (got %q)", res.err, res.line)
+		}
+		return res.line
+	case <-time.After(watchdog):
+		t.Fatal("no line arrived: the response was not flushed")
+		return ""
+	}
+}
+
+// memListener is an in-memory network for tests inside a synctest bubble:
+// connections are net.Pipe pairs, whose blocking is durable, so the fake
+// clock advances only when every HTTP goroutine is idle.
+type memListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newMemListener() *memListener {
+	return &memListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *memListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *memListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *memListener) Addr() net.Addr { return memAddr{} }
+
+// DialContext connects to the listener.
+func (l *memListener) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+	case <-ctx.Done():
+	}
+	client.Close()
+	server.Close()
+	return nil, net.ErrClosed
+}
+
+type memAddr struct{}
+
+func (memAddr) Network() string { return "mem" }
+func (memAddr) String() string  { return "mem" }
+
+// memServer is an http.Server on a memListener and a client for it.
+type memServer struct {
+	srv    *http.Server
+	tr     *http.Transport
+	Client *http.Client
+}
+
+// startMem serves h on a new in-memory listener. Call Close before the
+// bubble ends.
+func startMem(h http.Handler) *memServer {
+	l := newMemListener()
+	srv := &http.Server{Handler: h, ErrorLog: discardLog}
+	go srv.Serve(l)
+	tr := &http.Transport{DialContext: l.DialContext}
+	return &memServer{srv: srv, tr: tr, Client: &http.Client{Transport: tr}}
+}
+
+// Close closes the server, its connections and the client's idle ones.
+func (m *memServer) Close() {
+	m.srv.Close()
+	m.tr.CloseIdleConnections()
+}
