@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// Request headers of the demo's traffic.
+const (
+	priorityHeader = "x-llm-d-priority"
+	sloHeader      = ordering.SLOTTFTHeader
+)
+
+// bandSpec is one priority band of the gateway.
+type bandSpec struct {
+	priority int
+	name     string
+	policy   ordering.Policy
+	capacity int64
+	ttl      time.Duration
+}
+
+// bands are the gateway's priority bands, highest first. Priority 0 is also
+// the fallback band of requests whose priority has no band.
+var bands = []bandSpec{
+	{priority: 10, name: "interactive", policy: ordering.SLODeadline(), capacity: 32, ttl: 2 * time.Second},
+	{priority: 0, name: "standard", policy: ordering.FCFS(), capacity: 64, ttl: 5 * time.Second},
+	{priority: -10, name: "batch", policy: ordering.FCFS(), capacity: 32, ttl: 3 * time.Second},
+}
+
+// fallbackPriority is the band that serves unprovisioned priorities.
+const fallbackPriority = 0
+
+// quietLog discards net/http's complaints about clients that left, which
+// the load generator causes on purpose at shutdown.
+var quietLog = log.New(io.Discard, "", 0)
+
+// system is the running demo: the model servers and the gateway in front of
+// them, all on loopback.
+type system struct {
+	fc         *flowcontrol.FlowController
+	counters   map[int]*bandCounters // by effective band; read-only after start
+	gatewayURL string
+	slots      int // requests the servers work on at once, in total
+
+	servers   []*http.Server // the gateway first, then the model servers
+	transport *http.Transport
+	serving   sync.WaitGroup // the Serve goroutines
+}
+
+// startSystem starts servers model servers of concurrency slots each on
+// loopback, and the gateway on gatewayAddr (a loopback address; port 0
+// picks one).
+func startSystem(servers, concurrency int, gatewayAddr string) (s *system, err error) {
+	s = &system{counters: map[int]*bandCounters{}, slots: servers * concurrency}
+	defer func() {
+		if err != nil {
+			s.close(context.Background())
+		}
+	}()
+
+	var cfg flowcontrol.Config
+	for _, b := range bands {
+		cfg.Bands = append(cfg.Bands, flowcontrol.BandConfig{
+			Priority:        b.priority,
+			RequestCapacity: capacity.Bounded(b.capacity),
+			TTL:             b.ttl,
+			Policy:          b.policy,
+		})
+		s.counters[b.priority] = &bandCounters{}
+	}
+	cfg.FallbackPriority = fallbackPriority
+	// The gate keeps the servers' own queues empty: flow control, not the
+	// servers, decides who goes next.
+	cfg.Gate = flowcontrol.MaxInFlight(s.slots)
+	cfg.Observer = s.observe
+	if s.fc, err = flowcontrol.New(cfg); err != nil {
+		return s, err
+	}
+
+	var targets []*url.URL
+	for range servers {
+		addr, err := s.serve("127.0.0.1:0", newModelServer(concurrency))
+		if err != nil {
+			return s, err
+		}
+		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
+	}
+	s.transport = &http.Transport{
+		MaxIdleConnsPerHost: concurrency * 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	pool := newLeastLoaded(targets)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(pool.target(pr.In.Context())) },
+		Transport: s.transport,
+		ErrorLog:  quietLog,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				http.Error(w, "model server: "+err.Error(), http.StatusBadGateway)
+			}
+		},
+	}
+	gateway, err := flowhttp.New(flowhttp.Config{
+		Controller: s.fc,
+		Headers:    flowhttp.HeaderClassifier{PriorityHeader: priorityHeader},
+	}, pool.wrap(proxy))
+	if err != nil {
+		return s, err
+	}
+	addr, err := s.serve(gatewayAddr, gateway)
+	if err != nil {
+		return s, fmt.Errorf("gateway: %w", err)
+	}
+	s.gatewayURL = "http://" + addr
+	return s, nil
+}
+
+// serve serves h on addr until close and returns the address it listens on.
+func (s *system) serve(addr string, h http.Handler) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ErrorLog: quietLog, ReadHeaderTimeout: 5 * time.Second}
+	s.servers = append(s.servers, srv)
+	s.serving.Go(func() { _ = srv.Serve(l) })
+	return l.Addr().String(), nil
+}
+
+// close rejects the requests still queued, lets the admitted ones finish
+// until ctx ends, then closes every server and connection and waits for the
+// servers' goroutines.
+func (s *system) close(ctx context.Context) {
+	if s.fc != nil {
+		s.fc.Close()
+	}
+	// Last started, first stopped: the gateway, then the model servers.
+	for _, srv := range slices.Backward(s.servers) {
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+	}
+	s.serving.Wait()
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+}
+
+// observe counts one flow-control outcome; it is the controller's Observer.
+func (s *system) observe(ev flowcontrol.Event) {
+	c := s.counters[ev.Effective.Priority]
+	if c == nil || int(ev.Outcome) >= len(c.outcomes) {
+		return // not a band of this demo, or an outcome it does not know
+	}
+	c.outcomes[ev.Outcome].Add(1)
+	if ev.Requested.Priority != ev.Effective.Priority {
+		c.fallback.Add(1)
+	}
+}
+
+// leastLoaded sends each request to the model server with the fewest
+// requests in progress.
+type leastLoaded struct {
+	mu       sync.Mutex
+	targets  []*url.URL
+	inFlight []int
+}
+
+type targetKey struct{}
+
+func newLeastLoaded(targets []*url.URL) *leastLoaded {
+	return &leastLoaded{targets: targets, inFlight: make([]int, len(targets))}
+}
+
+// wrap picks a server for each request, records it in the request context
+// for the proxy's Rewrite, and counts the request on that server until next
+// returns.
+func (p *leastLoaded) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		best := 0
+		for i, n := range p.inFlight {
+			if n < p.inFlight[best] {
+				best = i
+			}
+		}
+		p.inFlight[best]++
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			p.inFlight[best]--
+			p.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, p.targets[best])))
+	})
+}
+
+// target returns the server wrap picked.
+func (p *leastLoaded) target(ctx context.Context) *url.URL {
+	if u, ok := ctx.Value(targetKey{}).(*url.URL); ok {
+		return u
+	}
+	return p.targets[0]
+}
+
+// checkLoopback returns addr with an empty host replaced by 127.0.0.1, or an
+// error if its host is not a loopback address: the demo never listens
+// beyond the machine.
+func checkLoopback(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("-listen %q: %w", addr, err)
+	}
+	switch host {
+	case "":
+		return net.JoinHostPort("127.0.0.1", port), nil
+	case "localhost":
+		return addr, nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", errors.New("-listen " + addr + ": only loopback addresses (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)")
+	}
+	return addr, nil
+}

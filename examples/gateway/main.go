@@ -1,0 +1,283 @@
+// Command gateway runs a small LLM gateway built from Sluice, end to end on
+// loopback: simulated model servers (bounded concurrency, service time
+// growing with the prompt, streamed tokens); in front of them an
+// httputil.ReverseProxy behind flowhttp, with three priority bands —
+// 10 interactive (slo-deadline), 0 standard (FCFS), −10 sheddable batch
+// (FCFS) — and a gate sized to the servers' concurrency; and a load
+// generator offering about 1.5 times what the servers can do, in mixed
+// traffic: interactive requests with x-llm-d-slo-ttft-ms, standard, batch,
+// and some for priority 5, which has no band and falls back to band 0.
+//
+// Every second it prints each band's queue, capacity and headroom (and the
+// headroom the clients last received), its outcomes and its SLO attainment;
+// at the end, a summary of what each class of clients saw.
+//
+//	go run ./examples/gateway
+//	go run ./examples/gateway -duration 30s -rate 80 -servers 3
+//
+// With -listen it runs only the model servers and the gateway, until
+// interrupted (or for -duration, if given), for curl or for
+// examples/dispatcher. It listens on loopback addresses only.
+//
+//	go run ./examples/gateway -listen 127.0.0.1:8080
+//	curl -sS -D - -o /dev/null -H 'x-llm-d-priority: 10' \
+//	  -d '{"model":"sim","prompt":"hello world","max_tokens":8}' \
+//	  http://127.0.0.1:8080/v1/completions
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+const (
+	defaultDuration = 15 * time.Second
+	// overload is the default offered load as a multiple of the servers'
+	// capacity.
+	overload = 1.5
+	// shutdownGrace is how long admitted requests may take to finish once
+	// the load stops, before they are cut.
+	shutdownGrace = 3 * time.Second
+	reportEvery   = time.Second
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	var usage usageError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a bad command line.
+type usageError struct{ error }
+
+// options are the command-line flags.
+type options struct {
+	duration    time.Duration
+	durationSet bool
+	rate        float64 // 0: overload × capacity
+	servers     int
+	concurrency int
+	listen      string
+	seed        uint64
+}
+
+func parseFlags(args []string, out io.Writer) (options, error) {
+	o := options{}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long to run (with -listen: until interrupted unless set)")
+	fs.Float64Var(&o.rate, "rate", 0, "requests per second to offer (0: 1.5 × the servers' capacity)")
+	fs.IntVar(&o.servers, "servers", 2, "simulated model servers")
+	fs.IntVar(&o.concurrency, "concurrency", 4, "requests each model server works on at once")
+	fs.StringVar(&o.listen, "listen", "", "run only the gateway and the servers, listening on this loopback `address`, e.g. 127.0.0.1:8080")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the traffic mix")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, usageError{err}
+	}
+	fs.Visit(func(f *flag.Flag) { o.durationSet = o.durationSet || f.Name == "duration" })
+	switch {
+	case fs.NArg() > 0:
+		return o, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	case o.duration <= 0:
+		return o, usageError{fmt.Errorf("-duration %v: must be positive", o.duration)}
+	case o.rate < 0:
+		return o, usageError{fmt.Errorf("-rate %v: must not be negative", o.rate)}
+	case o.servers < 1 || o.servers > 64:
+		return o, usageError{fmt.Errorf("-servers %d: must be between 1 and 64", o.servers)}
+	case o.concurrency < 1 || o.concurrency > 256:
+		return o, usageError{fmt.Errorf("-concurrency %d: must be between 1 and 256", o.concurrency)}
+	}
+	if o.listen != "" {
+		addr, err := checkLoopback(o.listen)
+		if err != nil {
+			return o, usageError{err}
+		}
+		o.listen = addr
+	}
+	return o, nil
+}
+
+// run runs the demo with the command-line arguments args, writing to
+// stdout, until it is done or ctx ends. Everything it starts has stopped
+// when it returns.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:0"
+	if o.listen != "" {
+		addr = o.listen
+	}
+	sys, err := startSystem(o.servers, o.concurrency, addr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		sys.close(closeCtx)
+	}()
+	capacity := float64(sys.slots) / meanServiceTime().Seconds()
+	if o.listen != "" {
+		return serveOnly(ctx, o, sys, stdout)
+	}
+	return runLoad(ctx, o, sys, capacity, stdout)
+}
+
+// runLoad runs the load generator against the gateway for o.duration,
+// printing the table every second and the summary at the end.
+func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdout io.Writer) error {
+	rate := o.rate
+	if rate == 0 {
+		rate = overload * capacity
+	}
+	fmt.Fprintf(stdout, "%d model servers × %d slots on loopback, mean service %v: capacity about %.1f req/s\n",
+		o.servers, o.concurrency, meanServiceTime().Round(time.Millisecond), capacity)
+	fmt.Fprintf(stdout, "offering %.1f req/s (%.2f×) for %v:", rate, rate/capacity, o.duration)
+	for i, c := range classes {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(stdout, "%s %.0f%% %s (priority %d)", sep, 100*c.share, c.name, c.priority)
+	}
+	fmt.Fprintln(stdout)
+	printBands(stdout, sys.slots)
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	gen := &generator{
+		client: &http.Client{Transport: tr},
+		url:    sys.gatewayURL + "/v1/completions",
+		rate:   rate,
+		rng:    rand.New(rand.NewPCG(o.seed, 0x5eed)),
+		stats:  newClientStats(),
+	}
+	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
+	defer stopRun()
+	reqCtx, cutRequests := context.WithCancel(ctx)
+	defer cutRequests()
+	generating := make(chan struct{})
+	go func() {
+		defer close(generating)
+		gen.run(runCtx, reqCtx)
+	}()
+
+	start := time.Now()
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, tableHeader)
+	tick := time.NewTicker(reportEvery)
+	defer tick.Stop()
+	lastPrinted := time.Duration(0) // in whole seconds
+	for runCtx.Err() == nil {
+		select {
+		case <-tick.C:
+		case <-runCtx.Done():
+		}
+		// The last second is printed once, whether the tick or the end
+		// of the run comes first.
+		if now := time.Since(start).Round(time.Second); now > lastPrinted {
+			printTable(stdout, now, sys.rows(), gen.stats)
+			lastPrinted = now
+		}
+	}
+	<-generating
+	elapsed := time.Since(start)
+
+	// The load has stopped. Requests still queued are rejected
+	// (rejected-shutting-down); admitted ones may finish within the grace.
+	sys.fc.Close()
+	finished := make(chan struct{})
+	go func() {
+		gen.wait()
+		close(finished)
+	}()
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+	case <-grace.C:
+		cutRequests()
+		<-finished
+	}
+	printSummary(stdout, elapsed, time.Since(start), gen.stats, capacity)
+	return nil
+}
+
+// printBands describes the gateway's bands.
+func printBands(w io.Writer, slots int) {
+	fmt.Fprintf(w, "gateway: MaxInFlight(%d);", slots)
+	for _, b := range bands {
+		fmt.Fprintf(w, " band %d %s (%s, capacity %d, TTL %v);", b.priority, b.name, b.policy.TypeName(), b.capacity, b.ttl)
+	}
+	fmt.Fprintf(w, " fallback band %d\n", fallbackPriority)
+}
+
+// serveOnly runs the gateway and the servers without load until ctx ends
+// (or for o.duration, if set), printing the table in each second something
+// changed.
+func serveOnly(ctx context.Context, o options, sys *system, stdout io.Writer) error {
+	if o.durationSet {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	fmt.Fprintf(stdout, "gateway listening on %s with %d model servers × %d slots\n", sys.gatewayURL, o.servers, o.concurrency)
+	printBands(stdout, sys.slots)
+	fmt.Fprintf(stdout, "try: curl -sS -D - -o /dev/null -H '%s: 10' -H '%s: 500' -d '{\"model\":\"sim\",\"prompt\":\"hello world\",\"max_tokens\":8}' %s/v1/completions\n",
+		priorityHeader, sloHeader, sys.gatewayURL)
+
+	start := time.Now()
+	tick := time.NewTicker(reportEvery)
+	defer tick.Stop()
+	last, header := sys.rows(), false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		rows := sys.rows()
+		if !changed(last, rows) {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(stdout, tableHeader)
+			header = true
+		}
+		printTable(stdout, time.Since(start), rows, nil)
+		last = rows
+	}
+}
+
+func changed(a, b []bandRow) bool {
+	for i := range a {
+		if a[i] != b[i] || b[i].queued > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
+)
+
+// TestRunTwoSeconds runs the demo for two seconds in-process: it exits
+// cleanly, prints the table and the summary, serves every class (priority 5
+// through the fallback band), never lets a model server's headroom value
+// through, and leaves no goroutine behind.
+func TestRunTwoSeconds(t *testing.T) {
+	before := goroutineIDs()
+	out := newSyncBuffer()
+	if err := run(context.Background(), []string{"-duration", "2s"}, out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	checkNoGoroutinesLeft(t, before)
+
+	text := out.String()
+	t.Logf("output:\n%s", text)
+	for _, want := range []string{tableHeader, "\n  1s    10 ", "\n  2s    10 ", "\nsummary: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	summary := regexp.MustCompile(`(?m)^(\S+)\s+(-?\d+)→(-?\d+)\s+(\d+)\s+(\d+)`)
+	completed := map[string]int{}
+	for _, m := range summary.FindAllStringSubmatch(text, -1) {
+		completed[m[1]], _ = strconv.Atoi(m[5])
+	}
+	for _, c := range classes {
+		if _, ok := completed[c.name]; !ok {
+			t.Errorf("summary has no line for %s", c.name)
+		}
+	}
+	// Higher bands are served first, so their requests complete; batch may
+	// be shed entirely in a short run.
+	for _, name := range []string{"interactive", "standard", "unprovisioned"} {
+		if completed[name] == 0 {
+			t.Errorf("no %s request completed", name)
+		}
+	}
+	if !regexp.MustCompile(`on (\d+) of (\d+) completed responses; 0 malformed`).MatchString(text) {
+		t.Error("a malformed or out-of-range headroom value reached a client")
+	}
+}
+
+// TestListen runs only the gateway and the servers, as for curl: a request
+// through it streams its tokens and carries the router's headers (not the
+// model server's 999), and the demo stops cleanly when its context ends.
+func TestListen(t *testing.T) {
+	before := goroutineIDs()
+	out := newSyncBuffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-listen", "127.0.0.1:0"}, out) }()
+
+	url := ""
+	listening := regexp.MustCompile(`gateway listening on (http://127\.0\.0\.1:\d+)`)
+	for deadline := time.Now().Add(10 * time.Second); url == ""; {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned early: %v\n%s", err, out.String())
+		case <-out.wrote:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("the gateway did not start:\n%s", out.String())
+		}
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+	}
+
+	tr := &http.Transport{}
+	client := &http.Client{Transport: tr}
+	cases := []struct {
+		priority string
+		headroom string // of the band that served the request: its capacity, as nothing waits
+	}{
+		{"10", "32"},
+		{"5", "64"}, // no band 5: the fallback band 0
+		{"-10", "32"},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/completions",
+			strings.NewReader(`{"model":"sim","prompt":"hello world","max_tokens":8}`))
+		req.Header.Set(priorityHeader, c.priority)
+		req.Header.Set(sloHeader, "500")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("priority %s: %d %v %q", c.priority, resp.StatusCode, err, body)
+		}
+		if n := bytes.Count(body, []byte("data: {")); n != 8 || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+			t.Errorf("priority %s: %d tokens in %q, want 8 and [DONE]", c.priority, n, body)
+		}
+		if got := resp.Header.Values(headroom.HeaderName); !slices.Equal(got, []string{c.headroom}) {
+			t.Errorf("priority %s: headroom %q, want [%s]", c.priority, got, c.headroom)
+		}
+		if got := resp.Header.Values(flowhttp.QueueDurationHeader); len(got) != 1 {
+			t.Errorf("priority %s: queue duration %q, want one value", c.priority, got)
+		}
+	}
+	tr.CloseIdleConnections()
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
+	checkNoGoroutinesLeft(t, before)
+	t.Logf("output:\n%s", out.String())
+}
+
+func TestFlags(t *testing.T) {
+	bad := [][]string{
+		{"-duration", "0s"},
+		{"-rate", "-1"},
+		{"-servers", "0"},
+		{"-concurrency", "0"},
+		{"-listen", "0.0.0.0:8080"},
+		{"-listen", "192.0.2.1:8080"},
+		{"-listen", "example.com:8080"},
+		{"-listen", "8080"},
+		{"-nosuchflag"},
+		{"extra"},
+	}
+	for _, args := range bad {
+		err := run(context.Background(), args, io.Discard)
+		var usage usageError
+		if !errors.As(err, &usage) {
+			t.Errorf("%q: error %v, want a usage error", args, err)
+		}
+	}
+	if err := run(context.Background(), []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+	for in, want := range map[string]string{
+		":8080":          "127.0.0.1:8080",
+		"127.0.0.1:0":    "127.0.0.1:0",
+		"[::1]:8080":     "[::1]:8080",
+		"localhost:8080": "localhost:8080",
+	} {
+		if got, err := checkLoopback(in); err != nil || got != want {
+			t.Errorf("checkLoopback(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers;
+// wrote receives a signal after each write.
+type syncBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{}
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{wrote: make(chan struct{}, 1)} }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case b.wrote <- struct{}{}:
+	default:
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// goroutineIDs returns the IDs of the goroutines running now. IDs are never
+// reused, so a goroutine started later has an ID not in the set.
+func goroutineIDs() map[string]bool {
+	ids := map[string]bool{}
+	for _, g := range goroutineStacks() {
+		ids[goroutineID(g)] = true
+	}
+	return ids
+}
+
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(strings.TrimSpace(string(buf[:n])), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// goroutineID returns N from a stack starting "goroutine N [state]:".
+func goroutineID(stack string) string {
+	id, _, _ := strings.Cut(strings.TrimPrefix(stack, "goroutine "), " ")
+	return id
+}
+
+// checkNoGoroutinesLeft fails if goroutines started since before are still
+// running. Connections close asynchronously after their servers and
+// transports have, so it gives them a few seconds to finish.
+func checkNoGoroutinesLeft(t *testing.T, before map[string]bool) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		left = left[:0]
+		for _, g := range goroutineStacks() {
+			if !before[goroutineID(g)] && !strings.Contains(g, "checkNoGoroutinesLeft") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d goroutines left behind:\n\n%s", len(left), strings.Join(left, "\n\n"))
+	}
+}
