@@ -1,0 +1,130 @@
+// Command sluice-extproc runs Sluice's flow control as an Envoy external
+// processor: admission on request headers, advisory band headroom on
+// response headers. Run it with -h for its flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+
+	"github.com/sluicegate/sluice/examples/extproc"
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole program; it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fc, err := flowcontrol.New(opts.controller)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\nRun sluice-extproc -h for usage.\n", err)
+		return 2
+	}
+	defer fc.Close()
+	lis, err := net.Listen("tcp", opts.listen)
+	if err != nil {
+		logger.Error("cannot listen", "error", err)
+		return 1
+	}
+	if err := serve(ctx, fc, opts, lis, logger); err != nil {
+		logger.Error("server failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the ext_proc server over fc on lis until ctx is done, then
+// shuts down: the controller closes first, so queued requests are answered
+// rejected-shutting-down at once and new ones are refused; admitted requests
+// get opts.shutdownTimeout to finish before their streams are cancelled.
+// serve closes lis.
+func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, lis net.Listener, logger *slog.Logger) error {
+	srv, err := extproc.NewServer(extproc.Config{
+		Controller: fc,
+		Classify:   opts.classifier.FlowKey,
+		Logger:     logger,
+	})
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	// Stop waits for handlers, so every admission is released before serve returns.
+	g := grpc.NewServer(grpc.WaitForHandlers(true))
+	extprocv3.RegisterExternalProcessorServer(g, srv)
+
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	logger.Info("listening", "addr", lis.Addr().String(), "bands", describeBands(opts.controller))
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "timeout", opts.shutdownTimeout)
+	case err := <-served:
+		// Serve returns early only when the listener fails.
+		g.Stop()
+		return err
+	}
+
+	fc.Close()
+	drained := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(drained)
+	}()
+	timer := time.NewTimer(opts.shutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+		logger.Warn("shutdown timeout: cancelling the remaining streams")
+		g.Stop()
+		<-drained
+	}
+	if err := <-served; err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// describeBands formats the configured bands for the startup log.
+func describeBands(c flowcontrol.Config) string {
+	s := ""
+	for i, b := range c.Bands {
+		if i > 0 {
+			s += "; "
+		}
+		policy := "fcfs-ordering-policy"
+		if b.Policy != nil {
+			policy = b.Policy.TypeName()
+		}
+		s += fmt.Sprintf("%d: capacity=%s bytes=%s ttl=%v policy=%s", b.Priority, b.RequestCapacity, b.ByteCapacity, b.TTL, policy)
+	}
+	return s
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// beMain makes the test binary act as the command when set, so a test can
+// run the real program in a child process and signal it.
+const beMain = "SLUICE_EXTPROC_TEST_BE_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(beMain) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestHelpPrintsUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+func TestBadFlagsExit2(t *testing.T) {
+	cases := map[string][]string{
+		"unknown flag":          {"-nope"},
+		"band without prio":     {"-band", "capacity=10"},
+		"band unknown key":      {"-band", "priority=1,size=3"},
+		"band bad capacity":     {"-band", "priority=1,capacity=-1"},
+		"band bad policy":       {"-band", "priority=1,policy=lifo"},
+		"band twice the key":    {"-band", "priority=1,priority=2"},
+		"band bad ttl":          {"-band", "priority=1,ttl=soon"},
+		"duplicate band":        {"-band", "priority=1", "-band", "priority=1"},
+		"policy on wrong queue": {"-band", "priority=1,policy=slo-deadline-ordering-policy,queue=fifo"},
+		"fallback missing":      {"-band", "priority=1"},
+		"bad objective":         {"-objective", "chat"},
+		"bad log level":         {"-log-level", "loud"},
+		"stray argument":        {"serve"},
+		"negative inflight":     {"-max-inflight", "-1"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			if stderr.Len() == 0 {
+				t.Error("no message on stderr")
+			}
+		})
+	}
+}
+
+func TestParseBand(t *testing.T) {
+	b, err := parseBand("priority=10,capacity=100,bytes=unbounded,ttl=30s,policy=slo-deadline-ordering-policy,queue=heap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Priority != 10 || b.RequestCapacity != capacity.Bounded(100) || b.ByteCapacity.IsBounded() ||
+		b.TTL != 30*time.Second || b.Policy.TypeName() != ordering.SLODeadlinePolicyName || b.Queue != ordering.QueueHeap {
+		t.Errorf("parsed %+v", b)
+	}
+	b, err = parseBand("priority=-10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Priority != -10 || b.RequestCapacity.IsBounded() || b.Policy != nil {
+		t.Errorf("parsed %+v, want band -10, unbounded, default policy", b)
+	}
+}
+
+// startServe runs serve in-process with a controller the test can inspect.
+func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Duration) (fc *flowcontrol.FlowController, client extprocv3.ExternalProcessorClient, shutdown context.CancelFunc, done <-chan error) {
+	t.Helper()
+	fc, err := flowcontrol.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fc.Close)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	errc := make(chan error, 1)
+	opts := options{controller: cfg, shutdownTimeout: shutdownTimeout}
+	go func() { errc <- serve(ctx, fc, opts, lis, slog.New(slog.DiscardHandler)) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return fc, extprocv3.NewExternalProcessorClient(conn), cancel, errc
+}
+
+func sendRequestHeaders(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) {
+	t.Helper()
+	err := s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+			{Key: ":path", RawValue: []byte("/v1/completions")},
+		}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// responseHeaders sends response_headers and returns the headroom the reply
+// sets, or "" when it sets none.
+func responseHeaders(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) string {
+	t.Helper()
+	err := s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+			{Key: ":status", RawValue: []byte("200")},
+		}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetResponseHeaders() == nil {
+		t.Fatalf("got %v, want a response_headers reply", resp)
+	}
+	for _, opt := range resp.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
+		if opt.GetHeader().GetKey() == "x-llm-d-flow-band-headroom-requests" {
+			return string(opt.GetHeader().GetRawValue())
+		}
+	}
+	return ""
+}
+
+func expectContinue(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) {
+	t.Helper()
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetRequestHeaders() == nil {
+		t.Fatalf("got %v, want CONTINUE", resp)
+	}
+}
+
+func closeStream(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) {
+	t.Helper()
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after CloseSend: %v, want io.EOF", err)
+	}
+}
+
+func TestShutdownRejectsQueuedAndDrainsAdmitted(t *testing.T) {
+	cfg := flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
+		Gate:  flowcontrol.MaxInFlight(1),
+	}
+	fc, client, shutdown, done := startServe(t, cfg, time.Minute)
+	ctx := t.Context()
+
+	a, err := client.Process(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRequestHeaders(t, a)
+	expectContinue(t, a)
+	b, err := client.Process(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRequestHeaders(t, b)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if s, _ := fc.CapacitySnapshot(0); s.QueuedRequests == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never queued")
+		}
+	}
+
+	shutdown() // what SIGTERM does
+	resp, err := b.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := resp.GetImmediateResponse()
+	if ir.GetStatus().GetCode() != 503 {
+		t.Fatalf("queued request at shutdown: got %v, want ImmediateResponse 503", resp)
+	}
+	reason := ""
+	for _, opt := range ir.GetHeaders().GetSetHeaders() {
+		if opt.GetHeader().GetKey() == flowcontrol.DroppedReasonHeader {
+			reason = string(opt.GetHeader().GetRawValue())
+		}
+	}
+	if reason != "rejected-shutting-down" {
+		t.Errorf("dropped reason %q, want rejected-shutting-down", reason)
+	}
+
+	// The admitted request still gets its response processed.
+	responseHeaders(t, a)
+	closeStream(t, a)
+	if err := <-done; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+}
+
+func TestShutdownTimeoutCancelsStragglers(t *testing.T) {
+	cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)}
+	fc, client, shutdown, done := startServe(t, cfg, 10*time.Millisecond)
+	a, err := client.Process(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRequestHeaders(t, a)
+	expectContinue(t, a)
+	shutdown() // a never finishes its response
+	if err := <-done; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	if _, err := a.Recv(); err == nil {
+		t.Error("the straggler's stream is still open after shutdown")
+	}
+	if n := fc.InFlight(); n != 0 {
+		t.Errorf("in flight = %d after shutdown, want 0: the straggler's slot must be released", n)
+	}
+}
+
+var listeningAddr = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// TestBinaryServesAndStopsOnSIGTERM runs the program in its own process:
+// it starts, serves one stream the way Envoy would, and exits 0 on SIGTERM.
+func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-listen", "127.0.0.1:0", "-max-inflight", "4",
+		"-band", "priority=0,capacity=10", "-band", "priority=10,capacity=100,policy=slo-deadline-ordering-policy")
+	cmd.Env = append(os.Environ(), beMain+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	var log []string
+	addr := ""
+	for addr == "" {
+		line, ok := <-lines
+		if !ok {
+			t.Fatalf("the program exited before listening:\n%s", strings.Join(log, "\n"))
+		}
+		log = append(log, line)
+		if m := listeningAddr.FindStringSubmatch(line); m != nil {
+			addr = m[1]
+		}
+	}
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := extprocv3.NewExternalProcessorClient(conn).Process(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRequestHeaders(t, s)
+	expectContinue(t, s)
+	if got := responseHeaders(t, s); got != "10" {
+		t.Errorf("headroom = %q, want 10 (band 0, capacity 10, empty)", got)
+	}
+	closeStream(t, s)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for line := range lines {
+		log = append(log, line)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("exit after SIGTERM: %v, want status 0\n%s", err, strings.Join(log, "\n"))
+	}
+	if !strings.Contains(strings.Join(log, "\n"), "msg=stopped") {
+		t.Errorf("no stopped record in the log:\n%s", strings.Join(log, "\n"))
+	}
+}

@@ -1,0 +1,278 @@
+package extproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+)
+
+// Config configures a [Server].
+type Config struct {
+	// Controller admits requests. Required.
+	Controller *flowcontrol.FlowController
+	// Capacity is read for the headroom header when response headers pass
+	// through. Nil means Controller, which is what a router normally wants;
+	// a router that keeps its own registry passes that instead.
+	Capacity capacity.Reader
+	// Classify maps a request's headers (pseudo-headers such as ":path"
+	// included) to its flow key. Nil means flowhttp.HeaderClassifier{}.FlowKey:
+	// the fairness ID from x-llm-d-inference-fairness-id (alias
+	// x-gateway-inference-fairness-id, default "default-flow"), priority 0.
+	// Set a flowhttp.HeaderClassifier's PriorityHeader or Objectives to take
+	// the priority from a header or an objective map, the same rules Sluice's
+	// net/http middleware uses.
+	Classify func(http.Header) flowcontrol.FlowKey
+	// Logger receives one debug record per stream outcome and warnings for
+	// protocol errors. Nil discards.
+	Logger *slog.Logger
+}
+
+// Server is an Envoy external processor (envoy.service.ext_proc.v3) that
+// puts every HTTP request through a [flowcontrol.FlowController].
+//
+// On request headers it classifies the request, waits in
+// [flowcontrol.FlowController.EnqueueAndWait] for as long as the gRPC stream
+// lives, and answers CONTINUE once dispatched or an ImmediateResponse when
+// rejected. On response headers it answers with a header mutation that drops
+// every copy of the router-owned headers the backend sent and sets
+// x-llm-d-flow-band-headroom-requests (sampled at that moment, for the band
+// that admitted the request) and x-llm-d-flow-queue-duration-ms, with the
+// meaning and absence rules of [flowhttp]'s response-header contract. The
+// request's slot is released exactly once: when Envoy reports the response
+// complete or ends the stream, or when the stream fails or is cancelled. A
+// request's byte size is its Content-Length: bodies are not sent to the
+// processor.
+//
+// Register it with extprocv3.RegisterExternalProcessorServer. A Server is
+// safe for concurrent use; each stream's state belongs to that stream.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	controller *flowcontrol.FlowController
+	capacity   capacity.Reader
+	classify   func(http.Header) flowcontrol.FlowKey
+	log        *slog.Logger
+}
+
+// NewServer returns a Server for cfg. It fails only if cfg.Controller is nil.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Controller == nil {
+		return nil, errors.New("extproc: Config.Controller is nil")
+	}
+	s := &Server{
+		controller: cfg.Controller,
+		capacity:   cfg.Capacity,
+		classify:   cfg.Classify,
+		log:        cfg.Logger,
+	}
+	if s.capacity == nil {
+		s.capacity = cfg.Controller
+	}
+	if s.classify == nil {
+		s.classify = flowhttp.HeaderClassifier{}.FlowKey
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// stream is the state of one ext_proc stream, that is of one HTTP request.
+// Only the goroutine running Process touches it.
+type stream struct {
+	seenRequestHeaders bool
+	// admission is non-nil from dispatch until release.
+	admission *flowcontrol.Admission
+	// effective and queueTime outlive release: a late response-headers
+	// message (after a response body end, say) still reports the band that
+	// handled the request.
+	admitted  bool
+	effective flowcontrol.FlowKey
+	queueTime time.Duration
+}
+
+// release returns the request's slot to the controller, once.
+func (st *stream) release() {
+	if st.admission != nil {
+		st.admission.Done()
+		st.admission = nil
+	}
+}
+
+// Process serves one ext_proc stream: one HTTP request as Envoy sees it.
+func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	ctx := srv.Context()
+	var st stream
+	// Stream error, cancellation, end of stream and a panic in a handler all
+	// leave through here.
+	defer st.release()
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) {
+			// Envoy closed its side: there is nothing more to process.
+			return nil
+		}
+		if err != nil {
+			// The stream failed or was cancelled; gRPC already knows why.
+			return err
+		}
+		var (
+			resp         *extprocv3.ProcessingResponse
+			last         bool // the stream is finished once resp is sent
+			responseDone bool // the HTTP response is complete once resp is sent
+		)
+		switch r := req.GetRequest().(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			if st.seenRequestHeaders {
+				s.log.Warn("ext_proc protocol error", "error", "request_headers received twice")
+				return status.Error(codes.FailedPrecondition, "extproc: request_headers received twice on one stream")
+			}
+			st.seenRequestHeaders = true
+			resp, last, err = s.admit(ctx, &st, r.RequestHeaders)
+			if err != nil {
+				return err
+			}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
+					HeaderMutation: s.responseMutation(&st),
+				}},
+			}}
+			responseDone = r.ResponseHeaders.GetEndOfStream()
+		case *extprocv3.ProcessingRequest_RequestBody:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+				RequestBody: &extprocv3.BodyResponse{},
+			}}
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+				ResponseBody: &extprocv3.BodyResponse{},
+			}}
+			responseDone = r.ResponseBody.GetEndOfStream()
+		case *extprocv3.ProcessingRequest_RequestTrailers:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+				RequestTrailers: &extprocv3.TrailersResponse{},
+			}}
+		case *extprocv3.ProcessingRequest_ResponseTrailers:
+			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+				ResponseTrailers: &extprocv3.TrailersResponse{},
+			}}
+			responseDone = true
+		default:
+			s.log.Warn("ext_proc protocol error", "error", fmt.Sprintf("unsupported message %T", r))
+			return status.Errorf(codes.InvalidArgument, "extproc: unsupported processing request %T", r)
+		}
+		if err := srv.Send(resp); err != nil {
+			return err
+		}
+		if responseDone {
+			// The headers (sampled above) are on their way; the model server
+			// has finished with this request.
+			st.release()
+		}
+		if last {
+			return nil
+		}
+	}
+}
+
+// admit runs admission for a request-headers message. It returns the reply,
+// whether the stream ends with it (a rejection), or an error that ends the
+// stream without a reply (the stream itself was cancelled).
+func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool, error) {
+	header := toHTTPHeader(msg.GetHeaders())
+	req := flowcontrol.Request{
+		Key:    s.classify(header),
+		Header: header,
+	}
+	// Bodies are not sent to the adapter, so the declared length is all
+	// there is to book.
+	if n, err := strconv.ParseInt(header.Get("Content-Length"), 10, 64); err == nil && n > 0 {
+		req.ByteSize = n
+	}
+	adm, err := s.controller.EnqueueAndWait(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Envoy is gone (client reset, timeout): nobody reads a reply.
+			s.log.Debug("stream cancelled while queued", "flow", req.Key.ID, "priority", req.Key.Priority)
+			return nil, true, status.FromContextError(ctx.Err()).Err()
+		}
+		s.log.Debug("request rejected", "flow", req.Key.ID, "priority", req.Key.Priority, "error", err)
+		return rejection(err), true, nil
+	}
+	st.admission = adm
+	st.admitted = true
+	st.effective = adm.Effective()
+	st.queueTime = adm.QueueTime()
+	s.log.Debug("request admitted", "flow", req.Key.ID,
+		"requested_priority", req.Key.Priority, "effective_priority", st.effective.Priority,
+		"queue_time", st.queueTime)
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
+	}}, false, nil
+}
+
+// rejectionBody is the JSON body of an ImmediateResponse.
+type rejectionBody struct {
+	Error struct {
+		Status  int    `json:"status"`
+		Reason  string `json:"reason,omitempty"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// rejection builds the ImmediateResponse for an EnqueueAndWait error.
+func rejection(err error) *extprocv3.ProcessingResponse {
+	code := http.StatusServiceUnavailable
+	reason := ""
+	var retryAfter time.Duration
+	var rej *flowcontrol.RejectionError
+	if errors.As(err, &rej) {
+		code = rej.Outcome.HTTPStatus()
+		reason = rej.Outcome.DroppedReason()
+		retryAfter = rej.RetryAfter
+	}
+	var body rejectionBody
+	body.Error.Status = code
+	body.Error.Reason = reason
+	body.Error.Message = err.Error()
+	js, _ := json.Marshal(body) // cannot fail: strings and an int
+
+	headers := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+		setHeader("content-type", "application/json"),
+	}}
+	if reason != "" {
+		headers.SetHeaders = append(headers.SetHeaders, setHeader(flowcontrol.DroppedReasonHeader, reason))
+	}
+	if retryAfter > 0 {
+		secs := int64((retryAfter + time.Second - 1) / time.Second)
+		headers.SetHeaders = append(headers.SetHeaders, setHeader("retry-after", strconv.FormatInt(secs, 10)))
+	}
+	details := reason
+	if details == "" {
+		details = "sluice_rejected"
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
+			Headers: headers,
+			Body:    js,
+			Details: details,
+		},
+	}}
+}
