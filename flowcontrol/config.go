@@ -12,7 +12,11 @@ import (
 // FlowKey identifies a flow and the priority it asks for. Higher priorities
 // are more important; negative priorities name sheddable traffic.
 type FlowKey struct {
-	ID       string
+	// ID names the flow (a tenant, a fairness id); the controller carries
+	// it through unchanged.
+	ID string
+	// Priority selects the band: the requested one in a Request, the band
+	// that handled the request in an admission's effective key.
 	Priority int
 }
 
