@@ -181,12 +181,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
 	key, err := h.classify(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "", 0, "flowhttp: classifying the request: "+err.Error())
+		msg := "flowhttp: classifying the request: " + err.Error()
+		Rejection{Status: http.StatusBadRequest, Body: errorJSON(http.StatusBadRequest, "", msg)}.write(w)
 		return
 	}
 	size, replay, status, err := h.sizeBody(r)
 	if err != nil {
-		writeError(w, status, "", 0, err.Error())
+		Rejection{Status: status, Body: errorJSON(status, "", err.Error())}.write(w)
 		return
 	}
 
@@ -261,6 +262,43 @@ type replayBody struct {
 	io.Closer
 }
 
+// Rejection is the answer to a request that flow control did not
+// dispatch, as plain data: [Handler] writes it as an HTTP response, and a
+// proxy that speaks another protocol (an Envoy ext_proc ImmediateResponse)
+// can send exactly the same status, headers and body.
+type Rejection struct {
+	// Status is the HTTP status: the outcome's (429 or 503), or 503 for an
+	// error that is not a *flowcontrol.RejectionError.
+	Status int
+	// DroppedReason is the x-llm-d-request-dropped-reason value; empty when
+	// the error carries none.
+	DroppedReason string
+	// RetryAfter is the Retry-After value, whole seconds rounded up; empty
+	// unless the controller projected one (capacity rejections only).
+	RetryAfter string
+	// Body is a short JSON body:
+	// {"error":{"status":429,"reason":"rejected-saturated","message":"..."}}.
+	Body []byte
+}
+
+// RejectionFor returns the answer to a request whose EnqueueAndWait failed
+// with err.
+func RejectionFor(err error) Rejection {
+	r := Rejection{Status: http.StatusServiceUnavailable}
+	var rej *flowcontrol.RejectionError
+	if errors.As(err, &rej) {
+		if s := rej.Outcome.HTTPStatus(); s != 0 {
+			r.Status = s
+		}
+		r.DroppedReason = rej.Outcome.DroppedReason()
+		if rej.RetryAfter > 0 {
+			r.RetryAfter = strconv.FormatInt(int64((rej.RetryAfter+time.Second-1)/time.Second), 10)
+		}
+	}
+	r.Body = errorJSON(r.Status, r.DroppedReason, err.Error())
+	return r
+}
+
 // errorBody is the JSON body of a response the Handler writes itself.
 type errorBody struct {
 	Error struct {
@@ -270,41 +308,31 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// reject answers a request that EnqueueAndWait did not dispatch.
-func reject(w http.ResponseWriter, err error) {
-	status, reason, retryAfter := http.StatusServiceUnavailable, "", time.Duration(0)
-	var rej *flowcontrol.RejectionError
-	if errors.As(err, &rej) {
-		if s := rej.Outcome.HTTPStatus(); s != 0 {
-			status = s
-		}
-		reason, retryAfter = rej.Outcome.DroppedReason(), rej.RetryAfter
-	}
-	writeError(w, status, reason, retryAfter, err.Error())
-}
-
-// writeError writes a response of the Handler's own: status, the dropped
-// reason when there is one, Retry-After in whole seconds rounded up when
-// retryAfter is positive, and a short JSON body.
-func writeError(w http.ResponseWriter, status int, reason string, retryAfter time.Duration, message string) {
+// errorJSON encodes an errorBody, with a final newline.
+func errorJSON(status int, reason, message string) []byte {
 	var body errorBody
 	body.Error.Status = status
 	body.Error.Reason = reason
 	body.Error.Message = message
 	js, _ := json.Marshal(body) // cannot fail: strings and an int
-	js = append(js, '\n')
+	return append(js, '\n')
+}
 
+// write sends r as the response.
+func (r Rejection) write(w http.ResponseWriter) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("X-Content-Type-Options", "nosniff")
-	hdr.Set("Content-Length", strconv.Itoa(len(js)))
-	if reason != "" {
-		hdr.Set(flowcontrol.DroppedReasonHeader, reason)
+	hdr.Set("Content-Length", strconv.Itoa(len(r.Body)))
+	if r.DroppedReason != "" {
+		hdr.Set(flowcontrol.DroppedReasonHeader, r.DroppedReason)
 	}
-	if retryAfter > 0 {
-		secs := (retryAfter + time.Second - 1) / time.Second
-		hdr.Set("Retry-After", strconv.FormatInt(int64(secs), 10))
+	if r.RetryAfter != "" {
+		hdr.Set("Retry-After", r.RetryAfter)
 	}
-	w.WriteHeader(status)
-	_, _ = w.Write(js)
+	w.WriteHeader(r.Status)
+	_, _ = w.Write(r.Body)
 }
+
+// reject answers a request that EnqueueAndWait did not dispatch.
+func reject(w http.ResponseWriter, err error) { RejectionFor(err).write(w) }
