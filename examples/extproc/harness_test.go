@@ -1,5 +1,13 @@
 package extproc_test
 
+// Every test that talks to the adapter runs inside a testing/synctest bubble:
+// the controller, the gRPC server, the gRPC client and the test itself all
+// live in it, connected by in-memory pipes instead of loopback sockets. Pipe
+// reads and writes block on channels, which synctest counts as durable, so
+// synctest.Wait returns exactly when every stream has gone as far as it can
+// (a request queued, a slot released), and time.Sleep moves the fake clock
+// that the controller's rate meter and queue times read.
+
 import (
 	"context"
 	"errors"
@@ -7,7 +15,9 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -19,8 +29,58 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
-// harness is an ext_proc Server on a loopback gRPC listener and a client
-// that speaks to it the way Envoy's ext_proc filter does.
+// pipeListener is a net.Listener whose connections are net.Pipe pairs. Unlike
+// a socket, whose reads block in the network poller, a pipe blocks on
+// channels created in the bubble that dials it, so synctest sees an idle
+// connection as durably blocked.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial connects to the listener; it is a grpc.WithContextDialer dialer.
+func (l *pipeListener) dial(ctx context.Context, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+	case <-ctx.Done():
+	}
+	client.Close()
+	server.Close()
+	return nil, net.ErrClosed
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// harness is an ext_proc Server on an in-memory gRPC listener and a client
+// that speaks to it the way Envoy's ext_proc filter does. It must be built
+// inside a synctest bubble.
 type harness struct {
 	t      *testing.T
 	fc     *flowcontrol.FlowController
@@ -28,8 +88,9 @@ type harness struct {
 	stop   func() // idempotent; also registered with t.Cleanup
 }
 
-// newHarness starts a controller for cfg and a Server over it. adjust, if not
-// nil, may change the Server's config before it is built.
+// newHarness starts, in the current bubble, a controller for cfg and a
+// Server over it. adjust, if not nil, may change the Server's config before
+// it is built.
 func newHarness(t *testing.T, cfg flowcontrol.Config, adjust func(*extproc.Config)) *harness {
 	t.Helper()
 	fc, err := flowcontrol.New(cfg)
@@ -44,10 +105,7 @@ func newHarness(t *testing.T, cfg flowcontrol.Config, adjust func(*extproc.Confi
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := newPipeListener()
 	g := grpc.NewServer()
 	extprocv3.RegisterExternalProcessorServer(g, srv)
 	served := make(chan struct{})
@@ -55,7 +113,9 @@ func newHarness(t *testing.T, cfg flowcontrol.Config, adjust func(*extproc.Confi
 		defer close(served)
 		_ = g.Serve(lis)
 	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///pipe",
+		grpc.WithContextDialer(lis.dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +142,9 @@ type envoyStream struct {
 	cancel context.CancelFunc
 }
 
-// streamTimeout bounds every test stream, so a broken adapter fails a test
-// instead of hanging it.
+// streamTimeout bounds every test stream on the bubble's fake clock: if the
+// adapter wedges, every goroutine blocks, the clock jumps to the deadline and
+// the test fails at once instead of hanging.
 const streamTimeout = 30 * time.Second
 
 // open starts an ext_proc stream; cancelling it is what Envoy does when the
@@ -251,20 +312,6 @@ func setValue(t *testing.T, m *extprocv3.HeaderMutation, name string) (string, b
 	return "", false
 }
 
-// eventually waits for cond, which the adapter and the controller make true
-// asynchronously (a queued stream, a released slot). It polls because neither
-// exposes an event for it; the deadline only bounds a broken run.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // queued returns band priority's queued-request count.
 func (h *harness) queued(priority int) int64 {
 	h.t.Helper()
@@ -275,17 +322,65 @@ func (h *harness) queued(priority int) int64 {
 	return s.QueuedRequests
 }
 
-// checkNoGoroutineLeak fails t if, within a few seconds, the number of
-// goroutines does not come back to base; it prints the survivors.
-func checkNoGoroutineLeak(t *testing.T, base int) {
+// bubbleGoroutines returns the stack of every goroutine in the caller's
+// synctest bubble, keyed by its header's "goroutine N". runtime.Stack names
+// a goroutine's bubble in that header ("goroutine 12 [chan receive
+// (durable), synctest bubble 3]:"); counting only the caller's bubble keeps
+// goroutines outside it, such as the runtime's cleanup and finalizer
+// goroutines, out of the count. It fails t if the caller's own header names
+// no bubble, so a change of format cannot make a leak check pass vacuously.
+func bubbleGoroutines(t *testing.T) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines left, want at most %d:\n%s", runtime.NumGoroutine(), base, buf)
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		buf = make([]byte, 2*len(buf))
+	}
+	// The caller's stack comes first.
+	stacks := strings.Split(string(buf), "\n\n")
+	self := bubbleOf(stacks[0])
+	if self == "" {
+		t.Fatalf("no synctest bubble in the caller's stack header: %.200s", stacks[0])
+	}
+	in := make(map[string]string)
+	for _, stack := range stacks {
+		if bubbleOf(stack) == self {
+			id, _, _ := strings.Cut(stack, " [")
+			in[id] = stack
+		}
+	}
+	return in
+}
+
+// bubbleOf returns the bubble a runtime.Stack goroutine header names, or "".
+func bubbleOf(stack string) string {
+	header, _, _ := strings.Cut(stack, "\n")
+	_, bubble, ok := strings.Cut(header, ", synctest bubble ")
+	if !ok {
+		return ""
+	}
+	bubble, _, _ = strings.Cut(bubble, "]")
+	return bubble
+}
+
+// checkNoGoroutineLeak fails t if, once every goroutine of the bubble has
+// exited or blocked, the bubble holds a goroutine that was not in before (a
+// bubbleGoroutines result); it prints the survivors. synctest.Test enforces
+// the same when the bubble ends, but only by panicking or by hanging.
+func checkNoGoroutineLeak(t *testing.T, before map[string]string) {
+	t.Helper()
+	synctest.Wait()
+	var left []string
+	for id, stack := range bubbleGoroutines(t) {
+		if _, ok := before[id]; !ok {
+			left = append(left, stack)
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("%d goroutines left in the bubble:\n%s", len(left), strings.Join(left, "\n\n"))
 	}
 }

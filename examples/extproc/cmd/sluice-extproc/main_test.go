@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -100,7 +102,58 @@ func TestParseBand(t *testing.T) {
 	}
 }
 
-// startServe runs serve in-process with a controller the test can inspect.
+// pipeListener is a net.Listener whose connections are net.Pipe pairs: they
+// block on channels of the synctest bubble that dials them, so synctest.Wait
+// can tell when every stream is parked, where a socket would block in the
+// network poller.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial connects to the listener; it is a grpc.WithContextDialer dialer.
+func (l *pipeListener) dial(ctx context.Context, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+	case <-ctx.Done():
+	}
+	client.Close()
+	server.Close()
+	return nil, net.ErrClosed
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// startServe runs serve in-process, in the current synctest bubble, with a
+// controller the test can inspect; the shutdown timeout runs on the bubble's
+// clock.
 func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Duration) (fc *flowcontrol.FlowController, client extprocv3.ExternalProcessorClient, shutdown context.CancelFunc, done <-chan error) {
 	t.Helper()
 	fc, err := flowcontrol.New(cfg)
@@ -108,16 +161,15 @@ func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Durat
 		t.Fatal(err)
 	}
 	t.Cleanup(fc.Close)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := newPipeListener()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)
 	opts := options{controller: cfg, shutdownTimeout: shutdownTimeout}
 	go func() { errc <- serve(ctx, fc, opts, lis, slog.New(slog.DiscardHandler)) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///pipe",
+		grpc.WithContextDialer(lis.dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,79 +238,89 @@ func closeStream(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) {
 }
 
 func TestShutdownRejectsQueuedAndDrainsAdmitted(t *testing.T) {
-	cfg := flowcontrol.Config{
-		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
-		Gate:  flowcontrol.MaxInFlight(1),
-	}
-	fc, client, shutdown, done := startServe(t, cfg, time.Minute)
-	ctx := t.Context()
-
-	a, err := client.Process(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendRequestHeaders(t, a)
-	expectContinue(t, a)
-	b, err := client.Process(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendRequestHeaders(t, b)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if s, _ := fc.CapacitySnapshot(0); s.QueuedRequests == 1 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		cfg := flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
+			Gate:  flowcontrol.MaxInFlight(1),
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("b never queued")
-		}
-	}
+		fc, client, shutdown, done := startServe(t, cfg, time.Minute)
+		ctx := t.Context()
 
-	shutdown() // what SIGTERM does
-	resp, err := b.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ir := resp.GetImmediateResponse()
-	if ir.GetStatus().GetCode() != 503 {
-		t.Fatalf("queued request at shutdown: got %v, want ImmediateResponse 503", resp)
-	}
-	reason := ""
-	for _, opt := range ir.GetHeaders().GetSetHeaders() {
-		if opt.GetHeader().GetKey() == flowcontrol.DroppedReasonHeader {
-			reason = string(opt.GetHeader().GetRawValue())
+		a, err := client.Process(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if reason != "rejected-shutting-down" {
-		t.Errorf("dropped reason %q, want rejected-shutting-down", reason)
-	}
+		sendRequestHeaders(t, a)
+		expectContinue(t, a)
+		b, err := client.Process(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendRequestHeaders(t, b)
+		synctest.Wait()
+		if s, _ := fc.CapacitySnapshot(0); s.QueuedRequests != 1 {
+			t.Fatalf("band 0 holds %d requests, want b queued", s.QueuedRequests)
+		}
 
-	// The admitted request still gets its response processed.
-	responseHeaders(t, a)
-	closeStream(t, a)
-	if err := <-done; err != nil {
-		t.Errorf("serve: %v", err)
-	}
+		shutdownAt := time.Now()
+		shutdown() // what SIGTERM does
+		resp, err := b.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ir := resp.GetImmediateResponse()
+		if ir.GetStatus().GetCode() != 503 {
+			t.Fatalf("queued request at shutdown: got %v, want ImmediateResponse 503", resp)
+		}
+		reason := ""
+		for _, opt := range ir.GetHeaders().GetSetHeaders() {
+			if opt.GetHeader().GetKey() == flowcontrol.DroppedReasonHeader {
+				reason = string(opt.GetHeader().GetRawValue())
+			}
+		}
+		if reason != "rejected-shutting-down" {
+			t.Errorf("dropped reason %q, want rejected-shutting-down", reason)
+		}
+
+		// The admitted request still gets its response processed.
+		responseHeaders(t, a)
+		closeStream(t, a)
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		// On the bubble's clock the drain takes no time; the timeout would
+		// take exactly a minute.
+		if took := time.Since(shutdownAt); took >= time.Minute {
+			t.Errorf("shutdown took %v: the drain, not the %v timeout, should end it", took, time.Minute)
+		}
+	})
 }
 
 func TestShutdownTimeoutCancelsStragglers(t *testing.T) {
-	cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)}
-	fc, client, shutdown, done := startServe(t, cfg, 10*time.Millisecond)
-	a, err := client.Process(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendRequestHeaders(t, a)
-	expectContinue(t, a)
-	shutdown() // a never finishes its response
-	if err := <-done; err != nil {
-		t.Errorf("serve: %v", err)
-	}
-	if _, err := a.Recv(); err == nil {
-		t.Error("the straggler's stream is still open after shutdown")
-	}
-	if n := fc.InFlight(); n != 0 {
-		t.Errorf("in flight = %d after shutdown, want 0: the straggler's slot must be released", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)}
+		fc, client, shutdown, done := startServe(t, cfg, 10*time.Millisecond)
+		a, err := client.Process(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendRequestHeaders(t, a)
+		expectContinue(t, a)
+		shutdownAt := time.Now()
+		shutdown() // a never finishes its response
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if took := time.Since(shutdownAt); took != 10*time.Millisecond {
+			t.Errorf("shutdown took %v, want the 10ms timeout", took)
+		}
+		if _, err := a.Recv(); err == nil {
+			t.Error("the straggler's stream is still open after shutdown")
+		}
+		if n := fc.InFlight(); n != 0 {
+			t.Errorf("in flight = %d after shutdown, want 0: the straggler's slot must be released", n)
+		}
+	})
 }
 
 var listeningAddr = regexp.MustCompile(`msg=listening addr=(\S+)`)
