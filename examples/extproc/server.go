@@ -2,7 +2,6 @@ package extproc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -227,51 +226,28 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 	}}, false, nil
 }
 
-// rejectionBody is the JSON body of an ImmediateResponse.
-type rejectionBody struct {
-	Error struct {
-		Status  int    `json:"status"`
-		Reason  string `json:"reason,omitempty"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// rejection builds the ImmediateResponse for an EnqueueAndWait error.
+// rejection builds the ImmediateResponse for an EnqueueAndWait error: the
+// same status, headers and body flowhttp answers with.
 func rejection(err error) *extprocv3.ProcessingResponse {
-	code := http.StatusServiceUnavailable
-	reason := ""
-	var retryAfter time.Duration
-	var rej *flowcontrol.RejectionError
-	if errors.As(err, &rej) {
-		code = rej.Outcome.HTTPStatus()
-		reason = rej.Outcome.DroppedReason()
-		retryAfter = rej.RetryAfter
-	}
-	var body rejectionBody
-	body.Error.Status = code
-	body.Error.Reason = reason
-	body.Error.Message = err.Error()
-	js, _ := json.Marshal(body) // cannot fail: strings and an int
-
+	r := flowhttp.RejectionFor(err)
 	headers := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
 		setHeader("content-type", "application/json"),
 	}}
-	if reason != "" {
-		headers.SetHeaders = append(headers.SetHeaders, setHeader(flowcontrol.DroppedReasonHeader, reason))
+	if r.DroppedReason != "" {
+		headers.SetHeaders = append(headers.SetHeaders, setHeader(flowcontrol.DroppedReasonHeader, r.DroppedReason))
 	}
-	if retryAfter > 0 {
-		secs := int64((retryAfter + time.Second - 1) / time.Second)
-		headers.SetHeaders = append(headers.SetHeaders, setHeader("retry-after", strconv.FormatInt(secs, 10)))
+	if r.RetryAfter != "" {
+		headers.SetHeaders = append(headers.SetHeaders, setHeader("retry-after", r.RetryAfter))
 	}
-	details := reason
+	details := r.DroppedReason
 	if details == "" {
 		details = "sluice_rejected"
 	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
 			Headers: headers,
-			Body:    js,
+			Body:    r.Body,
 			Details: details,
 		},
 	}}
