@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -669,6 +671,12 @@ func TestCapacityRejections(t *testing.T) {
 			nil, 1, "band 0 request capacity 0 reached"},
 		{"request-larger-than-band-bytes", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(10)}}},
 			nil, 11, "band 0 byte capacity 10 exceeded"},
+		// A size near math.MaxInt64 (a client may declare such a
+		// Content-Length) must not wrap the sum around and fit.
+		{"band-bytes-huge-request", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(100)}}},
+			[]int64{10}, math.MaxInt64, "band 0 byte capacity 100 exceeded"},
+		{"global-bytes-huge-request", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 1}}, ByteCapacity: bounded(50)},
+			[]int64{10}, math.MaxInt64, "global byte capacity 50 exceeded"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1029,4 +1037,37 @@ func TestOutcomeStrings(t *testing.T) {
 	if flowcontrol.DroppedReasonHeader != "x-llm-d-request-dropped-reason" {
 		t.Fatal(flowcontrol.DroppedReasonHeader)
 	}
+}
+
+// TestExtremePriorities: bands at math.MaxInt and math.MinInt (a natural
+// "always first" and "shed first") are ordered and looked up like any other:
+// ordering them by subtracting priorities would overflow.
+func TestExtremePriorities(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: math.MinInt}, {Priority: 0}, {Priority: math.MaxInt}},
+			Gate:  flowcontrol.MaxInFlight(1),
+		})
+		for _, p := range []int{math.MinInt, 0, math.MaxInt} {
+			if _, err := fc.CapacitySnapshot(p); err != nil {
+				t.Fatalf("CapacitySnapshot(%d): %v", p, err)
+			}
+		}
+		h := hold(t, fc)
+		var calls []*call
+		for _, p := range []int{math.MinInt, 0, math.MaxInt} {
+			calls = append(calls, start(t.Context(), fc, req(fmt.Sprint(p), p)))
+			synctest.Wait()
+		}
+		var order []int
+		for _, c := range dispatchOrder(t, h, calls) {
+			if c.adm.Effective().Priority != c.req.Key.Priority {
+				t.Errorf("asked %d, admitted in band %d", c.req.Key.Priority, c.adm.Effective().Priority)
+			}
+			order = append(order, c.adm.Effective().Priority)
+		}
+		if want := []int{math.MaxInt, 0, math.MinInt}; !slices.Equal(order, want) {
+			t.Fatalf("dispatch order %v, want %v", order, want)
+		}
+	})
 }

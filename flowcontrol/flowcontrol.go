@@ -94,6 +94,7 @@
 package flowcontrol
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,7 +196,7 @@ func New(cfg Config) (*FlowController, error) {
 		}
 		desc = append(desc, b)
 	}
-	slices.SortFunc(desc, func(a, b *band) int { return b.priority - a.priority })
+	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
 
 	c := &FlowController{
 		gate:            cfg.Gate,
@@ -437,20 +438,30 @@ func (e *RejectionError) setContext(ctx context.Context, err error) {
 // b would exceed, and its bound. Called with mu held.
 func (c *FlowController) overLimit(b *band, lim *bandLimits, size int64) (limitKind, int64) {
 	switch {
-	case !lim.requests.Allows(b.queuedRequests.Load() + 1):
+	case !fits(lim.requests, b.queuedRequests.Load(), 1):
 		n, _ := lim.requests.Value()
 		return limitBandRequests, n
-	case !lim.bytes.Allows(b.queuedBytes.Load() + size):
+	case !fits(lim.bytes, b.queuedBytes.Load(), size):
 		n, _ := lim.bytes.Value()
 		return limitBandBytes, n
-	case !c.requestCapacity.Allows(c.queuedRequests + 1):
+	case !fits(c.requestCapacity, c.queuedRequests, 1):
 		n, _ := c.requestCapacity.Value()
 		return limitGlobalRequests, n
-	case !c.byteCapacity.Allows(c.queuedBytes + size):
+	case !fits(c.byteCapacity, c.queuedBytes, size):
 		n, _ := c.byteCapacity.Value()
 		return limitGlobalBytes, n
 	}
 	return limitNone, 0
+}
+
+// fits reports whether used+add stays within l. It compares add with the
+// room left instead of adding, so that a huge add (a request size is
+// whatever a client declares, up to math.MaxInt64) cannot wrap the sum
+// around to a small number that fits. The bound and used are not negative,
+// so the room n-used cannot overflow.
+func fits(l capacity.Limit, used, add int64) bool {
+	n, bounded := l.Value()
+	return !bounded || add <= n-used
 }
 
 // publish mirrors b's queue into its atomic counters and the non-empty

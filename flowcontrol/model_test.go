@@ -552,8 +552,10 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 			rt.Fatalf("%s: RetryAfter %v on %v", id, rej.RetryAfter, rej.Outcome)
 		}
 	}
-	for o, n := range counts {
-		if got := rec.count(o); got != n {
+	// Every outcome, also those the model has none of: an event the model
+	// never produced is as wrong as a missing one.
+	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeRejectedShutdown; o++ {
+		if got, n := rec.count(o), counts[o]; got != n {
 			rt.Fatalf("observer saw %d %v, model %d", got, o, n)
 		}
 	}

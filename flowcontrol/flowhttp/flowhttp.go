@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -244,7 +245,14 @@ func (h *Handler) sizeBody(r *http.Request) (size int64, replay io.ReadCloser, s
 	case r.Body == nil || r.Body == http.NoBody || h.maxBody < 0:
 		return 0, nil, 0, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
+	// Read one byte past the limit to tell a body at the limit from a
+	// longer one; at math.MaxInt64 that byte would overflow the count (and
+	// no body can be longer anyway).
+	limit := h.maxBody
+	if limit < math.MaxInt64 {
+		limit++
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit))
 	if err != nil {
 		return 0, nil, http.StatusBadRequest, fmt.Errorf("flowhttp: reading the request body: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -408,6 +409,8 @@ func TestBodySizing(t *testing.T) {
 		{"chunked at the read limit", 100, true, 100, http.StatusOK, true},
 		{"chunked over the read limit", 99, true, 1000, http.StatusRequestEntityTooLarge, false},
 		{"chunked, never read: counts 0", -1, true, 0, http.StatusOK, true},
+		{"chunked, limit math.MaxInt64", math.MaxInt64, true, 100, http.StatusOK, true},
+		{"chunked, limit math.MaxInt64, over the byte capacity", math.MaxInt64, true, 99, http.StatusTooManyRequests, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
