@@ -16,7 +16,8 @@ import (
 // and must not be copied after first use.
 //
 // Reads are built to be cheap and writes to be rare: a read is one atomic
-// load and one map lookup, takes no lock and allocates nothing; a write
+// load and one map lookup and takes no lock; reading a band that exists
+// allocates nothing (only the error for a missing band is allocated). A write
 // copies the map (O(bands)) under a mutex that only writers take.
 type Bands struct {
 	mu    sync.Mutex                       // serializes writers

@@ -37,8 +37,9 @@ const ProvisionalHeaderName = "x-llm-d-flow-band-headroom"
 // [0, max(capacity, 0)].
 //
 // It is exact whenever 0 ≤ length ≤ capacity. A length of capacity or more
-// gives 0; a negative length gives capacity. It never overflows or wraps, for
-// any integer type and any pair of values.
+// gives 0, and so does a capacity of 0 or less; a negative length gives the
+// whole capacity. It never overflows or wraps, for any integer type and any
+// pair of values.
 func Requests[T constraints.Integer](capacity, length T) T {
 	switch {
 	case capacity <= 0 || length >= capacity:

@@ -284,3 +284,14 @@ func TestHeaderWriterFlushNotSupported(t *testing.T) {
 		t.Fatal("Unwrap does not return the wrapped writer")
 	}
 }
+
+func TestHeaderWriterNilHook(t *testing.T) {
+	under := &recordingWriter{header: http.Header{}}
+	hw := headroom.NewHeaderWriter(under, nil)
+	hw.WriteHeader(http.StatusEarlyHints)
+	_, _ = hw.Write([]byte("body"))
+	hw.Finish()
+	if want := []int{http.StatusEarlyHints}; !slices.Equal(under.statuses, want) || under.body.String() != "body" {
+		t.Fatalf("statuses %v, body %q; want %v, body", under.statuses, under.body.String(), want)
+	}
+}

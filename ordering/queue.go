@@ -18,8 +18,8 @@ const (
 // Queue holds items in the order of its policy.
 //
 // A Queue is not safe for concurrent use: its owner serializes every call
-// (flowcontrol holds its band's lock). Callbacks passed to Cleanup must not
-// use the queue.
+// (a flowcontrol.FlowController makes them all under its one controller-wide
+// lock). Callbacks passed to Cleanup must not use the queue.
 type Queue interface {
 	// Kind names the implementation.
 	Kind() QueueKind

@@ -50,8 +50,9 @@ const Arity = 4
 const maxLen = 1<<31 - 1
 
 // Heap is a min-heap of values ordered by keys of type K. Create one with
-// [New] or [NewPrefixed]. A Heap must not be copied after first use, and it is
-// not safe for concurrent use: its owner serializes access.
+// [New] or [NewPrefixed]; the zero Heap has no ordering and must not be used.
+// A Heap must not be copied after first use, and it is not safe for
+// concurrent use: its owner serializes access.
 type Heap[K, V any] struct {
 	less   func(a, b K) bool
 	prefix func(K) uint64 // nil: every prefix is 0, so comparisons call less
