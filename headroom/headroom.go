@@ -110,7 +110,8 @@ func AdmittedBand(ctx context.Context) Band {
 // Sample reads band b from r now and returns its request headroom and whether
 // to advertise it. It advertises nothing (0, false) when r is nil, b is not
 // admitted, the read fails (a band that does not resolve included), or the
-// band's request capacity is unbounded.
+// band's request capacity is unbounded. A panic in r reaches the caller;
+// [Stamp] and [MutationFor] catch it.
 //
 // r must return the snapshot of exactly the band asked for; it must not
 // resolve a fallback band again, since b already names the band that handled

@@ -312,6 +312,16 @@ func TestSnapshotError(t *testing.T) {
 	})
 }
 
+// A Reader that panics — here a nil ReaderFunc, the kind of wiring mistake a
+// typed nil pointer also makes — is a failed read: the response keeps its
+// status and body, without the header.
+func TestPanickingReader(t *testing.T) {
+	forEachSurface(t, func(t *testing.T, s surface) {
+		var nilFunc capacity.ReaderFunc
+		wantAbsent(t, s.serve(t, scenario{reader: nilFunc, band: headroom.Admitted(0)}))
+	})
+}
+
 func TestNotAdmitted(t *testing.T) {
 	// Band 0 exists and is bounded: only the missing admission hides it.
 	forEachSurface(t, func(t *testing.T, s surface) {

@@ -34,8 +34,10 @@ func Strip(h http.Header, names ...string) {
 // It first removes every copy of [HeaderName] and [ProvisionalHeaderName]
 // that h holds (a backend's, in any letter case, with any number of values).
 // Then, if [Sample] advertises a value, it sets HeaderName to that value
-// alone; otherwise the header stays absent. Stamp never fails and, for a
-// Reader that does not panic, never panics. A nil h is left alone.
+// alone; otherwise the header stays absent. Stamp never fails and never
+// panics: a Reader that panics (a typed nil pointer, say) counts as a failed
+// read, because the header is advisory and a bug in reading it must not
+// cost the response it rides on. A nil h is left alone.
 //
 // Call it when the response headers are about to be written. Stamp allocates
 // once, for the value, when it sets one.
@@ -44,9 +46,19 @@ func Stamp(h http.Header, r capacity.Reader, b Band) {
 		return
 	}
 	Strip(h, HeaderName, ProvisionalHeaderName)
-	if requests, ok := Sample(r, b); ok {
+	if requests, ok := sampleSafely(r, b); ok {
 		h[canonicalHeaderName] = headerValue(uint64(requests))
 	}
+}
+
+// sampleSafely is Sample with a Reader's panic taken as a failed read.
+func sampleSafely(r capacity.Reader, b Band) (requests int64, ok bool) {
+	defer func() {
+		if recover() != nil {
+			requests, ok = 0, false
+		}
+	}()
+	return Sample(r, b)
 }
 
 // headerValue returns a one-element header value list holding n in decimal,
@@ -86,7 +98,7 @@ type Mutation struct {
 // to keep or change.
 func MutationFor(r capacity.Reader, b Band) Mutation {
 	m := Mutation{Remove: []string{HeaderName, ProvisionalHeaderName}}
-	if requests, ok := Sample(r, b); ok {
+	if requests, ok := sampleSafely(r, b); ok {
 		m.Set = true
 		m.Value = strconv.FormatInt(requests, 10)
 	}
