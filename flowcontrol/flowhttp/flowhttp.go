@@ -121,6 +121,12 @@ type Config struct {
 //     An HTTP/1 server notices a client that went away once the request
 //     body has been read to its end (a reverse proxy reads it all) or when
 //     a write fails.
+//
+// A handler that hijacks the connection writes its response headers itself,
+// past the wrapper: httputil.ReverseProxy does so for protocol upgrades
+// (101 Switching Protocols), copying the backend's headers as they are. To
+// keep a backend from setting router-owned headers on an upgrade too, give
+// the proxy a ModifyResponse that calls [headroom.Strip] on them.
 type Handler struct {
 	controller *flowcontrol.FlowController
 	capacity   capacity.Reader
