@@ -12,10 +12,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,56 +25,8 @@ import (
 
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/pipenet"
 )
-
-// pipeListener is a net.Listener whose connections are net.Pipe pairs. Unlike
-// a socket, whose reads block in the network poller, a pipe blocks on
-// channels created in the bubble that dials it, so synctest sees an idle
-// connection as durably blocked.
-type pipeListener struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-// dial connects to the listener; it is a grpc.WithContextDialer dialer.
-func (l *pipeListener) dial(ctx context.Context, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-	case <-ctx.Done():
-	}
-	client.Close()
-	server.Close()
-	return nil, net.ErrClosed
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
 
 // harness is an ext_proc Server on an in-memory gRPC listener and a client
 // that speaks to it the way Envoy's ext_proc filter does. It must be built
@@ -105,7 +55,7 @@ func newHarness(t *testing.T, cfg flowcontrol.Config, adjust func(*extproc.Confi
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
-	lis := newPipeListener()
+	lis := pipenet.Listen()
 	g := grpc.NewServer()
 	extprocv3.RegisterExternalProcessorServer(g, srv)
 	served := make(chan struct{})
@@ -114,7 +64,7 @@ func newHarness(t *testing.T, cfg flowcontrol.Config, adjust func(*extproc.Confi
 		_ = g.Serve(lis)
 	}()
 	conn, err := grpc.NewClient("passthrough:///pipe",
-		grpc.WithContextDialer(lis.dial),
+		grpc.WithContextDialer(lis.DialAddr),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

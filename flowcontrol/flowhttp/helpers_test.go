@@ -2,17 +2,14 @@ package flowhttp_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +18,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/pipenet"
 )
 
 // priorityHeader is the request header the tests classify priorities by.
@@ -239,55 +237,8 @@ func readLine(t testing.TB, r *bufio.Reader) string {
 	}
 }
 
-// memListener is an in-memory network for tests inside a synctest bubble:
-// connections are net.Pipe pairs, whose blocking is durable, so the fake
-// clock advances only when every HTTP goroutine is idle.
-type memListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newMemListener() *memListener {
-	return &memListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *memListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *memListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *memListener) Addr() net.Addr { return memAddr{} }
-
-// DialContext connects to the listener.
-func (l *memListener) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.done:
-	case <-ctx.Done():
-	}
-	client.Close()
-	server.Close()
-	return nil, net.ErrClosed
-}
-
-type memAddr struct{}
-
-func (memAddr) Network() string { return "mem" }
-func (memAddr) String() string  { return "mem" }
-
-// memServer is an http.Server on a memListener and a client for it.
+// memServer is an http.Server on an in-memory pipenet.Listener and a
+// client for it.
 type memServer struct {
 	srv    *http.Server
 	tr     *http.Transport
@@ -297,10 +248,10 @@ type memServer struct {
 // startMem serves h on a new in-memory listener. Call Close before the
 // bubble ends.
 func startMem(h http.Handler) *memServer {
-	l := newMemListener()
+	l := pipenet.Listen()
 	srv := &http.Server{Handler: h, ErrorLog: discardLog}
 	go srv.Serve(l)
-	tr := &http.Transport{DialContext: l.DialContext}
+	tr := &http.Transport{DialContext: l.Dial}
 	return &memServer{srv: srv, tr: tr, Client: &http.Client{Transport: tr}}
 }
 

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/pipenet"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -102,55 +101,6 @@ func TestParseBand(t *testing.T) {
 	}
 }
 
-// pipeListener is a net.Listener whose connections are net.Pipe pairs: they
-// block on channels of the synctest bubble that dials them, so synctest.Wait
-// can tell when every stream is parked, where a socket would block in the
-// network poller.
-type pipeListener struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-// dial connects to the listener; it is a grpc.WithContextDialer dialer.
-func (l *pipeListener) dial(ctx context.Context, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-	case <-ctx.Done():
-	}
-	client.Close()
-	server.Close()
-	return nil, net.ErrClosed
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
-
 // startServe runs serve in-process, in the current synctest bubble, with a
 // controller the test can inspect; the shutdown timeout runs on the bubble's
 // clock.
@@ -161,14 +111,14 @@ func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Durat
 		t.Fatal(err)
 	}
 	t.Cleanup(fc.Close)
-	lis := newPipeListener()
+	lis := pipenet.Listen()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)
 	opts := options{controller: cfg, shutdownTimeout: shutdownTimeout}
 	go func() { errc <- serve(ctx, fc, opts, lis, slog.New(slog.DiscardHandler)) }()
 	conn, err := grpc.NewClient("passthrough:///pipe",
-		grpc.WithContextDialer(lis.dial),
+		grpc.WithContextDialer(lis.DialAddr),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
