@@ -60,6 +60,15 @@ func (l Limit) IsBounded() bool { return l.bounded }
 // unbounded limit, used <= bound otherwise.
 func (l Limit) Allows(used int64) bool { return !l.bounded || used <= l.n }
 
+// Fits reports whether adding add to a total of used stays within l: always
+// for an unbounded limit, used+add <= bound otherwise. Unlike Allows(used+add)
+// it cannot be fooled by overflow: a huge add (a request size is whatever a
+// client declares) never wraps the sum around to a small total that passes.
+// used and add must not be negative.
+func (l Limit) Fits(used, add int64) bool {
+	return !l.bounded || (used <= l.n && add <= l.n-used)
+}
+
 // String returns the bound in decimal, or "unbounded".
 func (l Limit) String() string {
 	if !l.bounded {

@@ -2,9 +2,12 @@ package capacity_test
 
 import (
 	"errors"
+	"math"
+	"math/big"
 	"testing"
 
 	"github.com/sluicegate/sluice/capacity"
+	"pgregory.net/rapid"
 )
 
 func TestZeroLimitIsUnbounded(t *testing.T) {
@@ -55,6 +58,48 @@ func TestLimitAllows(t *testing.T) {
 			t.Errorf("%v.Allows(%d) = %t, want %t", tt.limit, tt.used, got, tt.want)
 		}
 	}
+}
+
+func TestLimitFits(t *testing.T) {
+	const max = math.MaxInt64
+	tests := []struct {
+		limit     capacity.Limit
+		used, add int64
+		want      bool
+	}{
+		{capacity.Unbounded(), max, max, true},
+		{capacity.Bounded(100), 99, 1, true},
+		{capacity.Bounded(100), 100, 0, true},
+		{capacity.Bounded(100), 100, 1, false},
+		{capacity.Bounded(100), 0, 101, false},
+		{capacity.Bounded(100), 101, 0, false}, // lowered below what is already there
+		{capacity.Bounded(0), 0, 0, true},
+		{capacity.Bounded(0), 0, 1, false},
+		{capacity.Bounded(-1), 0, 0, false},
+		// used+add wraps to a negative number that Allows would pass.
+		{capacity.Bounded(100), 1, max, false},
+		{capacity.Bounded(max), max, 1, false},
+		{capacity.Bounded(max), 1, max - 1, true},
+	}
+	for _, tt := range tests {
+		if got := tt.limit.Fits(tt.used, tt.add); got != tt.want {
+			t.Errorf("%v.Fits(%d, %d) = %t, want %t", tt.limit, tt.used, tt.add, got, tt.want)
+		}
+	}
+}
+
+// Fits agrees with exact arithmetic for every non-negative used and add.
+func TestLimitFitsIsExact(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.Int64().Draw(t, "bound")
+		used := rapid.Int64Range(0, math.MaxInt64).Draw(t, "used")
+		add := rapid.Int64Range(0, math.MaxInt64).Draw(t, "add")
+		sum := new(big.Int).Add(big.NewInt(used), big.NewInt(add))
+		want := sum.Cmp(big.NewInt(n)) <= 0
+		if got := capacity.Bounded(n).Fits(used, add); got != want {
+			t.Fatalf("Bounded(%d).Fits(%d, %d) = %t, want %t", n, used, add, got, want)
+		}
+	})
 }
 
 func TestLimitValueKeepsNumber(t *testing.T) {

@@ -438,30 +438,20 @@ func (e *RejectionError) setContext(ctx context.Context, err error) {
 // b would exceed, and its bound. Called with mu held.
 func (c *FlowController) overLimit(b *band, lim *bandLimits, size int64) (limitKind, int64) {
 	switch {
-	case !fits(lim.requests, b.queuedRequests.Load(), 1):
+	case !lim.requests.Fits(b.queuedRequests.Load(), 1):
 		n, _ := lim.requests.Value()
 		return limitBandRequests, n
-	case !fits(lim.bytes, b.queuedBytes.Load(), size):
+	case !lim.bytes.Fits(b.queuedBytes.Load(), size):
 		n, _ := lim.bytes.Value()
 		return limitBandBytes, n
-	case !fits(c.requestCapacity, c.queuedRequests, 1):
+	case !c.requestCapacity.Fits(c.queuedRequests, 1):
 		n, _ := c.requestCapacity.Value()
 		return limitGlobalRequests, n
-	case !fits(c.byteCapacity, c.queuedBytes, size):
+	case !c.byteCapacity.Fits(c.queuedBytes, size):
 		n, _ := c.byteCapacity.Value()
 		return limitGlobalBytes, n
 	}
 	return limitNone, 0
-}
-
-// fits reports whether used+add stays within l. It compares add with the
-// room left instead of adding, so that a huge add (a request size is
-// whatever a client declares, up to math.MaxInt64) cannot wrap the sum
-// around to a small number that fits. The bound and used are not negative,
-// so the room n-used cannot overflow.
-func fits(l capacity.Limit, used, add int64) bool {
-	n, bounded := l.Value()
-	return !bounded || add <= n-used
 }
 
 // publish mirrors b's queue into its atomic counters and the non-empty
