@@ -118,8 +118,11 @@ func runLive(ctx context.Context, cfg liveConfig, client *http.Client, out io.Wr
 	send := func(t window.Ticket) {
 		defer wg.Done()
 		fb, reason, malformed, hv := dispatchOne(ctx, cfg, client, url)
-		win.Done(time.Now(), t, fb)
+		// The window's release and the count of accepted jobs change
+		// together, so the loop below never sees a job that is neither in
+		// flight nor accepted, and never sends it twice.
 		mu.Lock()
+		win.Done(time.Now(), t, fb)
 		switch fb.Signal {
 		case window.Accepted:
 			stats.Accepted++
@@ -148,14 +151,14 @@ func runLive(ctx context.Context, cfg liveConfig, client *http.Client, out io.Wr
 	var reopen *time.Timer
 	for ctx.Err() == nil {
 		mu.Lock()
-		accepted := stats.Accepted
+		accepted, inFlight := stats.Accepted, win.InFlight()
 		mu.Unlock()
 		if cfg.requests > 0 && accepted >= cfg.requests {
 			break
 		}
 		now := time.Now()
 		// A job is open until accepted; those in flight are taken.
-		open := cfg.requests == 0 || cfg.requests-accepted-win.InFlight() > 0
+		open := cfg.requests == 0 || cfg.requests-accepted-inFlight > 0
 		if open {
 			if t, ok := win.TryAcquire(now); ok {
 				mu.Lock()
