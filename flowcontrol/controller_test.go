@@ -844,10 +844,16 @@ func TestCloseRejectsQueuedAndLaterRequests(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(2 * time.Second)
 		fc.Close()
-		// Close returned: every queued call has returned and been observed.
+		// Close returned: every queued call has finished its work, its
+		// observer call included. (The goroutines that made the calls may
+		// not have run on yet; synctest.Wait lets them.)
+		if got := rec.count(flowcontrol.OutcomeRejectedShutdown); got != 6 {
+			t.Fatalf("observer saw %d shutdowns when Close returned, want 6", got)
+		}
+		synctest.Wait()
 		for _, c := range calls {
 			if !c.finished() {
-				t.Fatal("a queued call is still running after Close returned")
+				t.Fatal("a queued call never returned after Close")
 			}
 			rej := c.rejection(t)
 			if rej.Outcome != flowcontrol.OutcomeRejectedShutdown || !errors.Is(c.err, flowcontrol.ErrClosed) || rej.QueueTime != 2*time.Second {
