@@ -69,3 +69,45 @@ func TestDialWaitsForAcceptUntilContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// Both peers may write before either reads, as over a socket; over a bare
+// net.Pipe the first write would wait for a read that never comes.
+func TestBothPeersWriteBeforeReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := pipenet.Listen()
+		defer l.Close()
+		accepted := make(chan net.Conn)
+		go func() {
+			c, err := l.Accept()
+			if err != nil {
+				t.Error(err)
+			}
+			accepted <- c
+		}()
+		client, err := l.Dial(context.Background(), "tcp", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := <-accepted
+		for _, c := range []net.Conn{client, server} {
+			for range 3 {
+				if _, err := c.Write([]byte("hello")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, c := range []net.Conn{client, server} {
+			buf := make([]byte, 15)
+			if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hellohellohello" {
+				t.Fatalf("read %q, %v", buf, err)
+			}
+		}
+		// Closing one end ends the other's reads, and the relays return
+		// (synctest.Test fails if any goroutine is left).
+		client.Close()
+		if _, err := server.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("read after the peer closed: %v, want io.EOF", err)
+		}
+		server.Close()
+	})
+}
