@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +97,12 @@ type liveStats struct {
 // the gateway, one request per job, resending a job whose request failed. It
 // prints the window every second and a summary at the end.
 func runLive(ctx context.Context, cfg liveConfig, client *http.Client, out io.Writer) (liveStats, error) {
+	switch {
+	case cfg.requests < 0:
+		return liveStats{}, fmt.Errorf("dispatcher: -requests %d is negative", cfg.requests)
+	case cfg.duration < 0:
+		return liveStats{}, fmt.Errorf("dispatcher: -duration %v is negative", cfg.duration)
+	}
 	win, err := window.New(cfg.window)
 	if err != nil {
 		return liveStats{}, err
@@ -213,8 +221,8 @@ func runLive(ctx context.Context, cfg liveConfig, client *http.Client, out io.Wr
 func printLiveSummary(out io.Writer, s liveStats, st window.State) {
 	fmt.Fprintf(out, "done in %.1fs: sent %d, accepted %d (%.1f/s), capacity rejections %d, other failures %d",
 		s.Elapsed.Seconds(), s.Sent, s.Accepted, float64(s.Accepted)/max(s.Elapsed.Seconds(), 1e-9), s.Saturated, s.Failed)
-	for reason, n := range s.OtherReasons {
-		fmt.Fprintf(out, " [%s: %d]", reason, n)
+	for _, reason := range slices.Sorted(maps.Keys(s.OtherReasons)) {
+		fmt.Fprintf(out, " [%s: %d]", reason, s.OtherReasons[reason])
 	}
 	if s.Accepted > 0 {
 		fmt.Fprintf(out, ", mean queue %dms", (s.QueueTotal / time.Duration(s.Accepted)).Milliseconds())

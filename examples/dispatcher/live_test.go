@@ -286,3 +286,38 @@ func TestLiveOverLoopback(t *testing.T) {
 		t.Errorf("band header counts %v for %d requests", bands, stats.Sent)
 	}
 }
+
+// The summary lists the other failures in a fixed order, whatever the map's.
+func TestLiveSummaryOrder(t *testing.T) {
+	s := liveStats{Failed: 6, OtherReasons: map[string]int{
+		"transport": 1, "rejected-ttl-expired": 2, "status 500": 3, "body": 4, "cancelled": 5, "rejected-shutting-down": 6,
+	}}
+	want := " [body: 4] [cancelled: 5] [rejected-shutting-down: 6] [rejected-ttl-expired: 2] [status 500: 3] [transport: 1]"
+	for range 20 {
+		var b strings.Builder
+		printLiveSummary(&b, s, window.State{})
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("summary %q, want the reasons sorted:%s", b.String(), want)
+		}
+	}
+}
+
+func TestLiveConfigErrors(t *testing.T) {
+	for name, mod := range map[string]func(*liveConfig){
+		"requests": func(c *liveConfig) { c.requests = -1 },
+		"duration": func(c *liveConfig) { c.duration = -time.Second },
+	} {
+		cfg := testLiveConfig(10, true)
+		mod(&cfg)
+		client := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			t.Errorf("%s: a request was sent under an invalid configuration", name)
+			return response(http.StatusOK, http.Header{}), nil
+		})}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := runLive(ctx, cfg, client, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got error %v, want one naming it", name, err)
+		}
+	}
+}

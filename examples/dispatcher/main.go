@@ -45,7 +45,7 @@ func main() {
 	if live.target == "" {
 		results, err := Simulate(cfg)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "dispatcher:", err)
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
 		printSimHeader(os.Stdout, cfg)

@@ -144,6 +144,12 @@ func printSimHeader(out io.Writer, cfg SimConfig) {
 	fmt.Fprintf(out, "%v simulated, seed %d\n\n", cfg.Duration, cfg.Seed)
 }
 
+// maxRate bounds the other tenants' rates. Times are drawn in whole
+// microseconds: at much higher rates the gaps between arrivals round to
+// zero and the simulated clock stalls (so does it for phases far below a
+// millisecond).
+const maxRate = 100_000
+
 func (cfg SimConfig) validate() error {
 	switch {
 	case cfg.Duration <= 0:
@@ -158,10 +164,10 @@ func (cfg SimConfig) validate() error {
 		return fmt.Errorf("dispatcher: QueueCapacity %d is negative", cfg.QueueCapacity)
 	case cfg.Latency < 0:
 		return fmt.Errorf("dispatcher: Latency %v is negative", cfg.Latency)
-	case cfg.QuietRate < 0 || cfg.BusyRate < 0:
-		return fmt.Errorf("dispatcher: QuietRate %v and BusyRate %v must not be negative", cfg.QuietRate, cfg.BusyRate)
-	case cfg.MeanPhase <= 0:
-		return fmt.Errorf("dispatcher: MeanPhase %v is not positive", cfg.MeanPhase)
+	case !(cfg.QuietRate >= 0 && cfg.QuietRate <= maxRate && cfg.BusyRate >= 0 && cfg.BusyRate <= maxRate):
+		return fmt.Errorf("dispatcher: QuietRate %v and BusyRate %v must be between 0 and %d", cfg.QuietRate, cfg.BusyRate, maxRate)
+	case cfg.MeanPhase < time.Millisecond:
+		return fmt.Errorf("dispatcher: MeanPhase %v is below 1ms", cfg.MeanPhase)
 	case cfg.FixedConcurrency < 1:
 		return fmt.Errorf("dispatcher: FixedConcurrency %d is below 1", cfg.FixedConcurrency)
 	case cfg.TargetQueueDelay < 0:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -111,20 +112,39 @@ func TestHeadroomAloneFillsTheBand(t *testing.T) {
 }
 
 func TestSimConfigErrors(t *testing.T) {
-	for field, mod := range map[string]func(*SimConfig){
-		"Duration":         func(c *SimConfig) { c.Duration = 0 },
-		"Servers":          func(c *SimConfig) { c.Servers = 0 },
-		"MeanService":      func(c *SimConfig) { c.MeanService = -time.Second },
-		"QueueCapacity":    func(c *SimConfig) { c.QueueCapacity = -1 },
-		"BusyRate":         func(c *SimConfig) { c.BusyRate = -1 },
-		"MeanPhase":        func(c *SimConfig) { c.MeanPhase = 0 },
-		"FixedConcurrency": func(c *SimConfig) { c.FixedConcurrency = 0 },
-		"TargetQueueDelay": func(c *SimConfig) { c.TargetQueueDelay = -1 },
+	for _, tc := range []struct {
+		field string
+		mod   func(*SimConfig)
+	}{
+		{"Duration", func(c *SimConfig) { c.Duration = 0 }},
+		{"Servers", func(c *SimConfig) { c.Servers = 0 }},
+		{"MeanService", func(c *SimConfig) { c.MeanService = -time.Second }},
+		{"QueueCapacity", func(c *SimConfig) { c.QueueCapacity = -1 }},
+		{"BusyRate", func(c *SimConfig) { c.BusyRate = -1 }},
+		{"MeanPhase", func(c *SimConfig) { c.MeanPhase = 0 }},
+		{"FixedConcurrency", func(c *SimConfig) { c.FixedConcurrency = 0 }},
+		{"TargetQueueDelay", func(c *SimConfig) { c.TargetQueueDelay = -1 }},
+		// Rates and phases whose draws round to zero microseconds would
+		// stall the traffic generator's clock.
+		{"QuietRate", func(c *SimConfig) { c.QuietRate = math.Inf(1) }},
+		{"BusyRate", func(c *SimConfig) { c.BusyRate = math.NaN() }},
+		{"BusyRate", func(c *SimConfig) { c.BusyRate = 1e12 }},
+		{"MeanPhase", func(c *SimConfig) { c.MeanPhase = 100 * time.Nanosecond }},
 	} {
 		cfg := DefaultSimConfig()
-		mod(&cfg)
-		if _, err := Simulate(cfg); err == nil || !strings.Contains(err.Error(), field) {
-			t.Errorf("%s: got error %v, want one naming the field", field, err)
+		tc.mod(&cfg)
+		done := make(chan error, 1)
+		go func() {
+			_, err := Simulate(cfg)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("%s: got error %v, want one naming the field", tc.field, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Simulate(%+v) still running after 10s, want an error", tc.field, cfg)
 		}
 	}
 }

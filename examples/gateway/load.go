@@ -103,7 +103,9 @@ func (g *generator) run(ctx, reqCtx context.Context) {
 			return
 		case <-timer.C:
 		}
-		for !next.After(time.Now()) {
+		// A generator that falls behind catches up, but not past the end
+		// of its run.
+		for ctx.Err() == nil && !next.After(time.Now()) {
 			g.start(reqCtx)
 			next = next.Add(time.Duration(g.rng.ExpFloat64() / g.rate * float64(time.Second)))
 		}

@@ -48,6 +48,9 @@ const (
 	// the load stops, before they are cut.
 	shutdownGrace = 3 * time.Second
 	reportEvery   = time.Second
+	// maxRate bounds -rate: far beyond what loopback servers can take, low
+	// enough that the generator keeps up with its own clock.
+	maxRate = 10000
 )
 
 func main() {
@@ -102,8 +105,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	case o.duration <= 0:
 		return o, usageError{fmt.Errorf("-duration %v: must be positive", o.duration)}
-	case o.rate < 0:
-		return o, usageError{fmt.Errorf("-rate %v: must not be negative", o.rate)}
+	case !(o.rate >= 0 && o.rate <= maxRate):
+		// NaN and +Inf would stall the generator's clock.
+		return o, usageError{fmt.Errorf("-rate %v: must be between 0 and %d", o.rate, maxRate)}
 	case o.servers < 1 || o.servers > 64:
 		return o, usageError{fmt.Errorf("-servers %d: must be between 1 and 64", o.servers)}
 	case o.concurrency < 1 || o.concurrency > 256:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"runtime"
@@ -139,6 +140,9 @@ func TestFlags(t *testing.T) {
 	bad := [][]string{
 		{"-duration", "0s"},
 		{"-rate", "-1"},
+		{"-rate", "NaN"},
+		{"-rate", "+Inf"},
+		{"-rate", "1e9"},
 		{"-servers", "0"},
 		{"-concurrency", "0"},
 		{"-listen", "0.0.0.0:8080"},
@@ -245,3 +249,35 @@ func checkNoGoroutinesLeft(t *testing.T, before map[string]bool) {
 		t.Errorf("%d goroutines left behind:\n\n%s", len(left), strings.Join(left, "\n\n"))
 	}
 }
+
+// A generator that cannot keep up with its rate still stops when its run
+// ends: the catch-up loop must not outlive the context.
+func TestGeneratorStopsWhenBehind(t *testing.T) {
+	refuse := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("refused")
+	})
+	g := &generator{
+		client: &http.Client{Transport: refuse},
+		url:    "http://gateway.test/v1/completions",
+		rate:   1e9, // far more than one goroutine can start
+		rng:    rand.New(rand.NewPCG(1, 2)),
+		stats:  newClientStats(),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		g.run(ctx, context.Background())
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the generator was still starting requests 10s after its run ended")
+	}
+	g.wait()
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -130,6 +130,11 @@ func Simulate(cfg Config) ([]Result, error) {
 	return results, nil
 }
 
+// maxOverload bounds Overload. Arrival times are drawn in whole
+// microseconds: at rates far beyond any pool the gaps round to zero and the
+// generator's clock stalls.
+const maxOverload = 100
+
 func (cfg Config) validate() error {
 	switch {
 	case cfg.Servers < 1:
@@ -138,8 +143,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("goodput: Duration %v is not positive", cfg.Duration)
 	case cfg.MeanPrefill <= 0 || cfg.MeanDecode <= 0:
 		return fmt.Errorf("goodput: MeanPrefill %v and MeanDecode %v must be positive", cfg.MeanPrefill, cfg.MeanDecode)
-	case !(cfg.Overload > 0):
-		return fmt.Errorf("goodput: Overload %v is not positive", cfg.Overload)
+	case !(cfg.Overload > 0 && cfg.Overload <= maxOverload):
+		return fmt.Errorf("goodput: Overload %v is outside (0, %d]", cfg.Overload, maxOverload)
 	case cfg.BandTTL <= 0:
 		return fmt.Errorf("goodput: BandTTL %v is not positive", cfg.BandTTL)
 	case len(cfg.Classes) == 0:

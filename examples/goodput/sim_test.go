@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -113,17 +114,34 @@ func TestNoOverloadServesAll(t *testing.T) {
 }
 
 func TestInvalidConfig(t *testing.T) {
-	for name, mod := range map[string]func(*Config){
-		"Servers":  func(c *Config) { c.Servers = 0 },
-		"Duration": func(c *Config) { c.Duration = 0 },
-		"Overload": func(c *Config) { c.Overload = 0 },
-		"BandTTL":  func(c *Config) { c.BandTTL = -1 },
-		"Classes":  func(c *Config) { c.Classes = nil },
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"Servers", func(c *Config) { c.Servers = 0 }},
+		{"Duration", func(c *Config) { c.Duration = 0 }},
+		{"Overload", func(c *Config) { c.Overload = 0 }},
+		{"BandTTL", func(c *Config) { c.BandTTL = -1 }},
+		{"Classes", func(c *Config) { c.Classes = nil }},
+		// An arrival rate whose gaps round to zero microseconds would stall
+		// the generator's clock.
+		{"Overload", func(c *Config) { c.Overload = math.Inf(1) }},
+		{"Overload", func(c *Config) { c.Overload = 1e12 }},
 	} {
 		cfg := DefaultConfig()
-		mod(&cfg)
-		if _, err := Simulate(cfg); err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: got error %v, want one naming the field", name, err)
+		tc.mod(&cfg)
+		done := make(chan error, 1)
+		go func() {
+			_, err := Simulate(cfg)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Errorf("%s: got error %v, want one naming the field", tc.name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Simulate with Overload %v still running after 10s, want an error", tc.name, cfg.Overload)
 		}
 	}
 }
