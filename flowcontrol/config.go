@@ -90,6 +90,9 @@ type Config struct {
 	// at once (subject to strict priority, which then never holds anything
 	// back).
 	Gate Gate
+	// Clock is the controller's source of time; nil means the real clock.
+	// See [Clock] for how a virtual clock and contexts interact.
+	Clock Clock
 	// Observer, if set, is called once for every outcome, after the
 	// controller's lock is released, on the goroutine of the
 	// EnqueueAndWait call that ends with that outcome, just before the

@@ -93,6 +93,11 @@ func (o Outcome) HTTPStatus() int {
 var (
 	// ErrSaturated is wrapped for [OutcomeRejectedCapacity].
 	ErrSaturated = errors.New("flowcontrol: saturated")
+	// ErrTooLarge is wrapped, beside ErrSaturated, for the capacity
+	// rejection of a request that can never fit: its ByteSize exceeds a
+	// byte capacity of its band or of the controller. Such a rejection
+	// carries no RetryAfter, since waiting cannot help it.
+	ErrTooLarge = errors.New("flowcontrol: request larger than a byte capacity")
 	// ErrExpired is wrapped for [OutcomeExpired].
 	ErrExpired = errors.New("flowcontrol: queue-wait TTL expired")
 	// ErrCancelled is wrapped for [OutcomeCancelled].
