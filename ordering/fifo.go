@@ -11,7 +11,14 @@ func (q *fifoQueue) Kind() QueueKind        { return QueueFIFO }
 func (q *fifoQueue) Capability() Capability { return CapabilityFIFO }
 
 func (q *fifoQueue) Add(it *Item) {
-	q.admit(it)
+	if it == nil {
+		panic("ordering: Add of a nil item")
+	}
+	q.AddKeyed(it, q.policy.Key(it))
+}
+
+func (q *fifoQueue) AddKeyed(it *Item, k Key) {
+	q.admit(it, k)
 	it.prev, it.next = q.tail, nil
 	if q.tail == nil {
 		q.head = it

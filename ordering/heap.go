@@ -53,7 +53,14 @@ func (q *heapQueue) Kind() QueueKind        { return QueueHeap }
 func (q *heapQueue) Capability() Capability { return CapabilityPriorityConfigurable }
 
 func (q *heapQueue) Add(it *Item) {
-	q.admit(it)
+	if it == nil {
+		panic("ordering: Add of a nil item")
+	}
+	q.AddKeyed(it, q.policy.Key(it))
+}
+
+func (q *heapQueue) AddKeyed(it *Item, k Key) {
+	q.admit(it, k)
 	it.handle = q.heap.Push(heapKey{key: it.key, seq: it.seq}, it)
 }
 

@@ -31,6 +31,12 @@ type Queue interface {
 	// queues it. It panics if the item is already in a queue. O(1) FIFO,
 	// O(log n) heap.
 	Add(it *Item)
+	// AddKeyed is Add with the key already derived, as Policy().Key(it),
+	// by the caller: a caller that serializes its queues under a lock
+	// derives keys before taking it, so that a policy's Key (user code,
+	// which may read headers or panic) never runs in the critical
+	// section. A key derived by another policy breaks the queue's order.
+	AddKeyed(it *Item, k Key)
 	// Peek returns the item that would leave next, or nil when the queue is
 	// empty. O(1).
 	Peek() *Item
@@ -116,16 +122,16 @@ func (c *queueCore) Policy() Policy  { return c.policy }
 func (c *queueCore) Len() int        { return c.n }
 func (c *queueCore) ByteSize() int64 { return c.bytes }
 
-// admit prepares it for entry: checks it is free, derives its key and books
-// it.
-func (c *queueCore) admit(it *Item) {
+// admit prepares it for entry with key k: checks it is free, keys it and
+// books it.
+func (c *queueCore) admit(it *Item, k Key) {
 	if it == nil {
 		panic("ordering: Add of a nil item")
 	}
 	if it.owner != nil {
 		panic("ordering: Add of an item that is already queued")
 	}
-	it.key = c.policy.Key(it)
+	it.key = k
 	it.seq = c.seq
 	c.seq++
 	it.owner = c
