@@ -100,14 +100,14 @@ func TestMaxInFlightGateServesOneController(t *testing.T) {
 	mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: fresh})
 }
 
-func TestMaxInFlightPanicsOnNegativeLimit(t *testing.T) {
-	defer func() {
-		r := recover()
-		if s, _ := r.(string); !strings.HasPrefix(s, "flowcontrol: MaxInFlight(-1)") {
-			t.Fatalf("recovered %v", r)
-		}
-	}()
-	flowcontrol.MaxInFlight(-1)
+// TestNegativeMaxInFlightIsAConfigError: a bad limit is an error from New
+// naming the gate, never a panic.
+func TestNegativeMaxInFlightIsAConfigError(t *testing.T) {
+	g := flowcontrol.MaxInFlight(-1)
+	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	if err == nil || !strings.Contains(err.Error(), "Gate MaxInFlight(-1): negative limit") {
+		t.Fatalf("New with MaxInFlight(-1): %v", err)
+	}
 }
 
 func TestProvisionBandRejectsBadConfiguration(t *testing.T) {

@@ -784,17 +784,23 @@ func TestRetryAfterOnlyOnCapacityRejections(t *testing.T) {
 			waiting = append(waiting, start(t.Context(), fc, req(fmt.Sprint("w", i), 0)))
 		}
 		synctest.Wait()
-		_, err := fc.EnqueueAndWait(t.Context(), req("over", 0))
+		// The band drains at 2/s while busy: refusals are promised one
+		// place each, 500ms apart, rounded up to whole seconds.
 		var rej *flowcontrol.RejectionError
-		if !errors.As(err, &rej) || rej.Outcome != flowcontrol.OutcomeRejectedCapacity {
-			t.Fatalf("want a capacity rejection, got %v", err)
+		var got []time.Duration
+		for i := range 5 {
+			_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
+			if !errors.As(err, &rej) || rej.Outcome != flowcontrol.OutcomeRejectedCapacity {
+				t.Fatalf("want a capacity rejection, got %v", err)
+			}
+			if i == 0 && !strings.Contains(err.Error(), "retry after 1s") {
+				t.Fatalf("error text %q", err)
+			}
+			got = append(got, rej.RetryAfter)
 		}
-		// 5 queued at 2/s: 2.5s, rounded up to 3s.
-		if rej.RetryAfter != 3*time.Second {
-			t.Fatalf("RetryAfter = %v, want 3s (5 queued at 2 dispatches/s)", rej.RetryAfter)
-		}
-		if !strings.Contains(err.Error(), "retry after 3s") {
-			t.Fatalf("error text %q", err)
+		want := []time.Duration{time.Second, time.Second, 2 * time.Second, 2 * time.Second, 3 * time.Second}
+		if !slices.Equal(got, want) {
+			t.Fatalf("RetryAfter %v, want %v (one place every 500ms)", got, want)
 		}
 		// Expiry and cancellation carry none.
 		time.Sleep(time.Hour)
@@ -811,15 +817,15 @@ func TestRetryAfterOnlyOnCapacityRejections(t *testing.T) {
 		if r := c.rejection(t); r.RetryAfter != 0 {
 			t.Fatalf("cancelled: RetryAfter %v", r.RetryAfter)
 		}
-		// After an hour with no dispatch the measured rate has decayed:
-		// the projection is capped at 30s, and never above.
+		// The band held waiters for an hour and dispatched none (the slot
+		// was never released): measured not to drain, it gets the 30s cap.
 		for i := range 5 {
 			start(t.Context(), fc, req(fmt.Sprint("again", i), 0))
 		}
 		synctest.Wait()
-		_, err = fc.EnqueueAndWait(t.Context(), req("over", 0))
+		_, err := fc.EnqueueAndWait(t.Context(), req("over", 0))
 		if !errors.As(err, &rej) || rej.RetryAfter != 30*time.Second {
-			t.Fatalf("after an idle hour: %v, want RetryAfter 30s", err)
+			t.Fatalf("after a stuck hour: %v, want RetryAfter 30s", err)
 		}
 		h.Done()
 	})

@@ -6,7 +6,9 @@
 //
 // # Outcomes
 //
-// [FlowController.EnqueueAndWait] blocks until exactly one outcome:
+// [FlowController.EnqueueAndWait] blocks until exactly one outcome;
+// [FlowController.Submit] is its non-blocking form, which hands the same
+// outcome to a callback:
 //
 //	outcome                   error wraps   dropped reason               HTTP
 //	OutcomeDispatched         (none)        -                            200
@@ -40,7 +42,7 @@
 // # Dispatch and strict priority
 //
 // Dispatch is driven by events — an enqueue, a Done, an expiry or
-// cancellation, and [FlowController.Nudge] — never by a clock. On each event
+// cancellation, and [FlowController.Nudge] — never by a ticker. On each event
 // the controller offers the head of the highest waiting band to the gate, and
 // repeats until the gate refuses or nothing waits. Within a band, the band's
 // ordering policy picks the head.
@@ -89,8 +91,39 @@
 //
 // [FlowController.Close] ends every queued request with
 // OutcomeRejectedShutdown and returns once their EnqueueAndWait calls have
-// returned. Later calls fail at once. The controller runs no goroutines of
-// its own: every goroutine in it is a caller's.
+// returned. Shutdown wins: once Close has begun, every call ends with
+// OutcomeRejectedShutdown, also one whose context is already done. The
+// controller runs no goroutines of its own: every goroutine in it is a
+// caller's, a timer's of its [Clock], or a context's AfterFunc.
+//
+// # Time
+//
+// Every reading of time — queue times, TTLs, expiry timers, the dispatch
+// rates behind Retry-After — goes through one [Clock], the real one unless
+// [Config.Clock] sets another. Nothing in the controller reads time.Now
+// behind its back, so a simulation runs the same code on a virtual clock.
+//
+// # User code that panics
+//
+// A [Gate], an ordering [ordering.Policy], an [Config.Observer] or a
+// [FlowController.Submit] callback may panic; the controller stays
+// consistent and the panic reaches the goroutine that called into the
+// controller, as net/http expects of a handler:
+//
+//   - Policy.Key runs before the controller's lock is taken, on the caller's
+//     goroutine; the request is not queued and the panic leaves the call.
+//   - Gate.TryAcquire and Gate.Release run under the lock, which is
+//     released as the panic unwinds. A TryAcquire that panics is a refusal:
+//     the head stays queued and dispatch resumes at the next event. The
+//     request whose call triggered that dispatch is withdrawn first (its
+//     slot returned if the loop had already dispatched it), so nothing
+//     waits for a caller that is gone.
+//   - An Observer that panics on a dispatch has the admission released
+//     before the panic goes on, so no slot leaks; the caller of
+//     EnqueueAndWait gets the panic instead of the admission, and a Submit
+//     callback is not called for it.
+//   - Outcomes decided in the same event for other requests are still
+//     delivered, each to its own caller.
 package flowcontrol
 
 import (
@@ -114,9 +147,10 @@ import (
 // safe for concurrent use.
 type FlowController struct {
 	// mu serializes every change to the queues, the counters below it and
-	// the gate, and the dispatch that follows each change. Gate and queue
-	// methods are called only with mu held; nothing else is — the Observer,
-	// timers and contexts are handled after mu is released.
+	// the gate, and the dispatch that follows each change. Gate, queue and
+	// Clock methods are called with mu held; policies, the Observer and
+	// Submit callbacks only after it is released. Every critical section
+	// ends in unlock, which delivers the outcomes it decided.
 	mu sync.Mutex
 	// nonEmpty has bit i set while bands.desc[i] has waiters, so finding
 	// the highest waiting band costs one word per 64 bands.
@@ -125,10 +159,21 @@ type FlowController struct {
 	queuedBytes    int64
 	inFlight       int // admissions not yet Done
 	closed         bool
+	// decided lists, in order, the waiters whose outcome was settled in
+	// the current critical section; unlock delivers them.
+	decided, decidedTail *waiter
+	// enqueuing is the waiter whose own enqueue is dispatching: its outcome
+	// is returned by that call, not delivered.
+	enqueuing *waiter
+	// drain measures all bands together, for global-capacity rejections.
+	drain drainMeter
 	// slab holds fresh Admissions for immediate dispatches; see
 	// admissionSlab.
 	slab []Admission
 
+	// closing is set as Close begins, before it takes mu, so that shutdown
+	// wins over every outcome decided after that.
+	closing atomic.Bool
 	// bands is replaced under mu and read without it.
 	bands atomic.Pointer[bandSet]
 	// waiters counts EnqueueAndWait calls that queued and have not
@@ -137,6 +182,7 @@ type FlowController struct {
 
 	// Fixed by New.
 	gate            Gate
+	clock           Clock
 	fallback        *band // nil with NeverPromote
 	neverPromote    bool
 	requestCapacity capacity.Limit
@@ -147,16 +193,29 @@ type FlowController struct {
 
 // waiter is one queued request.
 type waiter struct {
-	item  ordering.Item // item.Value is the waiter
-	ready chan struct{} // closed when the request leaves its queue other than by its own abandon
-	band  *band
+	item ordering.Item // item.Value is the waiter
+	band *band
+	ctx  context.Context
+
+	// How the outcome is delivered: ready is closed for an EnqueueAndWait
+	// call, which then finishes on its own goroutine; done is called for a
+	// Submit.
+	ready chan struct{}
+	done  func(*Admission, error)
+	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry, set
+	// expireAfter after enqueue unless the context's deadline comes first.
+	// Both are nil when there is none.
+	stopCtx     func() bool
+	timer       Timer
+	expireAfter time.Duration
 
 	// Guarded by the controller's mu. Once queued is false, outcome is
-	// final; the waiting goroutine reads it after ready is closed or after
-	// taking mu itself.
+	// final and is read by whoever delivers it.
 	queued    bool
 	outcome   Outcome
-	byContext bool // the context ended the wait (expiry by deadline, or cancellation)
+	byContext bool    // the context ended the wait (expiry by deadline, or cancellation)
+	withdrawn bool    // its caller panicked out of its enqueue: deliver nothing
+	next      *waiter // in the controller's decided list
 
 	adm Admission // returned on dispatch; adm.queueTime is set for every outcome
 }
@@ -164,7 +223,9 @@ type waiter struct {
 // New returns a controller for cfg. A bad configuration fails with an error
 // naming the field and its value: no bands, duplicate priorities, an unknown
 // policy name, a policy on a queue without the capability it needs, a
-// negative capacity or TTL, or a fallback band that is not configured.
+// negative capacity or TTL, a negative [MaxInFlight] limit, a MaxInFlight
+// gate used by another controller, or a fallback band that is not
+// configured.
 func New(cfg Config) (*FlowController, error) {
 	if len(cfg.Bands) == 0 {
 		return nil, configError("Bands", "[]", "no bands configured")
@@ -177,6 +238,9 @@ func New(cfg Config) (*FlowController, error) {
 	}
 	if err := checkTTL("DefaultTTL", cfg.DefaultTTL); err != nil {
 		return nil, err
+	}
+	if g, ok := cfg.Gate.(*maxInFlight); ok && g.limit < 0 {
+		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "negative limit")
 	}
 	desc := make([]*band, 0, len(cfg.Bands))
 	first := make(map[int]int, len(cfg.Bands))
@@ -200,6 +264,7 @@ func New(cfg Config) (*FlowController, error) {
 
 	c := &FlowController{
 		gate:            cfg.Gate,
+		clock:           cfg.Clock,
 		neverPromote:    cfg.NeverPromote,
 		requestCapacity: cfg.RequestCapacity,
 		byteCapacity:    cfg.ByteCapacity,
@@ -208,6 +273,9 @@ func New(cfg Config) (*FlowController, error) {
 	}
 	if c.gate == nil {
 		c.gate = openGate{}
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
 	}
 	c.setBands(&bandSet{desc: desc})
 	set := c.bands.Load()
@@ -230,7 +298,7 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &band{priority: bc.Priority, queue: q}
+	b := &band{priority: bc.Priority, queue: q, policy: q.Policy()}
 	b.limits.Store(&bandLimits{requests: bc.RequestCapacity, bytes: bc.ByteCapacity, ttl: bc.TTL})
 	return b, nil
 }
@@ -249,7 +317,8 @@ func (c *FlowController) setBands(set *bandSet) {
 }
 
 // resolve returns the band a request for priority p is queued in, or nil if
-// none may take it.
+// none may take it. It reads only what New fixed and the published band
+// set, so it needs no lock.
 func (c *FlowController) resolve(set *bandSet, p int) *band {
 	i, found := set.search(p)
 	switch {
@@ -272,70 +341,134 @@ func (c *FlowController) resolve(set *bandSet, p int) *band {
 // When there is room — the band fits the request, no band at or above it is
 // waiting and the gate admits it — the request starts at once without being
 // queued. When its band or the controller is full it is rejected at once.
+// While it waits, the calling goroutine is parked; [FlowController.Submit]
+// admits without holding a goroutine.
 func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admission, error) {
+	adm, rej, w := c.admit(ctx, req, nil)
+	if w == nil {
+		return c.finish(adm, rej)
+	}
+	defer c.waiters.Done()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		c.abandon(w, contextOutcome(ctx), true)
+	}
+	// Whoever settled the outcome did so under mu, before closing ready or
+	// before abandon took mu: it is final and visible here.
+	adm, rej = c.result(w)
+	return c.finish(adm, rej)
+}
+
+// Submit is the non-blocking form of [FlowController.EnqueueAndWait]: it
+// asks for req to be admitted and returns at once, and done is called
+// exactly once with what EnqueueAndWait would have returned — an admission
+// whose Done the callee must call, or a [*RejectionError].
+//
+// done runs outside the controller's lock, after the Observer, on the
+// goroutine that settles the outcome: within Submit when the request starts
+// or is rejected at once; otherwise on the goroutine of the event that
+// decides it — another request's [Admission.Done], a [FlowController.Nudge],
+// the clock's timer for an expiry, the context's AfterFunc for a
+// cancellation, or [FlowController.Close]. It may call back into the
+// controller, but it delays that goroutine, so it should be short. A queued
+// request costs no goroutine: an event loop can keep millions waiting. If
+// the Observer panics on the dispatch, the admission is released and done
+// is not called; if done itself panics, it owns the admission it was
+// given.
+//
+// Submit panics if done is nil.
+func (c *FlowController) Submit(ctx context.Context, req Request, done func(*Admission, error)) {
+	if done == nil {
+		panic("flowcontrol: Submit with a nil done function")
+	}
+	adm, rej, w := c.admit(ctx, req, done)
+	if w != nil {
+		return // queued: done runs when the outcome is settled
+	}
+	c.report(adm, rej)
+	if rej != nil {
+		done(nil, rej)
+		return
+	}
+	done(adm, nil)
+}
+
+// admit runs admission for req. It returns the admission or the rejection
+// when the request is decided at once, or the waiter it queued. done is nil
+// for EnqueueAndWait.
+//
+// The common case, room to start at once, takes the lock once and derives
+// no ordering key. A request that must wait has its key derived outside the
+// lock — Policy.Key is user code, which may be slow or panic — and then
+// takes the lock again, where every check is made afresh.
+func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admission, error)) (*Admission, *RejectionError, *waiter) {
+	if c.closing.Load() {
+		return nil, c.shutdownRejection(req.Key), nil
+	}
 	if err := ctx.Err(); err != nil {
 		// The caller is gone already: queueing it would only hold a slot.
-		rej := &RejectionError{Outcome: OutcomeCancelled, Requested: req.Key}
+		rej := &RejectionError{Requested: req.Key}
 		rej.Effective = effectiveKey(req.Key, c.resolve(c.bands.Load(), req.Key.Priority))
 		rej.setContext(ctx, err)
-		return nil, c.rejected(rej)
+		return nil, rej, nil
 	}
-	deadline, hasDeadline := ctx.Deadline()
-	size := max(req.ByteSize, 0)
-
-	c.mu.Lock()
 	b := c.resolve(c.bands.Load(), req.Key.Priority)
-	if c.closed || b == nil {
-		c.mu.Unlock()
-		rej := &RejectionError{Outcome: OutcomeRejectedShutdown, Requested: req.Key, Effective: effectiveKey(req.Key, b)}
-		if !c.closed {
-			rej.Outcome, rej.limit = OutcomeRejectedCapacity, limitNoBand
-		}
-		return nil, c.rejected(rej)
+	if b == nil {
+		return nil, &RejectionError{Outcome: OutcomeRejectedCapacity, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil
 	}
-	lim := b.limits.Load()
-	if limit, bound := c.overLimit(b, lim, size); limit != limitNone {
-		retry := b.meter.retryAfter(time.Now(), int64(b.queue.Len()))
-		c.mu.Unlock()
-		return nil, c.rejected(&RejectionError{
-			Outcome:    OutcomeRejectedCapacity,
-			Requested:  req.Key,
-			Effective:  effectiveKey(req.Key, b),
-			RetryAfter: retry,
-			limit:      limit,
-			limitVal:   bound,
-		})
+	size := max(req.ByteSize, 0)
+	if adm, rej := c.startAtOnce(b, req.Key, size); adm != nil || rej != nil {
+		return adm, rej, nil
 	}
 
-	// When nothing at or above this band waits, the request would be the
-	// head dispatch offers to the gate first: offer it before queueing it.
-	top := c.firstNonEmpty()
-	first := top < 0 || top > b.index
-	if first && c.gate.TryAcquire(b.priority) {
-		c.inFlight++
-		b.meter.record(time.Time{})
-		a := c.newAdmission()
-		c.mu.Unlock()
-		*a = Admission{c: c, requested: req.Key, effective: b.priority}
-		c.observe(Event{Requested: req.Key, Effective: a.Effective(), Outcome: OutcomeDispatched})
-		return a, nil
+	now := c.clock.Now()
+	w := c.newWaiter(ctx, req, b, size, now)
+	key := b.policy.Key(&w.item)
+	if adm, rej := c.enqueue(w, key, now); adm != nil || rej != nil {
+		return adm, rej, nil
 	}
+	return nil, nil, w
+}
 
-	now := time.Now()
-	ttl := minTTL(minTTL(lim.ttl, c.defaultTTL), req.TTL)
-	timerTTL := ttl
-	if hasDeadline {
+// startAtOnce admits a request of size bytes into band b if it can start
+// now, or rejects it if it does not fit. It returns nil, nil when the
+// request must wait.
+func (c *FlowController) startAtOnce(b *band, key FlowKey, size int64) (*Admission, *RejectionError) {
+	c.mu.Lock()
+	defer c.unlock()
+	if c.closed {
+		return nil, c.shutdownRejection(key)
+	}
+	if rej := c.checkCapacity(b, key, size); rej != nil {
+		return nil, rej
+	}
+	if !c.isFirst(b) || !c.gate.TryAcquire(b.priority) {
+		return nil, nil
+	}
+	c.inFlight++
+	a := c.newAdmission()
+	*a = Admission{c: c, requested: key, effective: b.priority}
+	return a, nil
+}
+
+// newWaiter prepares the waiter of a request that must queue in band b,
+// outside the lock: its TTL, its times and its item.
+func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, size int64, now time.Time) *waiter {
+	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
+	expireAfter := ttl
+	if deadline, ok := ctx.Deadline(); ok {
 		if left := deadline.Sub(now); ttl == 0 || left <= ttl {
 			// The context's own timer expires the request; a timer of ours
 			// at the same instant would race it.
-			ttl, timerTTL = max(left, 1), 0
+			ttl, expireAfter = max(left, 1), 0
 		}
 	}
 	received := req.ReceivedTime
 	if received.IsZero() {
 		received = now
 	}
-	w := &waiter{ready: make(chan struct{}), band: b, queued: true}
+	w := &waiter{band: b, ctx: ctx, expireAfter: expireAfter}
 	w.adm = Admission{c: c, requested: req.Key, effective: b.priority}
 	w.item = ordering.Item{
 		ReceivedTime: received,
@@ -345,42 +478,98 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 		ByteSize:     size,
 		Value:        w,
 	}
-	b.queue.Add(&w.item)
+	return w
+}
+
+// enqueue queues w under key k, unless it can start at once or no longer
+// fits. It returns nil, nil when w was queued.
+func (c *FlowController) enqueue(w *waiter, k ordering.Key, now time.Time) (*Admission, *RejectionError) {
+	c.mu.Lock()
+	defer c.unlock()
+	b := w.band
+	if c.closed {
+		return nil, c.shutdownRejection(w.adm.requested)
+	}
+	if rej := c.checkCapacity(b, w.adm.requested, w.item.ByteSize); rej != nil {
+		return nil, rej
+	}
+	first := c.isFirst(b)
+	if first && c.gate.TryAcquire(b.priority) {
+		c.inFlight++
+		return &w.adm, nil
+	}
+	b.queue.AddKeyed(&w.item, k)
 	c.queuedRequests++
-	c.queuedBytes += size
+	c.queuedBytes += w.item.ByteSize
 	c.publish(b)
+	if b.queue.Len() == 1 {
+		b.drain.busy(now)
+	}
+	if c.queuedRequests == 1 {
+		c.drain.busy(now)
+	}
+	w.queued = true
 	if !first {
 		// A band at or above this one waits: offer its head again, as on
-		// every event. (When this request was first, the gate has just
-		// refused it and nothing else may go before it.)
+		// every event. (When w was first, the gate has just refused it and
+		// nothing else may go before it.)
+		c.enqueuing = w
+		defer func() {
+			c.enqueuing = nil
+			if r := recover(); r != nil {
+				c.withdraw(w)
+				panic(r)
+			}
+		}()
 		c.dispatchLocked(now)
-	}
-	if !w.queued { // dispatched by its own enqueue
-		c.mu.Unlock()
-		return c.finish(w, ctx)
-	}
-	c.waiters.Add(1)
-	c.mu.Unlock()
-	defer c.waiters.Done()
-
-	var expiry <-chan time.Time
-	if timerTTL > 0 {
-		t := time.NewTimer(timerTTL)
-		defer t.Stop()
-		expiry = t.C
-	}
-	select {
-	case <-w.ready:
-	case <-expiry:
-		c.abandon(w, OutcomeExpired, false)
-	case <-ctx.Done():
-		o := OutcomeCancelled
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			o = OutcomeExpired
+		if !w.queued {
+			// Dispatched by its own enqueue.
+			return &w.adm, nil
 		}
-		c.abandon(w, o, true)
 	}
-	return c.finish(w, ctx)
+	if w.expireAfter > 0 {
+		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, OutcomeExpired, false) })
+	}
+	if w.done == nil {
+		w.ready = make(chan struct{})
+		c.waiters.Add(1)
+	} else if w.ctx.Done() != nil {
+		w.stopCtx = context.AfterFunc(w.ctx, func() { c.abandon(w, contextOutcome(w.ctx), true) })
+	}
+	return nil, nil
+}
+
+// withdraw takes back w, whose caller is panicking out of its enqueue:
+// out of its queue if it is still there, or its slot back to the gate if
+// the dispatch that panicked had started it. Called with mu held.
+func (c *FlowController) withdraw(w *waiter) {
+	w.withdrawn = true
+	if w.queued {
+		c.unqueue(w, c.clock.Now())
+		return
+	}
+	if w.outcome == OutcomeDispatched {
+		w.adm.done = true
+		c.inFlight--
+		c.gate.Release(w.band.priority)
+	}
+}
+
+// isFirst reports whether no band at or above b has waiters, so that a
+// request for b would be the head dispatch offers to the gate first. Called
+// with mu held.
+func (c *FlowController) isFirst(b *band) bool {
+	top := c.firstNonEmpty()
+	return top < 0 || top > b.index
+}
+
+// contextOutcome is the outcome of a wait that ctx ended: an expiry for a
+// deadline, a cancellation otherwise.
+func contextOutcome(ctx context.Context) Outcome {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return OutcomeExpired
+	}
+	return OutcomeCancelled
 }
 
 // admissionSlab is how many Admissions one allocation provides to immediate
@@ -420,6 +609,15 @@ func effectiveKey(requested FlowKey, b *band) FlowKey {
 	return FlowKey{ID: requested.ID, Priority: b.priority}
 }
 
+// shutdownRejection is the rejection of a request for key after Close.
+func (c *FlowController) shutdownRejection(key FlowKey) *RejectionError {
+	return &RejectionError{
+		Outcome:   OutcomeRejectedShutdown,
+		Requested: key,
+		Effective: effectiveKey(key, c.resolve(c.bands.Load(), key.Priority)),
+	}
+}
+
 // setContext records the context's error, and its cause when that differs,
 // and derives the outcome from them.
 func (e *RejectionError) setContext(ctx context.Context, err error) {
@@ -434,24 +632,52 @@ func (e *RejectionError) setContext(ctx context.Context, err error) {
 	}
 }
 
-// overLimit reports the first limit that adding a request of size bytes to
-// b would exceed, and its bound. Called with mu held.
-func (c *FlowController) overLimit(b *band, lim *bandLimits, size int64) (limitKind, int64) {
-	switch {
-	case !lim.requests.Fits(b.queuedRequests.Load(), 1):
-		n, _ := lim.requests.Value()
-		return limitBandRequests, n
-	case !lim.bytes.Fits(b.queuedBytes.Load(), size):
-		n, _ := lim.bytes.Value()
-		return limitBandBytes, n
-	case !c.requestCapacity.Fits(c.queuedRequests, 1):
-		n, _ := c.requestCapacity.Value()
-		return limitGlobalRequests, n
-	case !c.byteCapacity.Fits(c.queuedBytes, size):
-		n, _ := c.byteCapacity.Value()
-		return limitGlobalBytes, n
+// checkCapacity returns the rejection of a request of size bytes for band b
+// if adding it would exceed a capacity of b or of the controller, or nil.
+// The Retry-After of a rejection projects from every scope whose capacity
+// it exceeds, the longest projection winning; a request that can never fit
+// gets none. Called with mu held.
+func (c *FlowController) checkCapacity(b *band, key FlowKey, size int64) *RejectionError {
+	lim := b.limits.Load()
+	bandFull := !lim.requests.Fits(b.queuedRequests.Load(), 1)
+	bandBytes := !lim.bytes.Fits(b.queuedBytes.Load(), size)
+	globalFull := !c.requestCapacity.Fits(c.queuedRequests, 1)
+	globalBytes := !c.byteCapacity.Fits(c.queuedBytes, size)
+	if !bandFull && !bandBytes && !globalFull && !globalBytes {
+		return nil
 	}
-	return limitNone, 0
+	rej := &RejectionError{Outcome: OutcomeRejectedCapacity, Requested: key, Effective: effectiveKey(key, b)}
+	switch {
+	case bandFull:
+		rej.limit, rej.limitVal = limitBandRequests, limitValue(lim.requests)
+	case bandBytes:
+		rej.limit, rej.limitVal = limitBandBytes, limitValue(lim.bytes)
+	case globalFull:
+		rej.limit, rej.limitVal = limitGlobalRequests, limitValue(c.requestCapacity)
+	default:
+		rej.limit, rej.limitVal = limitGlobalBytes, limitValue(c.byteCapacity)
+	}
+	// A request larger than a byte capacity never fits, and a capacity of 0
+	// admits nothing: waiting cannot help either.
+	rej.tooLarge = !lim.bytes.Fits(0, size) || !c.byteCapacity.Fits(0, size)
+	if rej.tooLarge || (bandFull && limitValue(lim.requests) == 0) || (globalFull && limitValue(c.requestCapacity) == 0) {
+		return rej
+	}
+	now := c.clock.Now()
+	if bandFull || bandBytes {
+		rej.RetryAfter = b.drain.retryAfter(now)
+	}
+	if globalFull || globalBytes {
+		rej.RetryAfter = max(rej.RetryAfter, c.drain.retryAfter(now))
+	}
+	return rej
+}
+
+// limitValue returns a bounded limit's value; only called on limits that
+// refused a request, which are bounded.
+func limitValue(l capacity.Limit) int64 {
+	n, _ := l.Value()
+	return n
 }
 
 // publish mirrors b's queue into its atomic counters and the non-empty
@@ -497,47 +723,132 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		if !c.gate.TryAcquire(b.priority) {
 			return // strict priority: nothing below a refused band starts
 		}
-		it := b.queue.PopHead()
-		w := it.Value.(*waiter)
 		if now.IsZero() {
-			now = time.Now()
+			now = c.clock.Now()
 		}
-		c.queuedRequests--
-		c.queuedBytes -= it.ByteSize
-		c.publish(b)
+		w := b.queue.PopHead().Value.(*waiter)
+		// Counted while the scopes are still busy with w, so that the
+		// window w closes (if it empties a queue) includes it.
+		b.drain.dispatched(now)
+		c.drain.dispatched(now)
+		c.left(w, now)
 		c.inFlight++
-		b.meter.record(now)
-		w.queued, w.outcome = false, OutcomeDispatched
-		w.adm.queueTime = now.Sub(it.EnqueueTime)
-		close(w.ready)
+		c.decide(w, OutcomeDispatched, now)
 	}
+}
+
+// unqueue takes w out of its queue at now. Called with mu held.
+func (c *FlowController) unqueue(w *waiter, now time.Time) {
+	w.band.queue.Remove(&w.item)
+	c.left(w, now)
+}
+
+// left books w's departure from its queue at now. Called with mu held.
+func (c *FlowController) left(w *waiter, now time.Time) {
+	b := w.band
+	c.queuedRequests--
+	c.queuedBytes -= w.item.ByteSize
+	c.publish(b)
+	if b.queue.Len() == 0 {
+		b.drain.idle(now)
+	}
+	if c.queuedRequests == 0 {
+		c.drain.idle(now)
+	}
+	w.queued = false
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// decide settles w's outcome at now and lists it for delivery when mu is
+// released. w has left its queue. Called with mu held.
+func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
+	w.outcome = o
+	w.adm.queueTime = now.Sub(w.item.EnqueueTime)
+	if w == c.enqueuing {
+		return // its own enqueue returns the outcome
+	}
+	if c.decidedTail == nil {
+		c.decided = w
+	} else {
+		c.decidedTail.next = w
+	}
+	c.decidedTail = w
+}
+
+// unlock releases mu and then delivers the outcomes decided while it was
+// held. Every critical section ends here, also when a panic unwinds it.
+func (c *FlowController) unlock() {
+	list := c.decided
+	c.decided, c.decidedTail = nil, nil
+	c.mu.Unlock()
+	if list != nil {
+		c.deliverAll(list)
+	}
+}
+
+// deliverAll delivers each waiter of list in order. A delivery that panics
+// (a Submit callback or the Observer) does not strand the rest: they are
+// delivered as the panic unwinds, and the panic goes on.
+func (c *FlowController) deliverAll(list *waiter) {
+	defer func() {
+		if list != nil {
+			c.deliverAll(list)
+		}
+	}()
+	for list != nil {
+		w := list
+		list, w.next = w.next, nil
+		c.deliver(w)
+	}
+}
+
+// deliver hands w's settled outcome to its caller. Called without mu.
+func (c *FlowController) deliver(w *waiter) {
+	if w.withdrawn {
+		return
+	}
+	if w.stopCtx != nil {
+		w.stopCtx()
+	}
+	if w.ready != nil {
+		close(w.ready) // EnqueueAndWait finishes on its own goroutine
+		return
+	}
+	adm, rej := c.result(w)
+	c.report(adm, rej)
+	if rej != nil {
+		w.done(nil, rej)
+		return
+	}
+	w.done(adm, nil)
 }
 
 // abandon ends a queued request that expired or was cancelled, unless it
 // already left its queue (dispatched or shut down), in which case that
-// earlier outcome stands.
+// earlier outcome stands. Once Close has begun, the outcome is shutdown.
 func (c *FlowController) abandon(w *waiter, o Outcome, byContext bool) {
 	c.mu.Lock()
-	if w.queued {
-		now := time.Now()
-		b := w.band
-		b.queue.Remove(&w.item)
-		c.queuedRequests--
-		c.queuedBytes -= w.item.ByteSize
-		c.publish(b)
-		w.queued, w.outcome, w.byContext = false, o, byContext
-		w.adm.queueTime = now.Sub(w.item.EnqueueTime)
-		// The band may have been the one holding lower bands back.
-		c.dispatchLocked(now)
+	defer c.unlock()
+	if !w.queued {
+		return
 	}
-	c.mu.Unlock()
+	if c.closing.Load() {
+		o, byContext = OutcomeRejectedShutdown, false
+	}
+	now := c.clock.Now()
+	c.unqueue(w, now)
+	w.byContext = byContext
+	c.decide(w, o, now)
+	// The band may have been the one holding lower bands back.
+	c.dispatchLocked(now)
 }
 
-// finish turns a waiter's final outcome into EnqueueAndWait's results and
-// reports it to the observer.
-func (c *FlowController) finish(w *waiter, ctx context.Context) (*Admission, error) {
+// result turns a waiter's settled outcome into the admission or the
+// rejection its caller receives.
+func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 	if w.outcome == OutcomeDispatched {
-		c.observe(Event{Requested: w.adm.requested, Effective: w.adm.Effective(), Outcome: OutcomeDispatched, QueueTime: w.adm.queueTime})
 		return &w.adm, nil
 	}
 	rej := &RejectionError{
@@ -547,35 +858,54 @@ func (c *FlowController) finish(w *waiter, ctx context.Context) (*Admission, err
 		QueueTime: w.adm.queueTime,
 	}
 	if w.byContext {
-		rej.setContext(ctx, ctx.Err())
+		rej.setContext(w.ctx, w.ctx.Err())
 	}
-	return nil, c.rejected(rej)
+	return nil, rej
 }
 
-// observe reports ev to the observer, if any. Called without mu.
-func (c *FlowController) observe(ev Event) {
-	if c.observer != nil {
-		c.observer(ev)
+// finish reports an outcome to the observer and returns it as
+// EnqueueAndWait's results.
+func (c *FlowController) finish(adm *Admission, rej *RejectionError) (*Admission, error) {
+	c.report(adm, rej)
+	if rej != nil {
+		return nil, rej
 	}
+	return adm, nil
 }
 
-// rejected reports a rejection to the observer and returns it as an error.
-func (c *FlowController) rejected(rej *RejectionError) error {
-	c.observe(Event{Requested: rej.Requested, Effective: rej.Effective, Outcome: rej.Outcome, QueueTime: rej.QueueTime})
-	return rej
+// report tells the observer, if any, of one outcome: adm for a dispatch,
+// rej otherwise. If the observer panics on a dispatch, the admission is
+// released before the panic goes on: nobody will receive it. Called without
+// mu.
+func (c *FlowController) report(adm *Admission, rej *RejectionError) {
+	if c.observer == nil {
+		return
+	}
+	if rej != nil {
+		c.observer(Event{Requested: rej.Requested, Effective: rej.Effective, Outcome: rej.Outcome, QueueTime: rej.QueueTime})
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			adm.Done()
+			panic(r)
+		}
+	}()
+	c.observer(Event{Requested: adm.requested, Effective: adm.Effective(), Outcome: OutcomeDispatched, QueueTime: adm.queueTime})
 }
 
 // release ends admission a, unless it already ended: it returns the gate
 // slot and dispatches whatever that lets start.
 func (c *FlowController) release(a *Admission) {
 	c.mu.Lock()
-	if !a.done {
-		a.done = true
-		c.inFlight--
-		c.gate.Release(a.effective)
-		c.dispatchLocked(time.Time{})
+	defer c.unlock()
+	if a.done {
+		return
 	}
-	c.mu.Unlock()
+	a.done = true
+	c.inFlight--
+	c.gate.Release(a.effective)
+	c.dispatchLocked(time.Time{})
 }
 
 // Nudge runs dispatch now. Call it when the gate may admit more for a reason
@@ -583,34 +913,40 @@ func (c *FlowController) release(a *Admission) {
 // run dispatch themselves.
 func (c *FlowController) Nudge() {
 	c.mu.Lock()
+	defer c.unlock()
 	c.dispatchLocked(time.Time{})
-	c.mu.Unlock()
 }
 
 // Close shuts the controller down: every queued request ends with
-// [OutcomeRejectedShutdown], and every later EnqueueAndWait is rejected the
-// same way at once. Close returns when the EnqueueAndWait calls of the queued
-// requests have returned (their Observer calls included). Admissions already
-// granted stay valid; their Done still returns their slots. Close may be
-// called more than once; it must not be called from the Observer.
+// [OutcomeRejectedShutdown], and every later EnqueueAndWait or Submit is
+// rejected the same way at once, also one whose context is already done.
+// Close returns when the EnqueueAndWait calls of the queued requests have
+// returned (their Observer calls included) and the done functions of the
+// queued Submits have run. Admissions already granted stay valid; their
+// Done still returns their slots. Close may be called more than once; it
+// must not be called from the Observer or a Submit callback.
 func (c *FlowController) Close() {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		now := time.Now()
-		for _, b := range c.bands.Load().desc {
-			for it := b.queue.PopHead(); it != nil; it = b.queue.PopHead() {
-				w := it.Value.(*waiter)
-				w.queued, w.outcome = false, OutcomeRejectedShutdown
-				w.adm.queueTime = now.Sub(it.EnqueueTime)
-				close(w.ready)
-			}
-			c.publish(b)
-		}
-		c.queuedRequests, c.queuedBytes = 0, 0
-	}
-	c.mu.Unlock()
+	c.closing.Store(true)
+	c.shutdown()
 	c.waiters.Wait()
+}
+
+// shutdown ends every queued request with OutcomeRejectedShutdown, once.
+func (c *FlowController) shutdown() {
+	c.mu.Lock()
+	defer c.unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	now := c.clock.Now()
+	for _, b := range c.bands.Load().desc {
+		for it := b.queue.PopHead(); it != nil; it = b.queue.PopHead() {
+			w := it.Value.(*waiter)
+			c.left(w, now)
+			c.decide(w, OutcomeRejectedShutdown, now)
+		}
+	}
 }
 
 // CapacitySnapshot returns the current state of band priority: the requests
@@ -650,13 +986,13 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	}
 	lim := &bandLimits{requests: bc.RequestCapacity, bytes: bc.ByteCapacity, ttl: bc.TTL}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return fmt.Errorf("flowcontrol: ProvisionBand(priority %d): %w", bc.Priority, ErrClosed)
 	}
 	set := c.bands.Load()
 	if b := set.lookup(bc.Priority); b != nil {
-		if running := b.queue.Policy().TypeName(); p != nil && p.TypeName() != running {
+		if running := b.policy.TypeName(); p != nil && p.TypeName() != running {
 			return configError("BandConfig.Policy", p.TypeName(),
 				fmt.Sprintf("band %d already runs %q; a provisioned band's policy cannot change", bc.Priority, running))
 		}

@@ -1,7 +1,6 @@
 package flowcontrol
 
 import (
-	"strconv"
 	"sync/atomic"
 )
 
@@ -26,15 +25,13 @@ type Gate interface {
 
 // MaxInFlight returns a gate that lets at most n requests, of any band, be
 // in flight (dispatched and not yet Done) at once. MaxInFlight(0) admits
-// nothing. It panics if n is negative.
+// nothing. A negative n is a configuration error: [New] refuses the gate,
+// naming it.
 //
 // The gate belongs to the one controller it is configured in: it keeps a
 // plain count, guarded by that controller's lock, and [New] refuses a
 // MaxInFlight gate that another controller already uses.
 func MaxInFlight(n int) Gate {
-	if n < 0 {
-		panic("flowcontrol: MaxInFlight(" + strconv.Itoa(n) + "): negative limit")
-	}
 	return &maxInFlight{limit: n}
 }
 

@@ -182,11 +182,11 @@ func (m *model) enqueue(r *modelReq, own, deadline time.Duration, alreadyDone bo
 		r.effective = b.priority
 	}
 	switch {
+	case m.closed: // shutdown wins over a done context
+		m.finish(r, flowcontrol.OutcomeRejectedShutdown, 0, false)
+		return
 	case alreadyDone:
 		m.finish(r, flowcontrol.OutcomeCancelled, 0, true)
-		return
-	case m.closed:
-		m.finish(r, flowcontrol.OutcomeRejectedShutdown, 0, false)
 		return
 	case b == nil:
 		m.finish(r, flowcontrol.OutcomeRejectedCapacity, 0, false)

@@ -146,6 +146,7 @@ type RejectionError struct {
 
 	limit    limitKind
 	limitVal int64 // the bound that refused the request
+	tooLarge bool  // the request exceeds a byte capacity: ErrTooLarge
 	ctxErr   error // the context's error, when the context ended the wait
 	ctxCause error // context.Cause, when it differs from ctxErr
 }
@@ -217,6 +218,9 @@ func (e *RejectionError) Unwrap() []error {
 	errs := make([]error, 0, 3)
 	if s := e.Outcome.sentinel(); s != nil {
 		errs = append(errs, s)
+	}
+	if e.tooLarge {
+		errs = append(errs, ErrTooLarge)
 	}
 	if e.ctxErr != nil {
 		errs = append(errs, e.ctxErr)
