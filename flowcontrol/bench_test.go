@@ -235,3 +235,61 @@ func driveTraffic(fc *flowcontrol.FlowController, stop <-chan struct{}) {
 		wg.Wait()
 	}
 }
+
+// BenchmarkQueuedMemory reports the memory one waiting request holds, in
+// bytes per queued request (B/queued): heap and goroutine stacks measured
+// after a collection, with n requests queued behind a closed gate and with
+// none. mode=submit queues through the non-blocking Submit;
+// mode=enqueue-and-wait, the baseline, parks a goroutine per request.
+// Requests carry a header map, as a gateway's do, and no deadline.
+func BenchmarkQueuedMemory(b *testing.B) {
+	for _, bc := range []struct {
+		mode, name string
+		n          int
+	}{{"submit", "1e5", 100_000}, {"submit", "1e6", 1_000_000}, {"enqueue-and-wait", "1e5", 100_000}} {
+		b.Run("mode="+bc.mode+"/n="+bc.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				before := memInUse()
+				fc, err := flowcontrol.New(flowcontrol.Config{
+					Bands: []flowcontrol.BandConfig{{Priority: 0}},
+					Gate:  flowcontrol.MaxInFlight(0),
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				var wg sync.WaitGroup
+				for range bc.n {
+					r := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "tenant"}}
+					if bc.mode == "submit" {
+						fc.Submit(context.Background(), r, func(*flowcontrol.Admission, error) {})
+						continue
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, _ = fc.EnqueueAndWait(context.Background(), r)
+					}()
+				}
+				for s, _ := fc.CapacitySnapshot(0); s.QueuedRequests < int64(bc.n); s, _ = fc.CapacitySnapshot(0) {
+					runtime.Gosched()
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(memInUse()-before)/float64(bc.n), "B/queued")
+				fc.Close()
+				wg.Wait()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// memInUse returns the bytes of live heap and goroutine stacks after a
+// collection.
+func memInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
+}

@@ -424,6 +424,7 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 
 	now := c.clock.Now()
 	w := c.newWaiter(ctx, req, b, size, now)
+	w.done = done
 	key := b.policy.Key(&w.item)
 	if adm, rej := c.enqueue(w, key, now); adm != nil || rej != nil {
 		return adm, rej, nil

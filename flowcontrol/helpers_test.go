@@ -29,6 +29,22 @@ func start(ctx context.Context, fc *flowcontrol.FlowController, req flowcontrol.
 	return c
 }
 
+// submit runs fc.Submit(ctx, req, ...) and returns the call its done
+// function completes.
+func submit(ctx context.Context, fc *flowcontrol.FlowController, req flowcontrol.Request) *call {
+	c := &call{req: req, done: make(chan struct{})}
+	fc.Submit(ctx, req, func(adm *flowcontrol.Admission, err error) {
+		select {
+		case <-c.done:
+			panic("flowcontrol: Submit's done called twice for " + req.Key.ID)
+		default:
+		}
+		c.adm, c.err = adm, err
+		close(c.done)
+	})
+	return c
+}
+
 // finished reports whether the call has returned.
 func (c *call) finished() bool {
 	select {

@@ -381,7 +381,11 @@ func runModel(rt *rapid.T) {
 			}
 			r.cancel = cancel
 			m.reqs = append(m.reqs, r)
-			r.call = start(ctx, fc, flowcontrol.Request{
+			admit := start
+			if rapid.Bool().Draw(rt, "submit") {
+				admit = submit
+			}
+			r.call = admit(ctx, fc, flowcontrol.Request{
 				Key:      key(fmt.Sprint("r", r.seq), r.requested),
 				ByteSize: r.size,
 				TTL:      own,
