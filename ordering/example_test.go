@@ -67,7 +67,7 @@ func (smallestFirst) Key(it *ordering.Item) ordering.Key {
 }
 
 func Example_customPolicy() {
-	q, err := ordering.NewHeapQueue(smallestFirst{})
+	q, err := ordering.NewQueue(ordering.QueueHeap, smallestFirst{})
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +79,7 @@ func Example_customPolicy() {
 	for it := q.PopHead(); it != nil; it = q.PopHead() {
 		fmt.Printf("request %d (%d bytes)\n", it.Value, it.ByteSize)
 	}
-	_, err = ordering.NewFIFOQueue(smallestFirst{})
+	_, err = ordering.NewQueue(ordering.QueueFIFO, smallestFirst{})
 	fmt.Println(err)
 	// Output:
 	// queued bytes: 7168
@@ -103,7 +103,7 @@ func ExamplePolicyByName() {
 // Remove takes the item itself as the handle, for example when its caller
 // gives up waiting.
 func ExampleQueue_remove() {
-	q, _ := ordering.NewHeapQueue(ordering.EDF())
+	q, _ := ordering.NewQueue(ordering.QueueHeap, ordering.EDF())
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &ordering.Item{EnqueueTime: start, TTL: time.Second, ByteSize: 10, Value: "a"}
 	b := &ordering.Item{EnqueueTime: start, TTL: time.Minute, ByteSize: 20, Value: "b"}

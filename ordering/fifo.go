@@ -7,8 +7,7 @@ type fifoQueue struct {
 	head, tail *Item
 }
 
-func (q *fifoQueue) Kind() QueueKind        { return QueueFIFO }
-func (q *fifoQueue) Capability() Capability { return CapabilityFIFO }
+func (q *fifoQueue) Kind() QueueKind { return QueueFIFO }
 
 func (q *fifoQueue) Add(it *Item) {
 	if it == nil {
@@ -44,19 +43,6 @@ func (q *fifoQueue) Remove(it *Item) bool {
 	}
 	q.unlink(it)
 	return true
-}
-
-func (q *fifoQueue) Cleanup(pred func(*Item) bool) []*Item {
-	var out []*Item
-	for it := q.head; it != nil; {
-		next := it.next
-		if pred(it) {
-			q.unlink(it)
-			out = append(out, it)
-		}
-		it = next
-	}
-	return out
 }
 
 func (q *fifoQueue) Drain() []*Item {

@@ -33,13 +33,13 @@ func heapKeyPrefix(k heapKey) uint64 {
 
 func lessHeapKey(a, b heapKey) bool {
 	if a.key != b.key {
-		return a.key.Less(b.key)
+		return a.key.less(b.key)
 	}
 	return a.seq < b.seq
 }
 
 // heapQueue orders items by key in a 4-ary heap. Add, PopHead and Remove are
-// O(log n); Peek, Len and ByteSize O(1); Cleanup O(n).
+// O(log n); Peek, Len and ByteSize O(1).
 type heapQueue struct {
 	queueCore
 	heap *dheap.Heap[heapKey, *Item]
@@ -49,8 +49,7 @@ func newHeapQueue(core queueCore) *heapQueue {
 	return &heapQueue{queueCore: core, heap: dheap.NewPrefixed[heapKey, *Item](lessHeapKey, heapKeyPrefix)}
 }
 
-func (q *heapQueue) Kind() QueueKind        { return QueueHeap }
-func (q *heapQueue) Capability() Capability { return CapabilityPriorityConfigurable }
+func (q *heapQueue) Kind() QueueKind { return QueueHeap }
 
 func (q *heapQueue) Add(it *Item) {
 	if it == nil {
@@ -87,21 +86,6 @@ func (q *heapQueue) Remove(it *Item) bool {
 	}
 	q.leave(it)
 	return true
-}
-
-func (q *heapQueue) Cleanup(pred func(*Item) bool) []*Item {
-	var out []*Item
-	q.heap.RemoveFunc(func(_ heapKey, it *Item) bool {
-		if !pred(it) {
-			return false
-		}
-		out = append(out, it)
-		return true
-	})
-	for _, it := range out {
-		q.leave(it)
-	}
-	return out
 }
 
 func (q *heapQueue) Drain() []*Item {

@@ -14,7 +14,7 @@ import (
 // records, in unexported fields, which queue holds it and where.
 //
 // An item is in at most one queue at a time. Once it has left its queue (by
-// PopHead, Remove, Cleanup or Drain) it may be added again, to any queue.
+// PopHead, Remove or Drain) it may be added again, to any queue.
 type Item struct {
 	// ReceivedTime is when the gateway received the request; the
 	// slo-deadline policy measures deadlines from it.

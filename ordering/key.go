@@ -57,8 +57,8 @@ func (k Key) Compare(o Key) int {
 	return k.Secondary.Compare(o.Secondary)
 }
 
-// Less reports whether k sorts before o.
-func (k Key) Less(o Key) bool {
+// less reports whether k sorts before o.
+func (k Key) less(o Key) bool {
 	if k.Class != o.Class {
 		return k.Class < o.Class
 	}

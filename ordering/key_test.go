@@ -121,7 +121,7 @@ func TestKeyCompareAndDigest(t *testing.T) {
 		}
 		b.seq = rapid.Uint64Range(0, 2).Draw(t, "b seq")
 		c := a.key.Compare(b.key)
-		if a.key.Less(b.key) != (c < 0) || b.key.Less(a.key) != (c > 0) || (a.key == b.key) != (c == 0) {
+		if a.key.less(b.key) != (c < 0) || b.key.less(a.key) != (c > 0) || (a.key == b.key) != (c == 0) {
 			t.Fatalf("Compare = %d disagrees with Less or ==", c)
 		}
 		if lessHeapKey(a, b) && heapKeyPrefix(a) > heapKeyPrefix(b) {

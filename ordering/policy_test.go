@@ -13,7 +13,7 @@ import (
 )
 
 // policyLess is the relation a policy induces on items through their keys.
-func policyLess(p Policy, a, b *Item) bool { return p.Key(a).Less(p.Key(b)) }
+func policyLess(p Policy, a, b *Item) bool { return p.Key(a).less(p.Key(b)) }
 
 func TestPoliciesAreStrictWeakOrders(t *testing.T) {
 	for _, pc := range policyCases {

@@ -19,12 +19,10 @@ const (
 //
 // A Queue is not safe for concurrent use: its owner serializes every call
 // (a flowcontrol.FlowController makes them all under its one controller-wide
-// lock). Callbacks passed to Cleanup must not use the queue.
+// lock).
 type Queue interface {
 	// Kind names the implementation.
 	Kind() QueueKind
-	// Capability is the capability the queue offers.
-	Capability() Capability
 	// Policy is the policy the queue was built with.
 	Policy() Policy
 	// Add derives the item's key with Policy().Key, books its ByteSize and
@@ -47,11 +45,6 @@ type Queue interface {
 	// An item that is in another queue, or in none, is left alone. O(1)
 	// FIFO, O(log n) heap.
 	Remove(it *Item) bool
-	// Cleanup removes and returns every item for which pred returns true;
-	// pred is called once per item and must not use the queue. It returns
-	// nil when nothing matched. The FIFO queue returns items in queue order,
-	// the heap queue in no particular order. O(n).
-	Cleanup(pred func(*Item) bool) []*Item
 	// Drain removes and returns every item, in the order they would leave.
 	// O(n) FIFO, O(n log n) heap.
 	Drain() []*Item
@@ -89,12 +82,6 @@ func NewQueue(kind QueueKind, p Policy) (Queue, error) {
 	}
 	return newHeapQueue(core), nil
 }
-
-// NewFIFOQueue is NewQueue(QueueFIFO, p).
-func NewFIFOQueue(p Policy) (Queue, error) { return NewQueue(QueueFIFO, p) }
-
-// NewHeapQueue is NewQueue(QueueHeap, p).
-func NewHeapQueue(p Policy) (Queue, error) { return NewQueue(QueueHeap, p) }
 
 // satisfies reports whether a queue offering capability offered can run a
 // policy requiring required. A keyed queue can keep any order, including

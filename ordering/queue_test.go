@@ -67,14 +67,14 @@ func TestQueuePairing(t *testing.T) {
 	if _, err := NewQueue(QueueHeap, nil); err == nil {
 		t.Error("nil policy: no error")
 	}
-	if q, err := NewFIFOQueue(FCFS()); err != nil || q.Kind() != QueueFIFO || q.Capability() != CapabilityFIFO {
-		t.Errorf("NewFIFOQueue = %v, %v", q, err)
+	if q, err := NewQueue(QueueFIFO, FCFS()); err != nil || q.Kind() != QueueFIFO {
+		t.Errorf("NewQueue(fifo) = %v, %v", q, err)
 	}
-	if q, err := NewHeapQueue(SLODeadline()); err != nil || q.Kind() != QueueHeap || q.Capability() != CapabilityPriorityConfigurable {
-		t.Errorf("NewHeapQueue = %v, %v", q, err)
+	if q, err := NewQueue(QueueHeap, SLODeadline()); err != nil || q.Kind() != QueueHeap {
+		t.Errorf("NewQueue(heap) = %v, %v", q, err)
 	}
-	if _, err := NewFIFOQueue(EDF()); !errors.Is(err, ErrIncompatibleQueue) {
-		t.Errorf("NewFIFOQueue(EDF) error %v", err)
+	if _, err := NewQueue(QueueFIFO, EDF()); !errors.Is(err, ErrIncompatibleQueue) {
+		t.Errorf("NewQueue(fifo, EDF) error %v", err)
 	}
 }
 
@@ -218,7 +218,12 @@ func (m *queueMachine) add(t *rapid.T) {
 		}
 		m.clock = it.EnqueueTime
 	}
-	m.q.Add(it)
+	if rapid.Bool().Draw(t, "keyed") {
+		// The owner derived the key before taking its lock.
+		m.q.AddKeyed(it, m.q.Policy().Key(it))
+	} else {
+		m.q.Add(it)
+	}
 	m.model = append(m.model, it)
 }
 
@@ -259,36 +264,6 @@ func (m *queueMachine) removeForeign(t *rapid.T) {
 	}
 	if it == foreign && (!it.Queued() || !m.other.Remove(it)) {
 		t.Fatal("Remove through the wrong queue disturbed the item")
-	}
-}
-
-func (m *queueMachine) cleanupSome(t *rapid.T) {
-	div := rapid.IntRange(1, 3).Draw(t, "divisor")
-	pred := func(it *Item) bool { return specOf(it).id%div == 0 }
-	var want []*Item
-	for _, it := range m.model {
-		if pred(it) {
-			want = append(want, it)
-		}
-	}
-	got := m.q.Cleanup(pred)
-	if m.qc.kind == QueueFIFO {
-		if !slices.Equal(got, want) {
-			t.Fatalf("Cleanup = %v; want %v in queue order", ids(got), ids(want))
-		}
-	} else {
-		a, b := ids(got), ids(want)
-		slices.Sort(a)
-		slices.Sort(b)
-		if !slices.Equal(a, b) {
-			t.Fatalf("Cleanup removed %v; want %v", a, b)
-		}
-	}
-	for _, it := range got {
-		if it.Queued() {
-			t.Fatal("cleaned-up item still reports Queued")
-		}
-		m.drop(it)
 	}
 }
 
@@ -357,7 +332,6 @@ func TestQueueAgainstModel(t *testing.T) {
 					"popHead":        m.popHead,
 					"remove":         m.remove,
 					"removeForeign":  m.removeForeign,
-					"cleanup":        m.cleanupSome,
 					"drain":          m.drain,
 					"addTwicePanics": m.addTwicePanics,
 					"":               m.check,
@@ -390,16 +364,6 @@ func TestAddNilPanics(t *testing.T) {
 			}()
 			q.Add(nil)
 		}()
-	}
-}
-
-func TestCleanupNothingReturnsNil(t *testing.T) {
-	for _, kind := range []QueueKind{QueueFIFO, QueueHeap} {
-		q, _ := NewQueue(kind, FCFS())
-		q.Add(&Item{})
-		if got := q.Cleanup(func(*Item) bool { return false }); got != nil {
-			t.Errorf("%s: Cleanup matched nothing but returned %v", kind, got)
-		}
 	}
 }
 
