@@ -9,13 +9,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
@@ -26,12 +27,14 @@ import (
 // through the fallback band), never lets a model server's headroom value
 // through, and leaves no goroutine behind.
 func TestRunTwoSeconds(t *testing.T) {
-	before := goroutineIDs()
+	before := goleak.IgnoreCurrent()
 	out := newSyncBuffer()
 	if err := run(context.Background(), []string{"-duration", "2s"}, out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	checkNoGoroutinesLeft(t, before)
+	// Connections close asynchronously after their servers and
+	// transports have: give them about five seconds.
+	goleak.VerifyNone(t, before, goleak.MaxRetryAttempts(50), goleak.MaxSleepInterval(100*time.Millisecond))
 
 	text := out.String()
 	t.Logf("output:\n%s", text)
@@ -72,7 +75,7 @@ func TestRunTwoSeconds(t *testing.T) {
 // through it streams its tokens and carries the router's headers (not the
 // model server's 999), and the demo stops cleanly when its context ends.
 func TestListen(t *testing.T) {
-	before := goroutineIDs()
+	before := goleak.IgnoreCurrent()
 	out := newSyncBuffer()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -138,7 +141,9 @@ func TestListen(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after its context ended")
 	}
-	checkNoGoroutinesLeft(t, before)
+	// Connections close asynchronously after their servers and
+	// transports have: give them about five seconds.
+	goleak.VerifyNone(t, before, goleak.MaxRetryAttempts(50), goleak.MaxSleepInterval(100*time.Millisecond))
 	t.Logf("output:\n%s", out.String())
 }
 
@@ -204,56 +209,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// goroutineIDs returns the IDs of the goroutines running now. IDs are never
-// reused, so a goroutine started later has an ID not in the set.
-func goroutineIDs() map[string]bool {
-	ids := map[string]bool{}
-	for _, g := range goroutineStacks() {
-		ids[goroutineID(g)] = true
-	}
-	return ids
-}
-
-func goroutineStacks() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Split(strings.TrimSpace(string(buf[:n])), "\n\n")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
-
-// goroutineID returns N from a stack starting "goroutine N [state]:".
-func goroutineID(stack string) string {
-	id, _, _ := strings.Cut(strings.TrimPrefix(stack, "goroutine "), " ")
-	return id
-}
-
-// checkNoGoroutinesLeft fails if goroutines started since before are still
-// running. Connections close asynchronously after their servers and
-// transports have, so it gives them a few seconds to finish.
-func checkNoGoroutinesLeft(t *testing.T, before map[string]bool) {
-	t.Helper()
-	var left []string
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		left = left[:0]
-		for _, g := range goroutineStacks() {
-			if !before[goroutineID(g)] && !strings.Contains(g, "checkNoGoroutinesLeft") {
-				left = append(left, g)
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		t.Errorf("%d goroutines left behind:\n\n%s", len(left), strings.Join(left, "\n\n"))
-	}
 }
 
 // A generator that cannot keep up with its rate still stops when its run
