@@ -94,10 +94,21 @@ type Snapshot struct {
 	RequestCapacity Limit
 	// ByteCapacity bounds QueuedBytes.
 	ByteCapacity Limit
+	// QueuedCost is the summed cost (estimated tokens, typically) of the
+	// waiting requests; it equals QueuedRequests where requests carry no
+	// cost.
+	QueuedCost int64
+	// CostCapacity bounds QueuedCost.
+	CostCapacity Limit
 }
 
-// String formats the snapshot for logs.
+// String formats the snapshot for logs. The cost is left out when nothing
+// waits and its capacity is unbounded, as for a reader that counts no cost.
 func (s Snapshot) String() string {
-	return fmt.Sprintf("band %d: %d/%s requests, %d/%s bytes",
+	str := fmt.Sprintf("band %d: %d/%s requests, %d/%s bytes",
 		s.Priority, s.QueuedRequests, s.RequestCapacity, s.QueuedBytes, s.ByteCapacity)
+	if s.QueuedCost != 0 || s.CostCapacity.IsBounded() {
+		str += fmt.Sprintf(", %d/%s cost", s.QueuedCost, s.CostCapacity)
+	}
+	return str
 }

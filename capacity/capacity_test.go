@@ -119,6 +119,9 @@ func TestSnapshotString(t *testing.T) {
 		RequestCapacity: capacity.Bounded(100),
 	}
 	const want = "band 5: 81/100 requests, 4096/unbounded bytes"
+	if got := (capacity.Snapshot{Priority: 1, QueuedRequests: 2, QueuedCost: 900, CostCapacity: capacity.Bounded(1000)}).String(); got != "band 1: 2/unbounded requests, 0/unbounded bytes, 900/1000 cost" {
+		t.Errorf("with a cost: String() = %q", got)
+	}
 	if got := s.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}

@@ -6,25 +6,69 @@ import (
 	"github.com/sluicegate/sluice/ordering"
 )
 
-// band is one provisioned priority band.
+// band is one provisioned priority band: a queue per flow with waiters, and
+// the fairness scheduler that picks among them.
 type band struct {
 	priority int
 
+	// Fixed at creation: requests derive their keys from policy before
+	// taking the controller's lock.
+	policy   ordering.Policy
+	kind     ordering.QueueKind
+	fairness Fairness
+
 	// Published for lock-free readers (CapacitySnapshot): the counters are
-	// stored under the controller's lock after every change to the queue,
+	// stored under the controller's lock after every change to the band,
 	// limits is replaced under it by ProvisionBand.
 	queuedRequests atomic.Int64
 	queuedBytes    atomic.Int64
+	queuedCost     atomic.Int64
 	limits         atomic.Pointer[bandLimits]
 
-	// policy is the queue's, fixed at creation: requests derive their keys
-	// from it before taking the controller's lock.
-	policy ordering.Policy
-
 	// Guarded by the controller's lock.
-	index int            // position in the current bandSet, for the non-empty bitset
-	queue ordering.Queue // the waiting requests, in policy order
-	drain drainMeter     // how fast the queue drains, for Retry-After
+	index  int   // position in the current bandSet, for the non-empty bitset
+	queued int64 // waiters in all flows
+	bytes  int64
+	cost   int64
+	seq    uint64 // arrivals, for the single-queue order of ties
+	flows  map[string]*Flow
+	free   []*Flow // emptied flows, kept for reuse
+	sched  Scheduler
+	drain  drainMeter // how fast the band drains, for Retry-After
+}
+
+// maxFreeFlows bounds the emptied flows a band keeps for reuse: enough for
+// a steady state's churn, while a burst of distinct flows that go idle
+// leaves memory bounded.
+const maxFreeFlows = 64
+
+// flow returns the flow id of b, creating it (from the free list when it
+// can) if it has no waiters. Called with the controller's lock held.
+func (b *band) flow(id string) (f *Flow, created bool) {
+	if f = b.flows[id]; f != nil {
+		return f, false
+	}
+	if n := len(b.free); n > 0 {
+		f = b.free[n-1]
+		b.free[n-1] = nil
+		b.free = b.free[:n-1]
+	} else {
+		q, _ := ordering.NewQueue(b.kind, b.policy) // validated when the band was made
+		f = &Flow{band: b, queue: q}
+	}
+	f.id = id
+	b.flows[id] = f
+	return f, true
+}
+
+// dropFlow forgets f, which has no waiters left, and keeps it for reuse.
+// The scheduler has been told. Called with the controller's lock held.
+func (b *band) dropFlow(f *Flow) {
+	delete(b.flows, f.id)
+	f.id, f.cost, f.newest = "", 0, nil
+	if len(b.free) < maxFreeFlows {
+		b.free = append(b.free, f)
+	}
 }
 
 // bandSet is an immutable list of the provisioned bands, highest priority

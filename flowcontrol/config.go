@@ -36,6 +36,11 @@ type Request struct {
 	Header http.Header
 	// TTL is the request's own queue-wait TTL; zero or negative means none.
 	TTL time.Duration
+	// Cost is what the request costs to serve, in the unit the
+	// configuration's cost capacities and the fairness policy count — an
+	// estimate of its tokens, typically. Zero or negative counts as 1, so
+	// a configuration that sets no cost counts requests.
+	Cost int64
 }
 
 // BandConfig configures one priority band.
@@ -48,6 +53,13 @@ type BandConfig struct {
 	// ByteCapacity bounds the sum of ByteSize over the requests waiting in
 	// the band; the zero Limit is unbounded.
 	ByteCapacity capacity.Limit
+	// CostCapacity bounds the sum of Cost over the requests waiting in the
+	// band (their estimated tokens); the zero Limit is unbounded.
+	CostCapacity capacity.Limit
+	// FlowRequestCapacity bounds the requests any one flow may have
+	// waiting in the band; the zero Limit is unbounded. A request over it
+	// is rejected, never displaces others.
+	FlowRequestCapacity capacity.Limit
 	// TTL is the band's queue-wait TTL; 0 means none.
 	TTL time.Duration
 	// Policy orders the band's queue. Nil selects PolicyName, or FCFS when
@@ -60,6 +72,9 @@ type BandConfig struct {
 	// Queue selects the queue implementation; "" means
 	// ordering.DefaultQueueKind of the policy.
 	Queue ordering.QueueKind
+	// Fairness picks which flow's head the band offers next; nil means
+	// [GlobalStrict], the order of one queue for the whole band.
+	Fairness Fairness
 }
 
 // Config configures a [FlowController].
@@ -82,6 +97,25 @@ type Config struct {
 	// ByteCapacity bounds the bytes waiting in all bands together; the
 	// zero Limit is unbounded.
 	ByteCapacity capacity.Limit
+	// CostCapacity bounds the summed Cost of the requests waiting in all
+	// bands together; the zero Limit is unbounded.
+	CostCapacity capacity.Limit
+	// NoDisplacement turns fair admission off. By default, when a band or
+	// the controller is full, a request whose flow holds less than its
+	// share of the capacity that refuses it — the capacity divided by the
+	// flows holding some of it, its own included — displaces the most
+	// recently queued request of the flow holding the most (in the same
+	// band, or for a controller-wide capacity in any band at or below its
+	// own), which ends with [OutcomeEvictedQueuePressure]. With
+	// NoDisplacement such a request is rejected.
+	//
+	// For example, a band of request capacity 10 holds 9 requests of flow
+	// A and 1 of flow B. A request of flow C arrives: there are three
+	// flows, C's share is 10/3 = 3 and C holds 0, so A's newest request is
+	// displaced and C's is queued. Another of C's arrives and displaces
+	// A's next newest (C holds 1 < 3). A request of A arrives: A holds 7,
+	// more than its share, and is rejected.
+	NoDisplacement bool
 	// DefaultTTL is a queue-wait TTL for every request; 0 means none. A
 	// request's TTL is the smallest of its band's TTL, DefaultTTL, its own
 	// TTL and the time left until its context's deadline.
@@ -103,9 +137,21 @@ type Config struct {
 // bandLimits is the part of a band's configuration that ProvisionBand may
 // change. It is immutable once published.
 type bandLimits struct {
-	requests capacity.Limit
-	bytes    capacity.Limit
-	ttl      time.Duration
+	requests     capacity.Limit
+	bytes        capacity.Limit
+	cost         capacity.Limit
+	flowRequests capacity.Limit
+	ttl          time.Duration
+}
+
+func newBandLimits(bc BandConfig) *bandLimits {
+	return &bandLimits{
+		requests:     bc.RequestCapacity,
+		bytes:        bc.ByteCapacity,
+		cost:         bc.CostCapacity,
+		flowRequests: bc.FlowRequestCapacity,
+		ttl:          bc.TTL,
+	}
 }
 
 // configError returns the error for a bad configuration value, naming the
@@ -138,6 +184,12 @@ func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 		return nil, err
 	}
 	if err := checkLimit(name+".ByteCapacity", bc.ByteCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(name+".CostCapacity", bc.CostCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(name+".FlowRequestCapacity", bc.FlowRequestCapacity); err != nil {
 		return nil, err
 	}
 	if err := checkTTL(name+".TTL", bc.TTL); err != nil {

@@ -270,14 +270,15 @@ func TestContextCauseIsMatched(t *testing.T) {
 func TestCancelledQueuedRequestLeavesSnapshotImmediately(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), ByteCapacity: bounded(100)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), ByteCapacity: bounded(100)}},
+			Gate:           flowcontrol.MaxInFlight(0),
+			NoDisplacement: true,
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		a := start(ctx, fc, flowcontrol.Request{Key: key("a", 0), ByteSize: 60})
 		b := start(t.Context(), fc, flowcontrol.Request{Key: key("b", 0), ByteSize: 40})
 		synctest.Wait()
-		want := capacity.Snapshot{Priority: 0, QueuedRequests: 2, QueuedBytes: 100, RequestCapacity: bounded(2), ByteCapacity: bounded(100)}
+		want := capacity.Snapshot{Priority: 0, QueuedRequests: 2, QueuedBytes: 100, QueuedCost: 2, RequestCapacity: bounded(2), ByteCapacity: bounded(100)}
 		if s, _ := fc.CapacitySnapshot(0); s != want {
 			t.Fatalf("snapshot %v, want %v", s, want)
 		}
@@ -287,7 +288,7 @@ func TestCancelledQueuedRequestLeavesSnapshotImmediately(t *testing.T) {
 		}
 		cancel()
 		synctest.Wait() // the cancelled waiter has run; no clock has moved
-		want.QueuedRequests, want.QueuedBytes = 1, 40
+		want.QueuedRequests, want.QueuedBytes, want.QueuedCost = 1, 40, 1
 		if s, _ := fc.CapacitySnapshot(0); s != want {
 			t.Fatalf("snapshot after cancel %v, want %v", s, want)
 		}
@@ -682,6 +683,7 @@ func TestCapacityRejections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tc.cfg.Gate = flowcontrol.MaxInFlight(0)
+				tc.cfg.NoDisplacement = true // fair admission has its own tests
 				rec := &recorder{}
 				tc.cfg.Observer = rec.observe
 				fc := mustNew(t, tc.cfg)

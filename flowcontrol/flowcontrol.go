@@ -157,6 +157,7 @@ type FlowController struct {
 	nonEmpty       []uint64
 	queuedRequests int64 // in all bands
 	queuedBytes    int64
+	queuedCost     int64
 	inFlight       int // admissions not yet Done
 	closed         bool
 	// decided lists, in order, the waiters whose outcome was settled in
@@ -187,6 +188,8 @@ type FlowController struct {
 	neverPromote    bool
 	requestCapacity capacity.Limit
 	byteCapacity    capacity.Limit
+	costCapacity    capacity.Limit
+	noDisplacement  bool
 	defaultTTL      time.Duration
 	observer        func(Event)
 }
@@ -209,13 +212,23 @@ type waiter struct {
 	timer       Timer
 	expireAfter time.Duration
 
+	// Fixed before the waiter is queued.
+	key  ordering.Key // derived by the band's policy, outside the lock
+	cost int64        // the request's cost, at least 1
+
 	// Guarded by the controller's mu. Once queued is false, outcome is
 	// final and is read by whoever delivers it.
-	queued    bool
-	outcome   Outcome
-	byContext bool    // the context ended the wait (expiry by deadline, or cancellation)
-	withdrawn bool    // its caller panicked out of its enqueue: deliver nothing
-	next      *waiter // in the controller's decided list
+	queued     bool
+	outcome    Outcome
+	byContext  bool          // the context ended the wait (expiry by deadline, or cancellation)
+	withdrawn  bool          // its caller panicked out of its enqueue: deliver nothing
+	planned    bool          // chosen for displacement by the admission being planned
+	retryAfter time.Duration // for a displaced request
+	seq        uint64        // arrival in its band, for the single-queue order of ties
+	flow       *Flow
+	older      *waiter // the flow's waiters in arrival order, for displacement
+	newer      *waiter
+	next       *waiter // in the controller's decided list
 
 	adm Admission // returned on dispatch; adm.queueTime is set for every outcome
 }
@@ -234,6 +247,9 @@ func New(cfg Config) (*FlowController, error) {
 		return nil, err
 	}
 	if err := checkLimit("ByteCapacity", cfg.ByteCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkLimit("CostCapacity", cfg.CostCapacity); err != nil {
 		return nil, err
 	}
 	if err := checkTTL("DefaultTTL", cfg.DefaultTTL); err != nil {
@@ -268,6 +284,8 @@ func New(cfg Config) (*FlowController, error) {
 		neverPromote:    cfg.NeverPromote,
 		requestCapacity: cfg.RequestCapacity,
 		byteCapacity:    cfg.ByteCapacity,
+		costCapacity:    cfg.CostCapacity,
+		noDisplacement:  cfg.NoDisplacement,
 		defaultTTL:      cfg.DefaultTTL,
 		observer:        cfg.Observer,
 	}
@@ -298,8 +316,20 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &band{priority: bc.Priority, queue: q, policy: q.Policy()}
-	b.limits.Store(&bandLimits{requests: bc.RequestCapacity, bytes: bc.ByteCapacity, ttl: bc.TTL})
+	fair := bc.Fairness
+	if fair == nil {
+		fair = GlobalStrict()
+	}
+	b := &band{
+		priority: bc.Priority,
+		policy:   q.Policy(),
+		kind:     q.Kind(),
+		fairness: fair,
+		sched:    fair.NewScheduler(),
+		flows:    make(map[string]*Flow),
+	}
+	b.free = append(b.free, &Flow{band: b, queue: q})
+	b.limits.Store(newBandLimits(bc))
 	return b, nil
 }
 
@@ -309,7 +339,7 @@ func (c *FlowController) setBands(set *bandSet) {
 	c.nonEmpty = make([]uint64, (len(set.desc)+63)/64)
 	for i, b := range set.desc {
 		b.index = i
-		if b.queue.Len() > 0 {
+		if b.queued > 0 {
 			c.nonEmpty[i/64] |= 1 << (i % 64)
 		}
 	}
@@ -418,31 +448,40 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 		return nil, &RejectionError{Outcome: OutcomeRejectedCapacity, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil
 	}
 	size := max(req.ByteSize, 0)
-	if adm, rej := c.startAtOnce(b, req.Key, size); adm != nil || rej != nil {
+	cost := req.Cost
+	if cost <= 0 {
+		cost = 1
+	}
+	if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil || rej != nil {
 		return adm, rej, nil
 	}
 
 	now := c.clock.Now()
 	w := c.newWaiter(ctx, req, b, size, now)
-	w.done = done
-	key := b.policy.Key(&w.item)
-	if adm, rej := c.enqueue(w, key, now); adm != nil || rej != nil {
+	w.done, w.cost = done, cost
+	w.key = b.policy.Key(&w.item)
+	if adm, rej := c.enqueue(w, now); adm != nil || rej != nil {
 		return adm, rej, nil
 	}
 	return nil, nil, w
 }
 
-// startAtOnce admits a request of size bytes into band b if it can start
-// now, or rejects it if it does not fit. It returns nil, nil when the
-// request must wait.
-func (c *FlowController) startAtOnce(b *band, key FlowKey, size int64) (*Admission, *RejectionError) {
+// startAtOnce admits a request into band b if it fits and can start now,
+// or rejects it if it does not fit and displacing others cannot make room.
+// It returns nil, nil when the request must wait, or when displacement may
+// let it in: enqueue decides that.
+func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*Admission, *RejectionError) {
 	c.mu.Lock()
 	defer c.unlock()
 	if c.closed {
 		return nil, c.shutdownRejection(key)
 	}
-	if rej := c.checkCapacity(b, key, size); rej != nil {
-		return nil, rej
+	lim := b.limits.Load()
+	if r := c.refusal(b, lim, b.flows[key.ID], size, cost, nil); r.limit != limitNone {
+		if c.noDisplacement || !r.displaceable() {
+			return nil, c.capacityRejection(b, key, r)
+		}
+		return nil, nil
 	}
 	if !c.isFirst(b) || !c.gate.TryAcquire(b.priority) {
 		return nil, nil
@@ -482,16 +521,16 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	return w
 }
 
-// enqueue queues w under key k, unless it can start at once or no longer
-// fits. It returns nil, nil when w was queued.
-func (c *FlowController) enqueue(w *waiter, k ordering.Key, now time.Time) (*Admission, *RejectionError) {
+// enqueue queues w, unless it can start at once or no longer fits. It
+// returns nil, nil when w was queued.
+func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *RejectionError) {
 	c.mu.Lock()
 	defer c.unlock()
 	b := w.band
 	if c.closed {
 		return nil, c.shutdownRejection(w.adm.requested)
 	}
-	if rej := c.checkCapacity(b, w.adm.requested, w.item.ByteSize); rej != nil {
+	if rej := c.makeRoom(w, now); rej != nil {
 		return nil, rej
 	}
 	first := c.isFirst(b)
@@ -499,17 +538,7 @@ func (c *FlowController) enqueue(w *waiter, k ordering.Key, now time.Time) (*Adm
 		c.inFlight++
 		return &w.adm, nil
 	}
-	b.queue.AddKeyed(&w.item, k)
-	c.queuedRequests++
-	c.queuedBytes += w.item.ByteSize
-	c.publish(b)
-	if b.queue.Len() == 1 {
-		b.drain.busy(now)
-	}
-	if c.queuedRequests == 1 {
-		c.drain.busy(now)
-	}
-	w.queued = true
+	c.queue(w, now)
 	if !first {
 		// A band at or above this one waits: offer its head again, as on
 		// every event. (When w was first, the gate has just refused it and
@@ -538,6 +567,41 @@ func (c *FlowController) enqueue(w *waiter, k ordering.Key, now time.Time) (*Adm
 		w.stopCtx = context.AfterFunc(w.ctx, func() { c.abandon(w, contextOutcome(w.ctx), true) })
 	}
 	return nil, nil
+}
+
+// queue adds w to its flow's queue in its band at now. Called with mu held.
+func (c *FlowController) queue(w *waiter, now time.Time) {
+	b := w.band
+	f, created := b.flow(w.adm.requested.ID)
+	w.flow = f
+	w.seq = b.seq
+	b.seq++
+	f.queue.AddKeyed(&w.item, w.key)
+	f.cost += w.cost
+	if f.newest != nil {
+		f.newest.newer = w
+	}
+	w.older, w.newer, f.newest = f.newest, nil, w
+	b.queued++
+	b.bytes += w.item.ByteSize
+	b.cost += w.cost
+	c.queuedRequests++
+	c.queuedBytes += w.item.ByteSize
+	c.queuedCost += w.cost
+	c.publish(b)
+	if b.queued == 1 {
+		b.drain.busy(now)
+	}
+	if c.queuedRequests == 1 {
+		c.drain.busy(now)
+	}
+	w.queued = true
+	switch {
+	case created:
+		b.sched.Add(f)
+	case f.queue.Peek() == &w.item:
+		b.sched.HeadChanged(f)
+	}
 }
 
 // withdraw takes back w, whose caller is panicking out of its enqueue:
@@ -633,62 +697,14 @@ func (e *RejectionError) setContext(ctx context.Context, err error) {
 	}
 }
 
-// checkCapacity returns the rejection of a request of size bytes for band b
-// if adding it would exceed a capacity of b or of the controller, or nil.
-// The Retry-After of a rejection projects from every scope whose capacity
-// it exceeds, the longest projection winning; a request that can never fit
-// gets none. Called with mu held.
-func (c *FlowController) checkCapacity(b *band, key FlowKey, size int64) *RejectionError {
-	lim := b.limits.Load()
-	bandFull := !lim.requests.Fits(b.queuedRequests.Load(), 1)
-	bandBytes := !lim.bytes.Fits(b.queuedBytes.Load(), size)
-	globalFull := !c.requestCapacity.Fits(c.queuedRequests, 1)
-	globalBytes := !c.byteCapacity.Fits(c.queuedBytes, size)
-	if !bandFull && !bandBytes && !globalFull && !globalBytes {
-		return nil
-	}
-	rej := &RejectionError{Outcome: OutcomeRejectedCapacity, Requested: key, Effective: effectiveKey(key, b)}
-	switch {
-	case bandFull:
-		rej.limit, rej.limitVal = limitBandRequests, limitValue(lim.requests)
-	case bandBytes:
-		rej.limit, rej.limitVal = limitBandBytes, limitValue(lim.bytes)
-	case globalFull:
-		rej.limit, rej.limitVal = limitGlobalRequests, limitValue(c.requestCapacity)
-	default:
-		rej.limit, rej.limitVal = limitGlobalBytes, limitValue(c.byteCapacity)
-	}
-	// A request larger than a byte capacity never fits, and a capacity of 0
-	// admits nothing: waiting cannot help either.
-	rej.tooLarge = !lim.bytes.Fits(0, size) || !c.byteCapacity.Fits(0, size)
-	if rej.tooLarge || (bandFull && limitValue(lim.requests) == 0) || (globalFull && limitValue(c.requestCapacity) == 0) {
-		return rej
-	}
-	now := c.clock.Now()
-	if bandFull || bandBytes {
-		rej.RetryAfter = b.drain.retryAfter(now)
-	}
-	if globalFull || globalBytes {
-		rej.RetryAfter = max(rej.RetryAfter, c.drain.retryAfter(now))
-	}
-	return rej
-}
-
-// limitValue returns a bounded limit's value; only called on limits that
-// refused a request, which are bounded.
-func limitValue(l capacity.Limit) int64 {
-	n, _ := l.Value()
-	return n
-}
-
-// publish mirrors b's queue into its atomic counters and the non-empty
-// bitset. Called with mu held after every change to b.queue.
+// publish mirrors b's counters into their atomic copies and the non-empty
+// bitset. Called with mu held after every change to b's waiters.
 func (c *FlowController) publish(b *band) {
-	n := b.queue.Len()
-	b.queuedRequests.Store(int64(n))
-	b.queuedBytes.Store(b.queue.ByteSize())
+	b.queuedRequests.Store(b.queued)
+	b.queuedBytes.Store(b.bytes)
+	b.queuedCost.Store(b.cost)
 	bit := uint64(1) << (b.index % 64)
-	if n > 0 {
+	if b.queued > 0 {
 		c.nonEmpty[b.index/64] |= bit
 	} else {
 		c.nonEmpty[b.index/64] &^= bit
@@ -706,10 +722,10 @@ func (c *FlowController) firstNonEmpty() int {
 	return -1
 }
 
-// dispatchLocked offers the head of the highest waiting band to the gate
-// until the gate refuses or nothing waits. now is the time of the event, or
-// the zero Time to read the clock on the first dispatch. Called with mu
-// held.
+// dispatchLocked offers the head of the highest waiting band — of the flow
+// its fairness policy picks — to the gate until the gate refuses or nothing
+// waits. now is the time of the event, or the zero Time to read the clock
+// on the first dispatch. Called with mu held.
 func (c *FlowController) dispatchLocked(now time.Time) {
 	if c.queuedRequests == 0 {
 		return
@@ -721,40 +737,69 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 			return
 		}
 		b := desc[i]
+		f := b.sched.Next()
 		if !c.gate.TryAcquire(b.priority) {
 			return // strict priority: nothing below a refused band starts
 		}
 		if now.IsZero() {
 			now = c.clock.Now()
 		}
-		w := b.queue.PopHead().Value.(*waiter)
+		w := f.queue.PopHead().Value.(*waiter)
 		// Counted while the scopes are still busy with w, so that the
 		// window w closes (if it empties a queue) includes it.
 		b.drain.dispatched(now)
 		c.drain.dispatched(now)
-		c.left(w, now)
+		c.left(w, now, true, true)
 		c.inFlight++
 		c.decide(w, OutcomeDispatched, now)
 	}
 }
 
-// unqueue takes w out of its queue at now. Called with mu held.
+// unqueue takes w out of its flow's queue at now, other than by dispatch.
+// Called with mu held.
 func (c *FlowController) unqueue(w *waiter, now time.Time) {
-	w.band.queue.Remove(&w.item)
-	c.left(w, now)
+	wasHead := w.flow.queue.Peek() == &w.item
+	w.flow.queue.Remove(&w.item)
+	c.left(w, now, false, wasHead)
 }
 
-// left books w's departure from its queue at now. Called with mu held.
-func (c *FlowController) left(w *waiter, now time.Time) {
-	b := w.band
+// left books w's departure from its flow's queue at now, and tells the
+// band's scheduler: served for a dispatch, or a new head when w was the
+// head (wasHead) and left otherwise. Called with mu held.
+func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
+	b, f := w.band, w.flow
+	f.cost -= w.cost
+	if w.older != nil {
+		w.older.newer = w.newer
+	}
+	if w.newer != nil {
+		w.newer.older = w.older
+	} else {
+		f.newest = w.older
+	}
+	w.older, w.newer, w.flow = nil, nil, nil
+	b.queued--
+	b.bytes -= w.item.ByteSize
+	b.cost -= w.cost
 	c.queuedRequests--
 	c.queuedBytes -= w.item.ByteSize
+	c.queuedCost -= w.cost
 	c.publish(b)
-	if b.queue.Len() == 0 {
+	if b.queued == 0 {
 		b.drain.idle(now)
 	}
 	if c.queuedRequests == 0 {
 		c.drain.idle(now)
+	}
+	if served {
+		b.sched.Served(f, w.cost)
+	}
+	switch {
+	case f.queue.Len() == 0:
+		b.sched.Remove(f)
+		b.dropFlow(f)
+	case wasHead && !served:
+		b.sched.HeadChanged(f) // the flow offers another request now
 	}
 	w.queued = false
 	if w.timer != nil {
@@ -853,10 +898,14 @@ func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 		return &w.adm, nil
 	}
 	rej := &RejectionError{
-		Outcome:   w.outcome,
-		Requested: w.adm.requested,
-		Effective: w.adm.Effective(),
-		QueueTime: w.adm.queueTime,
+		Outcome:    w.outcome,
+		Requested:  w.adm.requested,
+		Effective:  w.adm.Effective(),
+		QueueTime:  w.adm.queueTime,
+		RetryAfter: w.retryAfter,
+	}
+	if w.outcome == OutcomeEvictedQueuePressure {
+		rej.limit = limitDisplaced
 	}
 	if w.byContext {
 		rej.setContext(w.ctx, w.ctx.Err())
@@ -932,7 +981,8 @@ func (c *FlowController) Close() {
 	c.waiters.Wait()
 }
 
-// shutdown ends every queued request with OutcomeRejectedShutdown, once.
+// shutdown ends every queued request with OutcomeRejectedShutdown, once,
+// in each band from the oldest arrival to the newest.
 func (c *FlowController) shutdown() {
 	c.mu.Lock()
 	defer c.unlock()
@@ -942,9 +992,15 @@ func (c *FlowController) shutdown() {
 	c.closed = true
 	now := c.clock.Now()
 	for _, b := range c.bands.Load().desc {
-		for it := b.queue.PopHead(); it != nil; it = b.queue.PopHead() {
-			w := it.Value.(*waiter)
-			c.left(w, now)
+		var all []*waiter
+		for _, f := range b.flows {
+			for w := f.newest; w != nil; w = w.older {
+				all = append(all, w)
+			}
+		}
+		slices.SortFunc(all, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
+		for _, w := range all {
+			c.unqueue(w, now)
 			c.decide(w, OutcomeRejectedShutdown, now)
 		}
 	}
@@ -967,8 +1023,10 @@ func (c *FlowController) CapacitySnapshot(priority int) (capacity.Snapshot, erro
 		Priority:        priority,
 		QueuedRequests:  b.queuedRequests.Load(),
 		QueuedBytes:     b.queuedBytes.Load(),
+		QueuedCost:      b.queuedCost.Load(),
 		RequestCapacity: lim.requests,
 		ByteCapacity:    lim.bytes,
+		CostCapacity:    lim.cost,
 	}, nil
 }
 
@@ -985,7 +1043,7 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	if err != nil {
 		return err
 	}
-	lim := &bandLimits{requests: bc.RequestCapacity, bytes: bc.ByteCapacity, ttl: bc.TTL}
+	lim := newBandLimits(bc)
 	c.mu.Lock()
 	defer c.unlock()
 	if c.closed {
@@ -993,11 +1051,15 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	}
 	set := c.bands.Load()
 	if b := set.lookup(bc.Priority); b != nil {
+		if running := b.fairness.TypeName(); bc.Fairness != nil && bc.Fairness.TypeName() != running {
+			return configError("BandConfig.Fairness", bc.Fairness.TypeName(),
+				fmt.Sprintf("band %d already runs %q; a provisioned band's fairness cannot change", bc.Priority, running))
+		}
 		if running := b.policy.TypeName(); p != nil && p.TypeName() != running {
 			return configError("BandConfig.Policy", p.TypeName(),
 				fmt.Sprintf("band %d already runs %q; a provisioned band's policy cannot change", bc.Priority, running))
 		}
-		if running := b.queue.Kind(); bc.Queue != "" && bc.Queue != running {
+		if running := b.kind; bc.Queue != "" && bc.Queue != running {
 			return configError("BandConfig.Queue", bc.Queue,
 				fmt.Sprintf("band %d already runs %q; a provisioned band's queue cannot change", bc.Priority, running))
 		}

@@ -17,7 +17,9 @@ import (
 )
 
 // The state-machine test drives a controller and a plain model side by side:
-// per-band slices kept in policy order, an in-flight count, and a clock.
+// per-band slices kept in policy order, the fairness policies as plain
+// rings, fair admission as a plan over those slices, an in-flight count,
+// and a clock.
 //
 // Determinism: each rapid iteration runs in its own synctest bubble, so time
 // is fake and moves only when the test sleeps; after every action the test
@@ -47,13 +49,52 @@ func (p modelPolicy) config() (ordering.Policy, ordering.QueueKind) {
 	return ordering.FCFS(), ordering.QueueFIFO
 }
 
+// modelFlows are the flow IDs requests draw from; weights are the weights
+// of the deficit-round-robin bands.
+var (
+	modelFlows   = []string{"a", "b", "c"}
+	modelWeights = map[string]int64{"a": 2}
+)
+
+type modelFairness int
+
+const (
+	fairStrict modelFairness = iota
+	fairRoundRobin
+	fairDRR         // quantum 1: heads of cost up to 4 need several rounds
+	fairDRRAdaptive // quantum: the largest head cost seen
+)
+
+func (f modelFairness) config() flowcontrol.Fairness {
+	switch f {
+	case fairRoundRobin:
+		return flowcontrol.RoundRobin()
+	case fairDRR:
+		return flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{Weights: modelWeights, Quantum: 1})
+	case fairDRRAdaptive:
+		return flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{Weights: modelWeights})
+	}
+	return flowcontrol.GlobalStrict()
+}
+
 type modelBand struct {
-	priority int
-	reqCap   capacity.Limit
-	byteCap  capacity.Limit
-	ttl      time.Duration
-	policy   modelPolicy
-	queue    []*modelReq // in dispatch order
+	priority   int
+	reqCap     capacity.Limit
+	byteCap    capacity.Limit
+	costCap    capacity.Limit
+	flowReqCap capacity.Limit
+	ttl        time.Duration
+	policy     modelPolicy
+	fairness   modelFairness
+	queue      []*modelReq // in the single-queue order of the band
+
+	// The round-robin schedulers: the flows with waiters in ring order,
+	// the current one, and deficit round robin's state.
+	ring     []string
+	cur      int
+	deficit  map[string]int64
+	credited map[string]bool
+	quantum  int64
 }
 
 func (b *modelBand) bytes() int64 {
@@ -62,6 +103,128 @@ func (b *modelBand) bytes() int64 {
 		n += r.size
 	}
 	return n
+}
+
+func (b *modelBand) cost() int64 {
+	var n int64
+	for _, r := range b.queue {
+		n += r.cost
+	}
+	return n
+}
+
+// flowReqs returns flow's waiters in the band, in the band's order.
+func (b *modelBand) flowReqs(flow string) []*modelReq {
+	var rs []*modelReq
+	for _, r := range b.queue {
+		if r.flow == flow {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+func (b *modelBand) head(flow string) *modelReq { return b.flowReqs(flow)[0] }
+
+func (b *modelBand) weight(flow string) int64 {
+	if w := modelWeights[flow]; w > 0 {
+		return w
+	}
+	return 1
+}
+
+// sawHead raises the adaptive quantum to the cost of a new head of flow.
+func (b *modelBand) sawHead(flow string) {
+	if b.fairness == fairDRRAdaptive {
+		b.quantum = max(b.quantum, b.head(flow).cost)
+	}
+}
+
+// added updates the schedulers for r, just inserted.
+func (b *modelBand) added(r *modelReq) {
+	if len(b.flowReqs(r.flow)) == 1 {
+		// A new flow joins the ring just before the current one.
+		if len(b.ring) == 0 {
+			b.ring, b.cur = []string{r.flow}, 0
+		} else {
+			b.ring = slices.Insert(b.ring, b.cur, r.flow)
+			b.cur++
+		}
+		b.deficit[r.flow], b.credited[r.flow] = 0, false
+		b.sawHead(r.flow)
+	} else if b.head(r.flow) == r {
+		b.sawHead(r.flow)
+	}
+}
+
+// leaveRing drops flow, which has no waiters left, from the ring.
+func (b *modelBand) leaveRing(flow string) {
+	i := slices.Index(b.ring, flow)
+	b.ring = slices.Delete(b.ring, i, i+1)
+	if i < b.cur {
+		b.cur--
+	}
+	if b.cur >= len(b.ring) {
+		b.cur = 0
+	}
+	delete(b.deficit, flow)
+	delete(b.credited, flow)
+}
+
+// removed updates the schedulers after r left other than by dispatch;
+// wasHead says it was its flow's head.
+func (b *modelBand) removed(r *modelReq, wasHead bool) {
+	if len(b.flowReqs(r.flow)) == 0 {
+		b.leaveRing(r.flow)
+	} else if wasHead {
+		b.sawHead(r.flow)
+	}
+}
+
+// next returns the request the band offers next, by its fairness policy.
+func (b *modelBand) next() *modelReq {
+	switch b.fairness {
+	case fairStrict:
+		return b.queue[0]
+	case fairRoundRobin:
+		return b.head(b.ring[b.cur])
+	}
+	for {
+		f := b.ring[b.cur]
+		if !b.credited[f] {
+			b.deficit[f] += b.quantum * b.weight(f)
+			b.credited[f] = true
+		}
+		if h := b.head(f); h.cost <= b.deficit[f] {
+			return h
+		}
+		b.credited[f] = false
+		b.cur = (b.cur + 1) % len(b.ring)
+	}
+}
+
+// served updates the schedulers after r, the request next returned, left
+// for dispatch.
+func (b *modelBand) served(r *modelReq) {
+	f := r.flow
+	left := len(b.flowReqs(f))
+	switch b.fairness {
+	case fairRoundRobin:
+		b.cur = (b.cur + 1) % len(b.ring)
+	case fairDRR, fairDRRAdaptive:
+		b.deficit[f] -= r.cost
+		if left > 0 {
+			b.sawHead(f)
+			if b.head(f).cost <= b.deficit[f] {
+				break // the turn goes on
+			}
+		}
+		b.credited[f] = false
+		b.cur = (b.cur + 1) % len(b.ring)
+	}
+	if left == 0 {
+		b.leaveRing(f)
+	}
 }
 
 // before reports whether a leaves band b before c.
@@ -83,6 +246,8 @@ func (b *modelBand) before(a, c *modelReq) bool {
 
 type modelReq struct {
 	seq       int
+	flow      string
+	cost      int64
 	call      *call
 	cancel    context.CancelFunc
 	requested int
@@ -108,6 +273,8 @@ type model struct {
 	neverPromote bool
 	reqCap       capacity.Limit
 	byteCap      capacity.Limit
+	costCap      capacity.Limit
+	noDisplace   bool
 	defaultTTL   time.Duration
 	limit        int
 	inFlight     int
@@ -131,12 +298,13 @@ func (m *model) resolve(p int) *modelBand {
 	return best
 }
 
-func (m *model) queued() (n, bytes int64) {
+func (m *model) queued() (n, bytes, cost int64) {
 	for _, b := range m.bands {
 		n += int64(len(b.queue))
 		bytes += b.bytes()
+		cost += b.cost()
 	}
-	return n, bytes
+	return n, bytes, cost
 }
 
 func (m *model) finish(r *modelReq, o flowcontrol.Outcome, queueTime time.Duration, byContext bool) {
@@ -160,17 +328,132 @@ func (m *model) dispatch() int {
 		if top == nil || m.inFlight >= m.limit {
 			return started
 		}
-		r := top.queue[0]
-		top.queue = top.queue[1:]
+		r := top.next()
+		i := slices.Index(top.queue, r)
+		top.queue = slices.Delete(top.queue, i, i+1)
+		top.served(r)
 		m.finish(r, flowcontrol.OutcomeDispatched, m.now-r.enqueued, false)
 		started++
 	}
 }
 
+// remove takes r out of its band other than by dispatch.
 func (m *model) remove(r *modelReq) {
 	b := m.bands[r.effective]
+	wasHead := b.head(r.flow) == r
 	i := slices.Index(b.queue, r)
 	b.queue = slices.Delete(b.queue, i, i+1)
+	b.removed(r, wasHead)
+}
+
+// refusal is the first limit that refuses r in band b once the requests in
+// plan have left, and whether a limit of the band, of the controller, or
+// one that can never fit refuses it.
+type modelRefusal struct {
+	kind          string // "" when r fits
+	bound         int64
+	global, never bool
+}
+
+func (m *model) refusal(b *modelBand, r *modelReq, plan []*modelReq) modelRefusal {
+	gone := func(in *modelBand) (n, bytes, cost int64) {
+		for _, v := range plan {
+			if in == nil || v.effective == in.priority {
+				n, bytes, cost = n+1, bytes+v.size, cost+v.cost
+			}
+		}
+		return
+	}
+	bn, bby, bc := gone(b)
+	gn, gby, gc := gone(nil)
+	tn, tby, tc := m.queued()
+	var out modelRefusal
+	check := func(l capacity.Limit, kind string, held, add int64, global bool) {
+		if l.Allows(held + add) {
+			return
+		}
+		if out.kind == "" {
+			n, _ := l.Value()
+			out.kind, out.bound, out.global = kind, n, global
+		}
+		if !l.Allows(add) {
+			out.never = true
+		}
+	}
+	check(b.flowReqCap, "flow", int64(len(b.flowReqs(r.flow))), 1, false)
+	check(b.reqCap, "requests", int64(len(b.queue))-bn, 1, false)
+	check(b.byteCap, "bytes", b.bytes()-bby, r.size, false)
+	check(b.costCap, "cost", b.cost()-bc, r.cost, false)
+	check(m.reqCap, "requests", tn-gn, 1, true)
+	check(m.byteCap, "bytes", tby-gby, r.size, true)
+	check(m.costCap, "cost", tc-gc, r.cost, true)
+	return out
+}
+
+// displacement plans the requests r displaces to fit band b, or returns
+// false when it is refused.
+func (m *model) displacement(b *modelBand, r *modelReq) ([]*modelReq, bool) {
+	var plan []*modelReq
+	for {
+		ref := m.refusal(b, r, plan)
+		if ref.kind == "" {
+			return plan, true
+		}
+		if m.noDisplace || ref.kind == "flow" || ref.never || len(plan) == 8 {
+			return nil, false
+		}
+		measure := func(v *modelReq) int64 {
+			switch ref.kind {
+			case "bytes":
+				return v.size
+			case "cost":
+				return v.cost
+			}
+			return 1
+		}
+		// The scope's flows, each a (band, flow) pair, and what they hold
+		// once the plan has left.
+		type flowKey struct {
+			band int
+			flow string
+		}
+		held := map[flowKey]int64{}
+		newest := map[flowKey]*modelReq{}
+		for p, in := range m.bands {
+			if p != b.priority && (!ref.global || p > b.priority) {
+				continue
+			}
+			for _, v := range in.queue {
+				if slices.Contains(plan, v) {
+					continue
+				}
+				k := flowKey{p, v.flow}
+				held[k] += measure(v)
+				if newest[k] == nil || v.seq > newest[k].seq {
+					newest[k] = v
+				}
+			}
+		}
+		mine := flowKey{b.priority, r.flow}
+		flows := int64(len(held))
+		if held[mine] <= 0 {
+			flows++
+		}
+		var best flowKey
+		found := false
+		for k, h := range held {
+			if k == mine || h <= 0 {
+				continue
+			}
+			if !found || h > held[best] || (h == held[best] && (k.band < best.band || (k.band == best.band && newest[k].seq > newest[best].seq))) {
+				best, found = k, true
+			}
+		}
+		if !found || held[mine] >= ref.bound/flows || held[best] <= held[mine]+measure(r) {
+			return nil, false
+		}
+		plan = append(plan, newest[best])
+	}
 }
 
 // enqueue applies a request for priority p; deadline > 0 gives its context a
@@ -192,11 +475,14 @@ func (m *model) enqueue(r *modelReq, own, deadline time.Duration, alreadyDone bo
 		m.finish(r, flowcontrol.OutcomeRejectedCapacity, 0, false)
 		return
 	}
-	total, totalBytes := m.queued()
-	if !b.reqCap.Allows(int64(len(b.queue))+1) || !b.byteCap.Allows(b.bytes()+r.size) ||
-		!m.reqCap.Allows(total+1) || !m.byteCap.Allows(totalBytes+r.size) {
+	plan, ok := m.displacement(b, r)
+	if !ok {
 		m.finish(r, flowcontrol.OutcomeRejectedCapacity, 0, false)
 		return
+	}
+	for _, v := range plan {
+		m.remove(v)
+		m.finish(v, flowcontrol.OutcomeEvictedQueuePressure, m.now-v.enqueued, false)
 	}
 	ttl := minPositive(minPositive(b.ttl, m.defaultTTL), own)
 	if deadline > 0 && (ttl == 0 || deadline <= ttl) {
@@ -211,6 +497,7 @@ func (m *model) enqueue(r *modelReq, own, deadline time.Duration, alreadyDone bo
 		i++
 	}
 	b.queue = slices.Insert(b.queue, i, r)
+	b.added(r)
 	m.dispatch()
 }
 
@@ -296,6 +583,8 @@ func runModel(rt *rapid.T) {
 	m.neverPromote = rapid.Bool().Draw(rt, "neverPromote")
 	m.reqCap = drawLimit(rt, "globalRequests", 6)
 	m.byteCap = drawLimit(rt, "globalBytes", 40)
+	m.costCap = drawLimit(rt, "globalCost", 12)
+	m.noDisplace = rapid.Bool().Draw(rt, "noDisplacement")
 	m.defaultTTL = drawTTL(rt, "defaultTTL", 8)
 	m.limit = rapid.IntRange(0, 3).Draw(rt, "gateLimit")
 
@@ -307,20 +596,31 @@ func runModel(rt *rapid.T) {
 		NeverPromote:    m.neverPromote,
 		RequestCapacity: m.reqCap,
 		ByteCapacity:    m.byteCap,
+		CostCapacity:    m.costCap,
+		NoDisplacement:  m.noDisplace,
 		DefaultTTL:      m.defaultTTL,
 	}
 	newModelBand := func(p int) *modelBand {
 		return &modelBand{
-			priority: p,
-			reqCap:   drawLimit(rt, fmt.Sprintf("band[%d].requests", p), 3),
-			byteCap:  drawLimit(rt, fmt.Sprintf("band[%d].bytes", p), 20),
-			ttl:      drawTTL(rt, fmt.Sprintf("band[%d].ttl", p), 5),
-			policy:   modelPolicy(rapid.IntRange(0, 2).Draw(rt, fmt.Sprintf("band[%d].policy", p))),
+			priority:   p,
+			reqCap:     drawLimit(rt, fmt.Sprintf("band[%d].requests", p), 4),
+			byteCap:    drawLimit(rt, fmt.Sprintf("band[%d].bytes", p), 20),
+			costCap:    drawLimit(rt, fmt.Sprintf("band[%d].cost", p), 10),
+			flowReqCap: drawLimit(rt, fmt.Sprintf("band[%d].flowRequests", p), 3),
+			ttl:        drawTTL(rt, fmt.Sprintf("band[%d].ttl", p), 5),
+			policy:     modelPolicy(rapid.IntRange(0, 2).Draw(rt, fmt.Sprintf("band[%d].policy", p))),
+			fairness:   modelFairness(rapid.IntRange(0, 3).Draw(rt, fmt.Sprintf("band[%d].fairness", p))),
+			deficit:    map[string]int64{},
+			credited:   map[string]bool{},
+			quantum:    1,
 		}
 	}
 	bandConfig := func(b *modelBand) flowcontrol.BandConfig {
 		p, q := b.policy.config()
-		return flowcontrol.BandConfig{Priority: b.priority, RequestCapacity: b.reqCap, ByteCapacity: b.byteCap, TTL: b.ttl, Policy: p, Queue: q}
+		return flowcontrol.BandConfig{
+			Priority: b.priority, RequestCapacity: b.reqCap, ByteCapacity: b.byteCap, CostCapacity: b.costCap,
+			FlowRequestCapacity: b.flowReqCap, TTL: b.ttl, Policy: p, Queue: q, Fairness: b.fairness.config(),
+		}
 	}
 	for _, p := range prios {
 		b := newModelBand(p)
@@ -366,6 +666,8 @@ func runModel(rt *rapid.T) {
 		"enqueue": func(rt *rapid.T) {
 			r := &modelReq{
 				seq:       len(m.reqs),
+				flow:      rapid.SampledFrom(modelFlows).Draw(rt, "flow"),
+				cost:      rapid.Int64Range(1, 4).Draw(rt, "cost"),
 				requested: rapid.IntRange(-5, 5).Draw(rt, "priority"),
 				size:      rapid.Int64Range(0, 8).Draw(rt, "size"),
 			}
@@ -386,8 +688,9 @@ func runModel(rt *rapid.T) {
 				admit = submit
 			}
 			r.call = admit(ctx, fc, flowcontrol.Request{
-				Key:      key(fmt.Sprint("r", r.seq), r.requested),
+				Key:      key(r.flow, r.requested),
 				ByteSize: r.size,
+				Cost:     r.cost,
 				TTL:      own,
 			})
 			m.enqueue(r, own, deadline, alreadyDone)
@@ -428,7 +731,7 @@ func runModel(rt *rapid.T) {
 			bc := bandConfig(nb)
 			old, exists := m.bands[p]
 			if exists {
-				bc.Policy, bc.Queue = nil, "" // keep the band's order
+				bc.Policy, bc.Queue, bc.Fairness = nil, "", nil // keep the band's order
 			}
 			err := fc.ProvisionBand(bc)
 			if m.closed {
@@ -441,7 +744,7 @@ func runModel(rt *rapid.T) {
 				rt.Fatalf("ProvisionBand(%d): %v", p, err)
 			}
 			if exists {
-				old.reqCap, old.byteCap, old.ttl = nb.reqCap, nb.byteCap, nb.ttl
+				old.reqCap, old.byteCap, old.costCap, old.flowReqCap, old.ttl = nb.reqCap, nb.byteCap, nb.costCap, nb.flowReqCap, nb.ttl
 			} else {
 				m.bands[p] = nb
 			}
@@ -506,7 +809,10 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 			}
 			continue
 		}
-		want := capacity.Snapshot{Priority: p, QueuedRequests: int64(len(b.queue)), QueuedBytes: b.bytes(), RequestCapacity: b.reqCap, ByteCapacity: b.byteCap}
+		want := capacity.Snapshot{
+			Priority: p, QueuedRequests: int64(len(b.queue)), QueuedBytes: b.bytes(), QueuedCost: b.cost(),
+			RequestCapacity: b.reqCap, ByteCapacity: b.byteCap, CostCapacity: b.costCap,
+		}
 		if err != nil || s != want {
 			rt.Fatalf("CapacitySnapshot(%d) = %v, %v; model %v", p, s, err, want)
 		}
@@ -524,13 +830,13 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 		if !r.call.finished() {
 			rt.Fatalf("%s still waits; the model says %v", id, r.outcome)
 		}
-		wantKey := key(id, r.effective)
+		wantKey := key(r.flow, r.effective)
 		if r.outcome == flowcontrol.OutcomeDispatched {
 			a := r.call.adm
 			if a == nil {
 				rt.Fatalf("%s: error %v; the model dispatched it", id, r.call.err)
 			}
-			if a.Effective() != wantKey || a.Requested() != key(id, r.requested) || a.QueueTime() != r.queueTime {
+			if a.Effective() != wantKey || a.Requested() != key(r.flow, r.requested) || a.QueueTime() != r.queueTime {
 				rt.Fatalf("%s: effective %v requested %v queued %v; model %v, %d, %v", id, a.Effective(), a.Requested(), a.QueueTime(), wantKey, r.requested, r.queueTime)
 			}
 			continue
@@ -548,7 +854,7 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 		if deadline != wantDeadline || canceled != wantCanceled {
 			rt.Fatalf("%s: matches DeadlineExceeded %v Canceled %v; want %v %v (%v)", id, deadline, canceled, wantDeadline, wantCanceled, r.call.err)
 		}
-		if r.outcome == flowcontrol.OutcomeRejectedCapacity {
+		if r.outcome == flowcontrol.OutcomeRejectedCapacity || r.outcome == flowcontrol.OutcomeEvictedQueuePressure {
 			if rej.RetryAfter < 0 || rej.RetryAfter > 30*time.Second || rej.RetryAfter%time.Second != 0 {
 				rt.Fatalf("%s: RetryAfter %v", id, rej.RetryAfter)
 			}
@@ -558,7 +864,7 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 	}
 	// Every outcome, also those the model has none of: an event the model
 	// never produced is as wrong as a missing one.
-	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeRejectedShutdown; o++ {
+	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeEvictedQueuePressure; o++ {
 		if got, n := rec.count(o), counts[o]; got != n {
 			rt.Fatalf("observer saw %d %v, model %d", got, o, n)
 		}

@@ -29,6 +29,10 @@ const (
 	// OutcomeRejectedShutdown: the controller was closed before the request
 	// was dispatched.
 	OutcomeRejectedShutdown
+	// OutcomeEvictedQueuePressure: the request was queued and then
+	// displaced by a request of a flow holding less than its share of a
+	// full band or controller (see [Config.NoDisplacement]).
+	OutcomeEvictedQueuePressure
 )
 
 // DroppedReasonHeader is the response header in which a gateway reports why
@@ -49,6 +53,8 @@ func (o Outcome) String() string {
 		return "cancelled"
 	case OutcomeRejectedShutdown:
 		return "rejected-shutdown"
+	case OutcomeEvictedQueuePressure:
+		return "evicted-queue-pressure"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -67,6 +73,8 @@ func (o Outcome) DroppedReason() string {
 		return "rejected-context-cancelled"
 	case OutcomeRejectedShutdown:
 		return "rejected-shutting-down"
+	case OutcomeEvictedQueuePressure:
+		return "evicted-queue-pressure"
 	}
 	return ""
 }
@@ -79,7 +87,7 @@ func (o Outcome) HTTPStatus() int {
 	switch o {
 	case OutcomeDispatched:
 		return http.StatusOK
-	case OutcomeRejectedCapacity, OutcomeExpired:
+	case OutcomeRejectedCapacity, OutcomeExpired, OutcomeEvictedQueuePressure:
 		return http.StatusTooManyRequests
 	case OutcomeCancelled, OutcomeRejectedShutdown:
 		return http.StatusServiceUnavailable
@@ -105,6 +113,8 @@ var (
 	// ErrClosed is wrapped for [OutcomeRejectedShutdown], and by
 	// [FlowController.ProvisionBand] after Close.
 	ErrClosed = errors.New("flowcontrol: controller closed")
+	// ErrEvictedQueuePressure is wrapped for [OutcomeEvictedQueuePressure].
+	ErrEvictedQueuePressure = errors.New("flowcontrol: displaced by a fairer flow")
 )
 
 // limitKind says which limit refused a request, for the error message.
@@ -117,6 +127,10 @@ const (
 	limitGlobalRequests
 	limitGlobalBytes
 	limitNoBand // NeverPromote found no band at or below the requested priority
+	limitBandCost
+	limitGlobalCost
+	limitFlowRequests
+	limitDisplaced // the request was displaced by a fairer flow
 )
 
 // RejectionError is the error of [FlowController.EnqueueAndWait] for every
@@ -162,6 +176,8 @@ func (o Outcome) sentinel() error {
 		return ErrCancelled
 	case OutcomeRejectedShutdown:
 		return ErrClosed
+	case OutcomeEvictedQueuePressure:
+		return ErrEvictedQueuePressure
 	}
 	return nil
 }
@@ -194,6 +210,14 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(": global request capacity " + val + " reached")
 	case limitGlobalBytes:
 		sb.WriteString(": global byte capacity " + val + " exceeded")
+	case limitBandCost:
+		sb.WriteString(": " + band + " cost capacity " + val + " exceeded")
+	case limitGlobalCost:
+		sb.WriteString(": global cost capacity " + val + " exceeded")
+	case limitFlowRequests:
+		sb.WriteString(": flow " + strconv.Quote(e.Requested.ID) + " request capacity " + val + " in " + band + " reached")
+	case limitDisplaced:
+		sb.WriteString(": displaced by a flow holding less than its share of a full queue")
 	case limitNoBand:
 		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
 	}

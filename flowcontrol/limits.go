@@ -1,0 +1,238 @@
+package flowcontrol
+
+import (
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+)
+
+// maxDisplaced bounds how many queued requests one arrival may displace: a
+// request that needs more room than that (a large byte or cost size among
+// small ones) is refused instead.
+const maxDisplaced = 8
+
+// refusal says why a request does not fit, and which scopes it exceeds.
+type refusal struct {
+	limit  limitKind // the first limit that refuses it; limitNone if it fits
+	bound  int64     // that limit's value
+	band   bool      // a limit of its band refuses it
+	global bool      // a limit of the controller refuses it
+	never  bool      // it can never fit: larger than a capacity, or a capacity of 0
+	large  bool      // it is larger than a byte or cost capacity: ErrTooLarge
+}
+
+// displaceable reports whether displacing other flows' requests could make
+// room for the request refused.
+func (r refusal) displaceable() bool {
+	return r.limit != limitNone && r.limit != limitFlowRequests && !r.never
+}
+
+// refusal checks a request of size bytes and cost, of flow f (nil when the
+// flow has no waiters), against band b's limits and the controller's, as if
+// the requests in plan had left. Called with mu held.
+func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost int64, plan []*waiter) refusal {
+	bq, bb, bc := b.queued, b.bytes, b.cost
+	gq, gb, gc := c.queuedRequests, c.queuedBytes, c.queuedCost
+	var fq int64
+	if f != nil {
+		fq = int64(f.Len())
+	}
+	for _, v := range plan {
+		if v.band == b {
+			bq, bb, bc = bq-1, bb-v.item.ByteSize, bc-v.cost
+		}
+		gq, gb, gc = gq-1, gb-v.item.ByteSize, gc-v.cost
+	}
+	var r refusal
+	check := func(l capacity.Limit, kind limitKind, held, add int64, global, sized bool) {
+		if l.Fits(held, add) {
+			return
+		}
+		if r.limit == limitNone {
+			r.limit, r.bound = kind, limitValue(l)
+		}
+		if global {
+			r.global = true
+		} else {
+			r.band = true
+		}
+		if !l.Fits(0, add) {
+			r.never = true
+			r.large = r.large || sized
+		}
+	}
+	check(lim.flowRequests, limitFlowRequests, fq, 1, false, false)
+	check(lim.requests, limitBandRequests, bq, 1, false, false)
+	check(lim.bytes, limitBandBytes, bb, size, false, true)
+	check(lim.cost, limitBandCost, bc, cost, false, true)
+	check(c.requestCapacity, limitGlobalRequests, gq, 1, true, false)
+	check(c.byteCapacity, limitGlobalBytes, gb, size, true, true)
+	check(c.costCapacity, limitGlobalCost, gc, cost, true, true)
+	return r
+}
+
+// limitValue returns a bounded limit's value; only called on limits that
+// refused a request, which are bounded.
+func limitValue(l capacity.Limit) int64 {
+	n, _ := l.Value()
+	return n
+}
+
+// capacityRejection is the rejection of a request for band b that r
+// refuses. Its Retry-After projects from every scope r exceeds, the longest
+// projection winning; a request that can never fit gets none. Called with
+// mu held.
+func (c *FlowController) capacityRejection(b *band, key FlowKey, r refusal) *RejectionError {
+	rej := &RejectionError{
+		Outcome:   OutcomeRejectedCapacity,
+		Requested: key,
+		Effective: effectiveKey(key, b),
+		limit:     r.limit,
+		limitVal:  r.bound,
+		tooLarge:  r.large,
+	}
+	if r.never {
+		return rej
+	}
+	now := c.clock.Now()
+	if r.band {
+		rej.RetryAfter = b.drain.retryAfter(now)
+	}
+	if r.global {
+		rej.RetryAfter = max(rej.RetryAfter, c.drain.retryAfter(now))
+	}
+	return rej
+}
+
+// makeRoom checks that w fits its band and the controller and, when it does
+// not, displaces the newest requests of the flows holding the most, if w's
+// flow holds less than its share (see [Config.NoDisplacement]). It returns
+// the rejection of w when no room can be made; nothing is displaced then.
+// Called with mu held.
+func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
+	b := w.band
+	lim := b.limits.Load()
+	f := b.flows[w.adm.requested.ID]
+	size := w.item.ByteSize
+	first := c.refusal(b, lim, f, size, w.cost, nil)
+	if first.limit == limitNone {
+		return nil
+	}
+	var plan []*waiter
+	defer func() {
+		for _, v := range plan {
+			v.planned = false
+		}
+	}()
+	for r := first; r.limit != limitNone; r = c.refusal(b, lim, f, size, w.cost, plan) {
+		if c.noDisplacement || !r.displaceable() || len(plan) == maxDisplaced {
+			return c.capacityRejection(b, w.adm.requested, first)
+		}
+		v := c.victim(w, f, r, plan)
+		if v == nil {
+			return c.capacityRejection(b, w.adm.requested, first)
+		}
+		v.planned = true
+		// Displaced requests may come back when the scope that made them
+		// leave has room.
+		if r.global {
+			v.retryAfter = c.drain.retryAfter(now)
+		} else {
+			v.retryAfter = v.band.drain.retryAfter(now)
+		}
+		plan = append(plan, v)
+	}
+	for _, v := range plan {
+		c.unqueue(v, now)
+		c.decide(v, OutcomeEvictedQueuePressure, now)
+	}
+	return nil
+}
+
+// victim returns the request to displace for w, of flow f (nil when it has
+// no waiters), which r refuses after the displacements already in plan; or
+// nil when w's flow holds its share already or no flow holds more than it
+// would.
+//
+// The measure is the one r's limit counts (requests, bytes or cost), the
+// scope its scope: w's band, or for a controller-wide limit every band at or
+// below it (a request never displaces one of a higher band). A flow's share
+// is the limit divided by the number of flows holding some of it, w's
+// included. The victim is the newest request of the flow holding the most;
+// ties go to the lower band, then to the flow that queued most recently.
+// O(flows in scope). Called with mu held.
+func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *waiter {
+	measure := func(v *waiter) int64 { return 1 }
+	switch r.limit {
+	case limitBandBytes, limitGlobalBytes:
+		measure = func(v *waiter) int64 { return v.item.ByteSize }
+	case limitBandCost, limitGlobalCost:
+		measure = func(v *waiter) int64 { return v.cost }
+	}
+	held := func(g *Flow) int64 {
+		var n int64
+		switch r.limit {
+		case limitBandBytes, limitGlobalBytes:
+			n = g.queue.ByteSize()
+		case limitBandCost, limitGlobalCost:
+			n = g.cost
+		default:
+			n = int64(g.Len())
+		}
+		for _, v := range plan {
+			if v.flow == g {
+				n -= measure(v)
+			}
+		}
+		return n
+	}
+	bands := []*band{w.band}
+	if r.global {
+		bands = c.bands.Load().desc[w.band.index:]
+	}
+	var (
+		flows int64
+		best  *Flow
+		most  int64
+	)
+	for _, b := range bands {
+		for _, g := range b.flows {
+			h := held(g)
+			if h <= 0 {
+				continue
+			}
+			flows++
+			if g == f {
+				continue
+			}
+			if best == nil || h > most || (h == most && displaceFirst(g, best)) {
+				best, most = g, h
+			}
+		}
+	}
+	var mine int64
+	if f != nil {
+		mine = held(f)
+	}
+	if mine <= 0 {
+		flows++ // w's flow counts, though it holds nothing yet
+	}
+	if best == nil || mine >= r.bound/flows || most <= mine+measure(w) {
+		return nil
+	}
+	v := best.newest
+	for v != nil && v.planned {
+		v = v.older
+	}
+	return v
+}
+
+// displaceFirst reports whether g should be displaced before best when both
+// hold the same: g is in a lower band, or in the same band and queued more
+// recently.
+func displaceFirst(g, best *Flow) bool {
+	if g.band != best.band {
+		return g.band.priority < best.band.priority
+	}
+	return g.newest.seq > best.newest.seq
+}
