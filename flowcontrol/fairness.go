@@ -16,8 +16,8 @@ const (
 	DeficitRoundRobinFairnessName = "deficit-round-robin-fairness-policy"
 )
 
-// A Fairness policy decides, inside one band, which flow's head is offered
-// to the gate next. A band keeps one queue per flow ([FlowKey.ID]) that has
+// A Fairness policy decides, inside one band, which flow's head starts next
+// when the gate grants the band a slot. A band keeps one queue per flow ([FlowKey.ID]) that has
 // waiters, each in the band's ordering policy; strict priority across
 // bands is unchanged. Configure one per band with [BandConfig.Fairness];
 // name one from a file with [FairnessByName].
@@ -49,11 +49,11 @@ type Scheduler interface {
 	// new request sorted before it, or it left by expiry, cancellation or
 	// displacement. f still has waiters.
 	HeadChanged(f *Flow)
-	// Next returns the flow whose head is offered to the gate next. It is
-	// called only while at least one flow has waiters, and must return one
-	// of them: a band with waiters always offers a request (the policy is
-	// work-conserving). Calling it again without a Served in between must
-	// return the same flow, since the gate may have refused the offer.
+	// Next returns the flow whose head starts next. It is called once the
+	// gate has granted the band a slot, so only while at least one flow has
+	// waiters, and it must return one of them: a band with waiters never
+	// leaves a slot unused (the policy is work-conserving). Served follows
+	// at once, for the flow it returned.
 	Next() *Flow
 	// Served tells that f's head, of cost cost, left for dispatch. f may be
 	// empty now, in which case Remove follows.

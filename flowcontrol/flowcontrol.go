@@ -737,10 +737,12 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 			return
 		}
 		b := desc[i]
-		f := b.sched.Next()
 		if !c.gate.TryAcquire(b.priority) {
 			return // strict priority: nothing below a refused band starts
 		}
+		// The fairness policy picks only once there is a slot, so that
+		// offers the gate refuses move none of its state.
+		f := b.sched.Next()
 		if now.IsZero() {
 			now = c.clock.Now()
 		}
