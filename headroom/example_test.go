@@ -137,3 +137,16 @@ func ExampleParse() {
 	// malformed: headroom: malformed header: x-llm-d-flow-band-headroom-requests: "-1"
 	// absent: keep the current pace
 }
+
+// A router whose callers include llm-d-async's dispatcher, which reads the
+// provisional name, stamps both.
+func ExampleStamp_bothNames() {
+	var bands capacity.Bands
+	bands.Set(capacity.Snapshot{Priority: 0, QueuedRequests: 81, RequestCapacity: capacity.Bounded(100)})
+
+	h := http.Header{}
+	h.Set(headroom.ProvisionalHeaderName, "1000") // a backend's copy
+	headroom.Stamp(h, &bands, headroom.Admitted(0), headroom.EmitProvisional)
+	fmt.Println(h.Values(headroom.HeaderName), h.Values(headroom.ProvisionalHeaderName))
+	// Output: [19] [19]
+}

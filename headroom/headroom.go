@@ -12,6 +12,20 @@
 // Everything here is a function of its arguments; the package keeps no state
 // and reads no clock. It depends on nothing in Sluice but [capacity], so a
 // router with its own flow registry needs only a [capacity.Reader].
+//
+// # Header names and their consumers
+//
+//	name                                  set                           read by
+//	x-llm-d-flow-band-headroom-requests   always, when there is a value  [Parse]; dispatchers following the
+//	([HeaderName])                                                       band-headroom proposal
+//	x-llm-d-flow-band-headroom            with [EmitProvisional]         llm-d-async's AIMD dispatch gate
+//	([ProvisionalHeaderName])                                            (api/inference_error.go); [Parse]
+//	                                                                     when the final name is absent
+//
+// Both names are router-owned: every stamping function removes every copy a
+// backend sent, in any letter case, as a header and as a trailer (declared
+// in a Trailer header or set through http.TrailerPrefix), whether or not it
+// sets a value.
 package headroom
 
 import (
@@ -27,9 +41,11 @@ import (
 // copy a backend sent before setting the router's own.
 const HeaderName = "x-llm-d-flow-band-headroom-requests"
 
-// ProvisionalHeaderName is the name one published dispatcher proposal reads
-// for the same value. The router never sets it but removes any copy a backend
-// sent, because [Parse] falls back to it when HeaderName is absent.
+// ProvisionalHeaderName is the provisional name of the same value, which
+// llm-d-async's AIMD dispatch gate reads (api/inference_error.go there). The
+// router owns it too: stamping always removes every copy a backend sent,
+// because [Parse] falls back to it when HeaderName is absent, and sets it
+// only with [EmitProvisional].
 const ProvisionalHeaderName = "x-llm-d-flow-band-headroom"
 
 // Requests returns how many more requests fit in a band of the given

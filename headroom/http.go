@@ -1,10 +1,14 @@
 package headroom
 
 import (
+	"io"
 	"net/http"
 
 	"github.com/sluicegate/sluice/capacity"
 )
+
+// ownedNames are the header names the stamping functions own.
+var ownedNames = []string{HeaderName, ProvisionalHeaderName}
 
 // Middleware returns a handler that serves next and stamps the headroom of
 // the request's admitted band ([AdmittedBand] of the request context) into
@@ -12,7 +16,9 @@ import (
 // with a final status, the first Write or Flush, or, if next writes nothing,
 // when next returns. The band is read from r then, not when the request
 // arrived. Backend copies are removed whether or not a value is set, also
-// from informational (1xx) headers.
+// from informational (1xx) headers, and from the trailers: next cannot
+// declare either name as a trailer, nor set one through http.TrailerPrefix,
+// even after the body. opts are as for [Stamp].
 //
 // Admission must happen before Middleware: the step that dispatched the
 // request calls [WithAdmittedBand] and passes the request carrying that
@@ -22,10 +28,10 @@ import (
 //
 // The ResponseWriter that next sees is a [HeaderWriter]: http.Flusher and
 // http.ResponseController keep working through it.
-func Middleware(r capacity.Reader, next http.Handler) http.Handler {
+func Middleware(r capacity.Reader, next http.Handler, opts ...Option) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		band := AdmittedBand(req.Context())
-		hw := NewHeaderWriter(w, func(h http.Header) { Stamp(h, r, band) })
+		hw := NewHeaderWriter(w, func(h http.Header) { Stamp(h, r, band, opts...) }, ownedNames...)
 		next.ServeHTTP(hw, req)
 		hw.Finish()
 	})
@@ -33,13 +39,22 @@ func Middleware(r capacity.Reader, next http.Handler) http.Handler {
 
 // ModifyResponse returns a function for httputil.ReverseProxy.ModifyResponse
 // that stamps the headroom of the band recorded in the context of
-// resp.Request, read from r when the backend's response headers arrive.
-// It never returns an error, so the proxy always forwards the response.
+// resp.Request, read from r when the backend's response headers arrive, with
+// opts as for [Stamp]. It never returns an error, so the proxy always
+// forwards the response.
+//
+// It also keeps the backend's trailers from carrying either name: it
+// deletes them from resp.Trailer (the trailers the backend declared, which
+// the proxy announces to its client), and wraps resp.Body so that the
+// trailers the transport adds to resp.Trailer when the body ends, declared
+// or not, are deleted before the proxy copies them. The wrapper is left off
+// a 101 Switching Protocols response, whose body the proxy needs as the
+// backend connection.
 //
 // Informational (1xx) responses do not pass through ModifyResponse; wrap the
 // proxy in [Middleware] instead if backends may send them. To combine with
 // another ModifyResponse, call both from one function.
-func ModifyResponse(r capacity.Reader) func(*http.Response) error {
+func ModifyResponse(r capacity.Reader, opts ...Option) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		if resp == nil {
 			return nil
@@ -51,14 +66,36 @@ func ModifyResponse(r capacity.Reader) func(*http.Response) error {
 		if resp.Header == nil {
 			resp.Header = make(http.Header)
 		}
-		Stamp(resp.Header, r, band)
+		Stamp(resp.Header, r, band, opts...)
+		Strip(resp.Trailer, ownedNames...)
+		if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols {
+			resp.Body = &trailerStrippingBody{ReadCloser: resp.Body, resp: resp}
+		}
 		return nil
 	}
 }
 
+// trailerStrippingBody deletes the router-owned names from resp.Trailer when
+// the body reports its end. Transports (net/http's HTTP/1 and HTTP/2) fill
+// resp.Trailer before the body's Read returns io.EOF, so the deletion comes
+// after the last trailer arrives and before the reader (the proxy) looks.
+type trailerStrippingBody struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (b *trailerStrippingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		Strip(b.resp.Trailer, ownedNames...)
+	}
+	return n, err
+}
+
 // HeaderWriter is an http.ResponseWriter that calls a hook on the header map
 // just before the header is written, so a router can set the headers it owns
-// from state read at that moment. Build one with [NewHeaderWriter].
+// from state read at that moment, and keeps the names it owns out of the
+// trailers. Build one with [NewHeaderWriter].
 //
 // The hook runs once before the final header: on the first WriteHeader with
 // a status of 200 or more (or 101), the first Write, the first Flush, or, if
@@ -67,6 +104,14 @@ func ModifyResponse(r capacity.Reader) func(*http.Response) error {
 // should be idempotent. A HeaderWriter, like any ResponseWriter, is not safe
 // for concurrent use.
 //
+// Trailers: right after the hook, the owned names given to NewHeaderWriter
+// are removed from the response's trailer declarations (the values of its
+// "Trailer" header, which net/http reads when it writes the header) and
+// from the http.TrailerPrefix keys, as [Strip] does; Finish removes the
+// TrailerPrefix keys the handler set after the header. So neither a
+// declared trailer nor an undeclared one can carry an owned name, and a
+// router's own stamped value is not sent again as a trailer.
+//
 // It implements http.Flusher, and [HeaderWriter.FlushError] and
 // [HeaderWriter.Unwrap] for http.ResponseController, which reaches the
 // wrapped writer's other abilities (deadlines, Hijack, full duplex) through
@@ -74,18 +119,21 @@ func ModifyResponse(r capacity.Reader) func(*http.Response) error {
 type HeaderWriter struct {
 	w      http.ResponseWriter
 	hook   func(http.Header)
+	owned  []string
 	wrote  bool // the final header has been written (or handed to net/http)
 	hooked bool // the hook has run for the final header
 }
 
 // NewHeaderWriter returns a HeaderWriter that writes to w and calls
 // beforeHeader with w.Header() as described on [HeaderWriter]. A nil
-// beforeHeader does nothing.
-func NewHeaderWriter(w http.ResponseWriter, beforeHeader func(http.Header)) *HeaderWriter {
+// beforeHeader does nothing. owned names the headers the router owns, which
+// the HeaderWriter keeps out of the trailers; the hook strips and sets the
+// headers themselves.
+func NewHeaderWriter(w http.ResponseWriter, beforeHeader func(http.Header), owned ...string) *HeaderWriter {
 	if beforeHeader == nil {
 		beforeHeader = func(http.Header) {}
 	}
-	return &HeaderWriter{w: w, hook: beforeHeader}
+	return &HeaderWriter{w: w, hook: beforeHeader, owned: owned}
 }
 
 // Header returns the wrapped writer's header map.
@@ -95,7 +143,7 @@ func (hw *HeaderWriter) Header() http.Header { return hw.w.Header() }
 // written, and then writes the header with status code.
 func (hw *HeaderWriter) WriteHeader(code int) {
 	if !hw.wrote {
-		hw.hook(hw.w.Header())
+		hw.runHook()
 		// net/http writes these and keeps the header open for the final one.
 		informational := code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols
 		if !informational {
@@ -127,15 +175,26 @@ func (hw *HeaderWriter) FlushError() error {
 // Unwrap returns the wrapped writer, for http.ResponseController.
 func (hw *HeaderWriter) Unwrap() http.ResponseWriter { return hw.w }
 
-// Finish runs the hook if it has not run for the final header. Call it after
-// the handler returns: a handler that writes nothing leaves net/http to send
-// the header map as it is, without a call through the HeaderWriter. Finish
-// writes nothing and may be called more than once.
+// Finish runs the hook if it has not run for the final header, and removes
+// the TrailerPrefix keys of the owned names. Call it after the handler
+// returns: a handler that writes nothing leaves net/http to send the header
+// map as it is, without a call through the HeaderWriter, and net/http sends
+// the trailers only then. Finish writes nothing and may be called more than
+// once.
 func (hw *HeaderWriter) Finish() {
 	if !hw.hooked {
 		hw.hooked = true
-		hw.hook(hw.w.Header())
+		hw.runHook()
 	}
+	stripTrailers(hw.w.Header(), hw.owned)
+}
+
+// runHook runs the hook on the header about to be written, then keeps the
+// owned names out of its trailers.
+func (hw *HeaderWriter) runHook() {
+	h := hw.w.Header()
+	hw.hook(h)
+	stripTrailers(h, hw.owned)
 }
 
 func (hw *HeaderWriter) beforeFinal() {

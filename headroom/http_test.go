@@ -3,6 +3,7 @@ package headroom_test
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/headroom"
@@ -293,5 +296,101 @@ func TestHeaderWriterNilHook(t *testing.T) {
 	hw.Finish()
 	if want := []int{http.StatusEarlyHints}; !slices.Equal(under.statuses, want) || under.body.String() != "body" {
 		t.Fatalf("statuses %v, body %q; want %v, body", under.statuses, under.body.String(), want)
+	}
+}
+
+// rwc is a response body that is also the connection, as the transport
+// gives for 101 Switching Protocols.
+type rwc struct{ io.ReadWriteCloser }
+
+func TestModifyResponseKeepsUpgradeBody(t *testing.T) {
+	bands := bandsOf(bounded(0, 100, 81))
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	resp := &http.Response{
+		StatusCode: http.StatusSwitchingProtocols,
+		Header:     http.Header{headroom.HeaderName: {"999"}},
+		Body:       rwc{client},
+	}
+	if err := headroom.ModifyResponse(bands)(resp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.Body.(io.ReadWriteCloser); !ok {
+		t.Fatalf("the body of a 101 became %T: the proxy needs the backend connection", resp.Body)
+	}
+	if got := resp.Header.Values(headroom.HeaderName); len(got) != 0 {
+		t.Fatalf("a 101 not admitted kept %q", got)
+	}
+}
+
+func TestModifyResponseStripsTrailersAtEOF(t *testing.T) {
+	bands := bandsOf(bounded(0, 100, 81))
+	resp := &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{},
+		Trailer:    http.Header{"X-Llm-D-Flow-Band-Headroom-Requests": nil, "X-Other": nil},
+	}
+	body := &trailerAtEOF{resp: resp, data: "tokens"}
+	resp.Body = body
+	if err := headroom.ModifyResponse(bands)(resp); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(http.Header{"X-Other": nil}, resp.Trailer); diff != "" {
+		t.Fatalf("declared trailers after ModifyResponse (-want +got):\n%s", diff)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != "tokens" {
+		t.Fatalf("body %q, %v", got, err)
+	}
+	if diff := cmp.Diff(http.Header{"X-Other": {"kept"}}, resp.Trailer); diff != "" {
+		t.Fatalf("trailers at EOF (-want +got):\n%s", diff)
+	}
+	if err := resp.Body.Close(); err != nil || !body.closed {
+		t.Fatalf("Close: %v, closed %v", err, body.closed)
+	}
+}
+
+// trailerAtEOF is a body that merges trailers into resp.Trailer before it
+// reports io.EOF, as net/http's transports do.
+type trailerAtEOF struct {
+	resp   *http.Response
+	data   string
+	closed bool
+}
+
+func (b *trailerAtEOF) Read(p []byte) (int, error) {
+	if b.data == "" {
+		b.resp.Trailer["X-Other"] = []string{"kept"}
+		b.resp.Trailer["x-llm-d-flow-band-headroom"] = []string{"999"}
+		b.resp.Trailer["X-Llm-D-Flow-Band-Headroom-Requests"] = []string{"998"}
+		return 0, io.EOF
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+func (b *trailerAtEOF) Close() error { b.closed = true; return nil }
+
+func TestHeaderWriterKeepsOwnedNamesOutOfTrailers(t *testing.T) {
+	w := &recordingWriter{header: http.Header{}}
+	hw := headroom.NewHeaderWriter(w, func(h http.Header) { h.Set("X-Owned", "router") }, "x-owned")
+	hw.Header().Set("Trailer", "X-Owned, X-Other")
+	hw.Header().Set("Trailer:X-Owned", "early")
+	if _, err := hw.Write([]byte("body")); err != nil {
+		t.Fatal(err)
+	}
+	want := http.Header{"X-Owned": {"router"}, "Trailer": {"X-Other"}}
+	if diff := cmp.Diff(want, w.header); diff != "" {
+		t.Fatalf("header as written (-want +got):\n%s", diff)
+	}
+	// After the body: the handler sets trailers.
+	hw.Header()["trailer:x-OWNED"] = []string{"late"}
+	hw.Header()["Trailer:X-Other"] = []string{"kept"}
+	hw.Finish()
+	want = http.Header{"X-Owned": {"router"}, "Trailer": {"X-Other"}, "Trailer:X-Other": {"kept"}}
+	if diff := cmp.Diff(want, w.header); diff != "" {
+		t.Fatalf("header after Finish (-want +got):\n%s", diff)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/headroom"
 )
@@ -91,5 +93,128 @@ func TestMutationFor(t *testing.T) {
 	absent := headroom.MutationFor(bands, headroom.Band{})
 	if !slices.Equal(absent.Remove, want) || absent.Set || absent.Value != "" {
 		t.Fatalf("MutationFor(not admitted) = %+v, want Remove %q only", absent, want)
+	}
+}
+
+func TestStripTrailerForms(t *testing.T) {
+	cases := []struct {
+		name string
+		h    http.Header
+		want http.Header
+	}{
+		{"declaration: the name alone",
+			http.Header{"Trailer": {"X-Llm-D-Flow-Band-Headroom-Requests"}},
+			http.Header{}},
+		{"declaration: a list, any case and spacing, other names kept",
+			http.Header{"Trailer": {"X-Other,x-llm-d-flow-band-headroom-requests , X-LLM-D-FLOW-BAND-HEADROOM,\tGrpc-Status"}},
+			http.Header{"Trailer": {"X-Other, Grpc-Status"}}},
+		{"declaration: several values, one emptied",
+			http.Header{"Trailer": {"x-llm-d-flow-band-headroom", "X-Other"}},
+			http.Header{"Trailer": {"X-Other"}}},
+		{"declaration: a non-canonical Trailer key",
+			http.Header{"trailer": {"x-llm-d-flow-band-headroom-requests, x-other"}},
+			http.Header{"trailer": {"x-other"}}},
+		{"declaration without an owned name is left as it is",
+			http.Header{"Trailer": {"X-Other ,  Grpc-Status"}},
+			http.Header{"Trailer": {"X-Other ,  Grpc-Status"}}},
+		{"declaration of a longer name is kept",
+			http.Header{"Trailer": {"X-Llm-D-Flow-Band-Headroom-Requests-Total"}},
+			http.Header{"Trailer": {"X-Llm-D-Flow-Band-Headroom-Requests-Total"}}},
+		{"TrailerPrefix keys, any case",
+			http.Header{
+				"Trailer:X-Llm-D-Flow-Band-Headroom-Requests": {"1"},
+				"trailer:x-llm-d-flow-band-headroom":          {"2"},
+				"TRAILER:X-LLM-D-FLOW-BAND-HEADROOM-REQUESTS": {"3"},
+				"Trailer:X-Other":                             {"kept"},
+				"Trailer:":                                    {"kept"},
+				"Trailer":                                     {"X-Other"},
+			},
+			http.Header{"Trailer:X-Other": {"kept"}, "Trailer:": {"kept"}, "Trailer": {"X-Other"}}},
+		{"a name containing the prefix is not a trailer",
+			http.Header{"X-Trailer:X-Llm-D-Flow-Band-Headroom": {"kept"}},
+			http.Header{"X-Trailer:X-Llm-D-Flow-Band-Headroom": {"kept"}}},
+		{"header and declaration both go",
+			http.Header{"X-Llm-D-Flow-Band-Headroom-Requests": {"1"}, "Trailer": {"X-Llm-D-Flow-Band-Headroom-Requests"}},
+			http.Header{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			headroom.Strip(c.h, headroom.HeaderName, headroom.ProvisionalHeaderName)
+			if diff := cmp.Diff(c.want, c.h); diff != "" {
+				t.Errorf("after Strip (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Unicode folding would match these; header names are ASCII.
+	kelvin := http.Header{"X-Foo-\u212a": {"kept"}}
+	headroom.Strip(kelvin, "x-foo-kk")
+	if len(kelvin) != 1 {
+		t.Errorf("Strip matched a non-ASCII name: %q", kelvin)
+	}
+}
+
+func TestStampEmitProvisional(t *testing.T) {
+	bands := bandsOf(bounded(0, 100, 81))
+	h := http.Header{
+		"X-Llm-D-Flow-Band-Headroom":          {"999"},
+		"x-llm-d-flow-band-headroom-requests": {"998"},
+		"X-Model":                             {"m1"},
+	}
+	headroom.Stamp(h, bands, headroom.Admitted(0), headroom.EmitProvisional)
+	want := http.Header{
+		"X-Llm-D-Flow-Band-Headroom":          {"19"},
+		"X-Llm-D-Flow-Band-Headroom-Requests": {"19"},
+		"X-Model":                             {"m1"},
+	}
+	if diff := cmp.Diff(want, h); diff != "" {
+		t.Fatalf("Stamp with EmitProvisional (-want +got):\n%s", diff)
+	}
+	// The two lists are independent: appending to one leaves the other.
+	h.Add(headroom.HeaderName, "extra")
+	if got := h.Values(headroom.ProvisionalHeaderName); !slices.Equal(got, []string{"19"}) {
+		t.Fatalf("appending to the final name changed the provisional one: %q", got)
+	}
+
+	// Nothing to advertise: both names absent, with or without the option.
+	for _, opts := range [][]headroom.Option{nil, {headroom.EmitProvisional}, {0, headroom.EmitProvisional}} {
+		h := http.Header{"X-Llm-D-Flow-Band-Headroom": {"999"}}
+		headroom.Stamp(h, bands, headroom.Band{}, opts...)
+		if len(h) != 0 {
+			t.Errorf("not admitted, options %v: %q, want nothing", opts, h)
+		}
+	}
+	// The zero Option changes nothing.
+	h = http.Header{}
+	headroom.Stamp(h, bands, headroom.Admitted(0), 0)
+	if diff := cmp.Diff(http.Header{"X-Llm-D-Flow-Band-Headroom-Requests": {"19"}}, h); diff != "" {
+		t.Fatalf("Stamp with the zero Option (-want +got):\n%s", diff)
+	}
+}
+
+func TestStampBothNamesAllocatesOnce(t *testing.T) {
+	bands := bandsOf(capacity.Snapshot{RequestCapacity: capacity.Bounded(math.MaxInt64)})
+	h := http.Header{"Content-Type": {"text/event-stream"}}
+	allocs := testing.AllocsPerRun(100, func() {
+		headroom.Stamp(h, bands, headroom.Admitted(0), headroom.EmitProvisional)
+	})
+	if allocs > 1 {
+		t.Fatalf("Stamp with EmitProvisional allocates %v times per call, want at most 1", allocs)
+	}
+}
+
+func TestMutationForEmitProvisional(t *testing.T) {
+	bands := bandsOf(bounded(0, 100, 81))
+	want := headroom.Mutation{
+		Remove:         []string{headroom.HeaderName, headroom.ProvisionalHeaderName},
+		Set:            true,
+		SetProvisional: true,
+		Value:          "19",
+	}
+	if diff := cmp.Diff(want, headroom.MutationFor(bands, headroom.Admitted(0), headroom.EmitProvisional)); diff != "" {
+		t.Errorf("MutationFor with EmitProvisional (-want +got):\n%s", diff)
+	}
+	want = headroom.Mutation{Remove: []string{headroom.HeaderName, headroom.ProvisionalHeaderName}}
+	if diff := cmp.Diff(want, headroom.MutationFor(bands, headroom.Band{}, headroom.EmitProvisional)); diff != "" {
+		t.Errorf("MutationFor, not admitted (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,178 @@
+package headroom_test
+
+// Router-owned names must not reach the client as trailers either: a
+// backend that declares one in its Trailer header and sets it after the
+// body, or sets one through http.TrailerPrefix, in any letter case, over
+// HTTP/1 or HTTP/2, through Middleware or through a ReverseProxy with
+// ModifyResponse.
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicegate/sluice/headroom"
+)
+
+// trailerSpoof is one way a backend tries to send a router-owned name as a
+// trailer. It always also sends the trailer X-Other, which must pass.
+type trailerSpoof struct {
+	name string
+	// declare is the Trailer header the backend sets before writing, or "".
+	declare []string
+	// after sets keys in the header map after the body is written.
+	after map[string]string
+	// before sets keys in the header map before the header is written.
+	before map[string]string
+}
+
+var trailerSpoofs = []trailerSpoof{
+	{name: "declared, canonical",
+		declare: []string{"X-Other, X-Llm-D-Flow-Band-Headroom-Requests"},
+		after:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
+	{name: "declared, lower case, own value not set",
+		// The stamped header is in the map: net/http would send the
+		// router's own value again, as a trailer.
+		declare: []string{"x-llm-d-flow-band-headroom-requests,x-other"},
+		after:   map[string]string{"X-Other": "kept"}},
+	{name: "declared, provisional, upper case, two lines",
+		declare: []string{"X-OTHER", " X-LLM-D-FLOW-BAND-HEADROOM ,\tx-llm-d-flow-band-headroom-requests "},
+		after:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom": "999", "X-Llm-D-Flow-Band-Headroom-Requests": "998"}},
+	{name: "TrailerPrefix after the body",
+		after: map[string]string{"Trailer:X-Other": "kept", http.TrailerPrefix + headroom.HeaderName: "999"}},
+	{name: "TrailerPrefix, provisional, mixed case",
+		after: map[string]string{"Trailer:X-Other": "kept", "Trailer:X-LLM-D-Flow-Band-HEADROOM": "999"}},
+	{name: "TrailerPrefix in lower case",
+		after: map[string]string{"Trailer:X-Other": "kept", "trailer:x-llm-d-flow-band-headroom-requests": "999"}},
+	{name: "TrailerPrefix before the header",
+		before: map[string]string{"Trailer:X-Other": "kept", "Trailer:X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
+	{name: "TrailerPrefix in lower case before the header",
+		before: map[string]string{"Trailer:X-Other": "kept", "tRaIlEr:x-llm-d-flow-band-headroom": "999"}},
+}
+
+// quietLog discards net/http's complaints about the invalid trailer names
+// some spoofs use.
+var quietLog = log.New(io.Discard, "", 0)
+
+// spoofingBackend answers with the spoof's trailers, a router-owned header
+// too, and a body.
+func spoofingBackend(s trailerSpoof) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("X-Model", "m1")
+		h.Set(headroom.HeaderName, "997")
+		if len(s.declare) > 0 {
+			h["Trailer"] = s.declare
+		}
+		for k, v := range s.before {
+			h[k] = []string{v}
+		}
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "tokens")
+		w.(http.Flusher).Flush()
+		for k, v := range s.after {
+			h[k] = []string{v}
+		}
+	})
+}
+
+// server starts h over HTTP/1 or HTTP/2 (TLS) and returns it; it closes
+// when the test ends.
+func server(t *testing.T, h http.Handler, http2 bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = quietLog
+	if http2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.Client().CloseIdleConnections)
+	return srv
+}
+
+// fetch GETs srv's URL with its client and returns the response, with the
+// body read so that the trailers are in.
+func fetch(t *testing.T, srv *httptest.Server, wantProto string) *http.Response {
+	t.Helper()
+	res, err := srv.Client().Get(srv.URL)
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, "tokens", string(body))
+	require.Equal(t, wantProto, res.Proto)
+	return res
+}
+
+// ownedTrailers returns the trailers res carries under a router-owned name,
+// in any letter case.
+func ownedTrailers(res *http.Response, owned ...string) http.Header {
+	got := http.Header{}
+	for k, vs := range res.Trailer {
+		for _, name := range owned {
+			if strings.EqualFold(k, name) || strings.Contains(strings.ToLower(k), strings.ToLower(name)) {
+				got[k] = vs
+			}
+		}
+	}
+	return got
+}
+
+func TestBackendTrailersNeverCarryTheHeadroom(t *testing.T) {
+	surfaces := []struct {
+		name  string
+		front func(t *testing.T, backend http.Handler, http2 bool) *httptest.Server
+	}{
+		{"Middleware", func(t *testing.T, backend http.Handler, http2 bool) *httptest.Server {
+			bands := bandsOf(bounded(0, 100, 81))
+			return server(t, admitted(0, headroom.Middleware(bands, backend, headroom.EmitProvisional)), http2)
+		}},
+		{"ModifyResponse", func(t *testing.T, backend http.Handler, http2 bool) *httptest.Server {
+			bands := bandsOf(bounded(0, 100, 81))
+			be := server(t, backend, http2)
+			target, err := url.Parse(be.URL)
+			require.NoError(t, err)
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.Transport = be.Client().Transport
+			proxy.ErrorLog = quietLog
+			proxy.ModifyResponse = headroom.ModifyResponse(bands, headroom.EmitProvisional)
+			return server(t, admitted(0, proxy), http2)
+		}},
+	}
+	for _, surface := range surfaces {
+		for _, http2 := range []bool{false, true} {
+			proto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[http2]
+			for _, spoof := range trailerSpoofs {
+				t.Run(surface.name+"/"+proto+"/"+spoof.name, func(t *testing.T) {
+					res := fetch(t, surface.front(t, spoofingBackend(spoof), http2), proto)
+					want := map[string][]string{"X-Llm-D-Flow-Band-Headroom-Requests": {"19"}, "X-Llm-D-Flow-Band-Headroom": {"19"}}
+					if diff := cmp.Diff(want, headroomValues(res.Header)); diff != "" {
+						t.Errorf("headroom headers (-want +got):\n%s", diff)
+					}
+					if got := ownedTrailers(res, headroom.HeaderName, headroom.ProvisionalHeaderName); len(got) != 0 {
+						t.Errorf("router-owned trailers reached the client: %q", got)
+					}
+					if got := res.Trailer.Get("X-Other"); got != "kept" {
+						t.Errorf("trailer X-Other = %q, want the backend's %q (all trailers: %q)", got, "kept", res.Trailer)
+					}
+					for _, v := range res.Header.Values("Trailer") {
+						if strings.Contains(strings.ToLower(v), "headroom") {
+							t.Errorf("Trailer header %q declares a router-owned name", v)
+						}
+					}
+				})
+			}
+		}
+	}
+}
