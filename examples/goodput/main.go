@@ -1,7 +1,8 @@
 // Command goodput simulates a pool of model servers under overload and
-// compares the order in which Sluice's ordering queues release waiting
-// requests: FCFS, EDF and SLO-deadline. Requests carry a tight, a loose or no
-// time-to-first-token SLO in x-llm-d-slo-ttft-ms.
+// compares the order in which Sluice releases waiting requests: the real
+// FlowController, with its one band ordered by FCFS, EDF or SLO-deadline,
+// runs on the virtual clock of examples/internal/sim. Requests carry a
+// tight, a loose or no time-to-first-token SLO in x-llm-d-slo-ttft-ms.
 //
 // For each policy it prints the share of requests that met their SLO, the
 // goodput (requests per second that met their SLO, or were served if they had

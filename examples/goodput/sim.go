@@ -1,16 +1,13 @@
 package main
 
 import (
-	"container/heap"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
-	"net/http"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicegate/sluice/examples/internal/sim"
+	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -35,7 +32,8 @@ type Config struct {
 	// been served or has expired.
 	Duration time.Duration
 	// Servers each serve one request at a time: a prefill (the time to first
-	// token) then a decode, both log-normal with the given means.
+	// token) then a decode, both log-normal with the given means (drawn as
+	// prompt and output token counts).
 	Servers                 int
 	MeanPrefill, MeanDecode time.Duration
 	// Overload is the Poisson arrival rate as a multiple of the pool's
@@ -106,22 +104,15 @@ func (r Result) SLOShare() float64 {
 	return float64(r.MetSLO) / float64(r.WithSLO)
 }
 
-// request is one generated request; the same list feeds every policy.
-type request struct {
-	class            int
-	received         time.Duration
-	prefill, service time.Duration
-}
-
-// Simulate runs each policy of Policies on the same generated workload.
+// Simulate runs each policy of Policies on the same workload: the same
+// seed, so the same arrivals and the same request sizes.
 func Simulate(cfg Config) ([]Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	reqs := generate(cfg)
 	var results []Result
 	for _, p := range Policies() {
-		r, err := run(cfg, p, reqs)
+		r, err := run(cfg, p)
 		if err != nil {
 			return nil, err
 		}
@@ -150,181 +141,86 @@ func (cfg Config) validate() error {
 	case len(cfg.Classes) == 0:
 		return fmt.Errorf("goodput: no Classes")
 	}
+	var total float64
+	for i, c := range cfg.Classes {
+		if !(c.Share >= 0) || c.SLO < 0 || c.TTL < 0 {
+			return fmt.Errorf("goodput: Classes[%d] (%s): Share %v, SLO %v and TTL %v must not be negative", i, c.Name, c.Share, c.SLO, c.TTL)
+		}
+		total += c.Share
+	}
+	if !(total > 0 && total < 1e6) {
+		return fmt.Errorf("goodput: Classes: total Share %v is not positive and finite", total)
+	}
 	return nil
 }
 
-// logNormal draws log-normal durations of the given mean with shape sigma,
-// rounded to the microsecond. The explicit conversion keeps the compiler from
-// fusing the multiply-add, and the rounding absorbs the last-bit differences
-// of math.Exp between platforms, so a seed prints the same table everywhere.
-func logNormal(rng *rand.Rand, mean time.Duration, sigma float64) time.Duration {
-	mu := math.Log(float64(mean)) - float64(sigma*sigma)/2
-	d := time.Duration(math.Exp(mu + float64(sigma*rng.NormFloat64())))
-	return d.Round(time.Microsecond)
-}
+// The service model: prefill and decode times are log-normal with the
+// configured means, drawn as prompt and output token counts at these costs.
+const (
+	perPromptToken = 100 * time.Microsecond
+	perOutputToken = 5 * time.Millisecond
+	sizeSigma      = 0.5
+)
 
-// generate draws the workload: Poisson arrivals at Overload times the pool's
-// service rate, each with a class, a prefill and a decode time.
-func generate(cfg Config) []request {
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x600d))
+// scenario is the simulation of one policy: a pool of single-slot servers
+// behind one band ordered by p, and one tenant per class sending Poisson
+// arrivals at its share of Overload times the pool's service rate.
+func (cfg Config) scenario(p ordering.Policy) sim.Config {
 	var total float64
 	for _, c := range cfg.Classes {
 		total += c.Share
 	}
-	meanService := cfg.MeanPrefill + cfg.MeanDecode
-	rate := cfg.Overload * float64(cfg.Servers) / meanService.Seconds() // requests per second
-	var reqs []request
-	var t time.Duration
-	for {
-		t += time.Duration(rng.ExpFloat64() / rate * float64(time.Second)).Round(time.Microsecond)
-		if t >= cfg.Duration {
-			return reqs
-		}
-		pick := rng.Float64() * total
-		class := len(cfg.Classes) - 1
-		for i, c := range cfg.Classes {
-			if pick < c.Share {
-				class = i
-				break
-			}
-			pick -= c.Share
-		}
-		prefill := logNormal(rng, cfg.MeanPrefill, 0.5)
-		decode := logNormal(rng, cfg.MeanDecode, 0.5)
-		reqs = append(reqs, request{class: class, received: t, prefill: prefill, service: prefill + decode})
+	rate := cfg.Overload * float64(cfg.Servers) / (cfg.MeanPrefill + cfg.MeanDecode).Seconds()
+	sc := sim.Config{
+		Seed:     cfg.Seed,
+		Duration: cfg.Duration,
+		Controller: flowcontrol.Config{Bands: []flowcontrol.BandConfig{
+			{Priority: 0, TTL: cfg.BandTTL, Policy: p},
+		}},
+		Pool: sim.PoolConfig{Servers: cfg.Servers, Slots: 1, PerPromptToken: perPromptToken, PerOutputToken: perOutputToken},
 	}
-}
-
-type eventKind int
-
-const (
-	evArrive eventKind = iota
-	evFree             // a server finishes its request
-	evExpire           // a request reaches its TTL
-)
-
-type event struct {
-	at   time.Duration
-	seq  uint64
-	kind eventKind
-	req  int // index into the workload
-}
-
-type events []event
-
-func (q events) Len() int { return len(q) }
-func (q events) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+	for _, c := range cfg.Classes {
+		sc.Tenants = append(sc.Tenants, sim.Tenant{
+			Name:         c.Name,
+			SLO:          c.SLO,
+			TTL:          c.TTL,
+			PromptTokens: sim.Tokens{Mean: float64(cfg.MeanPrefill) / float64(perPromptToken), Sigma: sizeSigma},
+			OutputTokens: sim.Tokens{Mean: float64(cfg.MeanDecode) / float64(perOutputToken), Sigma: sizeSigma},
+			Phases:       []sim.Phase{{Rate: rate * c.Share / total}},
+		})
 	}
-	return q[i].seq < q[j].seq
-}
-func (q events) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *events) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *events) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+	return sc
 }
 
-// run simulates the server pool with one band queue ordered by p.
-func run(cfg Config, p ordering.Policy, reqs []request) (Result, error) {
-	q, err := ordering.NewQueue(ordering.DefaultQueueKind(p), p)
+// run simulates the pool with its band ordered by p.
+func run(cfg Config, p ordering.Policy) (Result, error) {
+	recs, err := sim.Run(cfg.scenario(p))
 	if err != nil {
 		return Result{}, err
 	}
-	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	// Requests of a class share one read-only header map.
-	headers := make([]http.Header, len(cfg.Classes))
-	for i, c := range cfg.Classes {
-		headers[i] = http.Header{}
-		if c.SLO > 0 {
-			headers[i].Set(ordering.SLOTTFTHeader, strconv.FormatInt(c.SLO.Milliseconds(), 10))
+	res := Result{Policy: p.TypeName(), Requests: len(recs), PerClass: map[string]ClassResult{}}
+	all := sim.Summarize(recs, nil)
+	res.WithSLO, res.MetSLO = all.WithSLO, all.MetSLO
+	res.Expired = all.Drops[flowcontrol.OutcomeExpired]
+	var lastDone time.Duration
+	for _, r := range recs {
+		if r.Served {
+			lastDone = max(lastDone, r.End)
 		}
-	}
-
-	res := Result{Policy: p.TypeName(), Requests: len(reqs), PerClass: map[string]ClassResult{}}
-	items := make([]ordering.Item, len(reqs))
-	var evs events
-	var seq uint64
-	schedule := func(at time.Duration, kind eventKind, req int) {
-		heap.Push(&evs, event{at: at, seq: seq, kind: kind, req: req})
-		seq++
-	}
-	for i, r := range reqs {
-		schedule(r.received, evArrive, i)
-	}
-	// record books the outcome of request i; wait is its queue wait and
-	// ttft its time to first token (negative: never got one).
-	record := func(i int, wait, ttft time.Duration) {
-		c := cfg.Classes[reqs[i].class]
-		cr := res.PerClass[c.Name]
-		cr.Requests++
-		good := ttft >= 0
-		if c.SLO > 0 {
-			res.WithSLO++
-			good = good && ttft <= c.SLO
-			if good {
-				res.MetSLO++
+		if r.SLO == 0 {
+			wait := r.QueueTime
+			if !r.Served {
+				wait = r.Latency() // queued until it expired
 			}
-		} else {
 			res.NoSLOWorstWait = max(res.NoSLOWorstWait, wait)
 		}
-		if good {
-			cr.Good++
-			res.Goodput++
-		}
-		res.PerClass[c.Name] = cr
-	}
-	idle := cfg.Servers
-	var lastDone time.Duration
-	start := func(now time.Duration) {
-		for idle > 0 {
-			it := q.PopHead()
-			if it == nil {
-				return
-			}
-			i := it.Value.(int)
-			r := reqs[i]
-			idle--
-			wait := now - r.received
-			record(i, wait, wait+r.prefill)
-			schedule(now+r.service, evFree, -1)
-		}
-	}
-	for evs.Len() > 0 {
-		e := heap.Pop(&evs).(event)
-		switch e.kind {
-		case evArrive:
-			r := reqs[e.req]
-			ttl := cfg.BandTTL
-			if own := cfg.Classes[r.class].TTL; own > 0 {
-				ttl = min(ttl, own)
-			}
-			at := epoch.Add(e.at)
-			items[e.req] = ordering.Item{
-				ReceivedTime: at,
-				EnqueueTime:  at,
-				Header:       headers[r.class],
-				TTL:          ttl,
-				Value:        e.req,
-			}
-			q.Add(&items[e.req])
-			schedule(e.at+ttl, evExpire, e.req)
-		case evExpire:
-			if q.Remove(&items[e.req]) {
-				res.Expired++
-				record(e.req, e.at-reqs[e.req].received, -1)
-			}
-		case evFree:
-			idle++
-			lastDone = e.at
-		}
-		start(e.at)
 	}
 	if lastDone > 0 {
-		res.Goodput /= lastDone.Seconds()
+		res.Goodput = all.Goodput(lastDone)
+	}
+	for i, c := range cfg.Classes {
+		cs := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == i })
+		res.PerClass[c.Name] = ClassResult{Requests: cs.Requests, Good: cs.Good}
 	}
 	return res, nil
 }

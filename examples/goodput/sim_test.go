@@ -123,6 +123,8 @@ func TestInvalidConfig(t *testing.T) {
 		{"Overload", func(c *Config) { c.Overload = 0 }},
 		{"BandTTL", func(c *Config) { c.BandTTL = -1 }},
 		{"Classes", func(c *Config) { c.Classes = nil }},
+		{"Classes[1]", func(c *Config) { c.Classes[1].Share = math.NaN() }},
+		{"Share", func(c *Config) { c.Classes = []Class{{Name: "x"}} }},
 		// An arrival rate whose gaps round to zero microseconds would stall
 		// the generator's clock.
 		{"Overload", func(c *Config) { c.Overload = math.Inf(1) }},
@@ -157,7 +159,7 @@ func Example() {
 	PrintTable(os.Stdout, cfg, results)
 	// Output:
 	// policy  SLO met  tight met  loose met  none served  goodput req/s  expired  worst wait, no SLO
-	//           fcfs-ordering-policy    11.8%       0.5%      23.4%       100.0%           5.24      509                6.9s
-	//            edf-ordering-policy    47.4%      54.4%      40.2%        89.8%           6.67      214               60.0s
-	//   slo-deadline-ordering-policy    96.2%      92.6%     100.0%        59.8%           9.54      319               60.0s
+	//           fcfs-ordering-policy    10.5%       0.4%      20.6%       100.0%           5.08      527                6.8s
+	//            edf-ordering-policy    43.3%      50.3%      36.4%        90.2%           6.46      193               60.0s
+	//   slo-deadline-ordering-policy    97.5%      94.9%     100.0%        61.3%           9.92      299               60.0s
 }
