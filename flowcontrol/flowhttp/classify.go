@@ -1,9 +1,11 @@
 package flowhttp
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -19,36 +21,82 @@ const (
 	// DefaultObjectiveHeader names the inference objective whose priority
 	// [HeaderClassifier.Objectives] maps, unless
 	// [HeaderClassifier.ObjectiveHeader] names another header.
-	DefaultObjectiveHeader = "x-gateway-inference-objective"
+	DefaultObjectiveHeader = "x-llm-d-inference-objective"
+	// DeprecatedObjectiveHeader is the older name of
+	// [DefaultObjectiveHeader], read only when the objective header is
+	// DefaultObjectiveHeader and it is absent or empty.
+	DeprecatedObjectiveHeader = "x-gateway-inference-objective"
+	// TTLHeader carries a request's own queue-wait bound, as a Go duration
+	// (time.ParseDuration: "500ms", "30s", "1m30s"). It can only shorten
+	// the wait: the controller waits for the smallest of it, the band's
+	// TTL and its default TTL. A value that does not parse, or is zero or
+	// negative, is an error of the classifier (400 Bad Request from a
+	// [Handler]): a client that asked for a bound must not silently get
+	// none. An absent or empty header sets no bound.
+	TTLHeader = "x-llm-d-inference-ttl"
 	// DefaultFlowID is the flow ID of a request that names none.
 	DefaultFlowID = "default-flow"
 )
 
-// ClassifyFunc turns a request into the flow key it asks admission under. It
-// runs before the request is queued and must not read the body; the body is
-// sized separately (see [Config.MaxBodyBytes]). A non-nil error refuses the
-// request with 400 Bad Request, before flow control sees it.
-type ClassifyFunc func(r *http.Request) (flowcontrol.FlowKey, error)
+// Canonical forms of the fixed header names, for map lookups.
+var (
+	canonicalFairnessID           = http.CanonicalHeaderKey(FairnessIDHeader)
+	canonicalDeprecatedFairnessID = http.CanonicalHeaderKey(DeprecatedFairnessIDHeader)
+	canonicalDefaultObjective     = http.CanonicalHeaderKey(DefaultObjectiveHeader)
+	canonicalDeprecatedObjective  = http.CanonicalHeaderKey(DeprecatedObjectiveHeader)
+	canonicalTTL                  = http.CanonicalHeaderKey(TTLHeader)
+)
+
+// Classification is what a classifier decides about a request before it is
+// queued. The zero Classification asks for band 0 in flow "" with no TTL of
+// its own.
+type Classification struct {
+	// Key is the flow key the request asks admission under:
+	// [flowcontrol.Request.Key].
+	Key flowcontrol.FlowKey
+	// TTL is the request's own queue-wait TTL ([flowcontrol.Request.TTL]):
+	// zero or negative means none. The controller waits for the smallest of
+	// it and the band's and default TTLs, so it can only shorten the wait.
+	TTL time.Duration
+}
+
+// ClassifyFunc classifies a request before it is queued. It must not read
+// the body; the body is sized separately (see [Config.MaxBodyBytes]). A
+// non-nil error refuses the request with 400 Bad Request, before flow
+// control sees it, and its text is the message of the error body.
+type ClassifyFunc func(r *http.Request) (Classification, error)
 
 // HeaderClassifier classifies requests by their headers. It is the default
-// classifier of a [Handler], and follows the same rules as the Envoy ext_proc
-// adapter in examples/extproc.
+// classifier of a [Handler], and the Envoy ext_proc adapter in
+// examples/extproc uses it too.
 //
-// The flow ID is the first non-empty value of [FairnessIDHeader], else of
+// The flow ID is the value of [FairnessIDHeader], else of
 // [DeprecatedFairnessIDHeader], else [DefaultFlowID]. The priority is, in
 // order: the decimal integer in PriorityHeader, when that is set and the
-// value parses; the priority that Objectives maps the objective header's
-// value to; otherwise DefaultPriority. Header names match in any letter case.
+// value parses; the priority that Objectives maps the objective's name to
+// (the value of ObjectiveHeader, or of [DefaultObjectiveHeader], else
+// [DeprecatedObjectiveHeader]); otherwise DefaultPriority. The TTL is read
+// from [TTLHeader], whose bad values are errors.
+//
+// Header names match in any letter case. When the map holds a name under
+// several spellings (keys set directly, bypassing canonicalization), the
+// value read is deterministic: the first value of the canonical key when
+// that key has any value, else the first value of the smallest matching key
+// in byte order; the rule ordering.Item.HeaderValue follows. An empty value
+// counts as absent; a canonical key holding one empty value hides the other
+// spellings.
 //
 // The zero HeaderClassifier puts every request in its fairness flow at
-// priority 0.
+// priority 0, with the TTL its header asks for.
 type HeaderClassifier struct {
 	// PriorityHeader, when not empty, names a request header carrying the
 	// priority as a decimal integer, such as "x-llm-d-priority". A value
 	// that does not parse is ignored, as if the header were absent.
 	PriorityHeader string
-	// ObjectiveHeader names the header whose value Objectives is keyed by;
-	// empty means [DefaultObjectiveHeader].
+	// ObjectiveHeader names the header whose value Objectives is keyed by.
+	// Empty means [DefaultObjectiveHeader]; that name (set or by default)
+	// has [DeprecatedObjectiveHeader] as its alias, read when it is absent
+	// or empty. Any other name is read alone.
 	ObjectiveHeader string
 	// Objectives maps an objective name (for example "chat" or "batch") to
 	// its priority. An objective it does not list gets DefaultPriority.
@@ -58,38 +106,74 @@ type HeaderClassifier struct {
 	DefaultPriority int
 }
 
-// FlowKey classifies a request by its headers h.
+// FlowKey returns the flow key of a request with headers h; the TTL is not
+// read, so it never fails.
 func (c HeaderClassifier) FlowKey(h http.Header) flowcontrol.FlowKey {
 	key := flowcontrol.FlowKey{ID: DefaultFlowID, Priority: c.DefaultPriority}
-	if id := headerValue(h, FairnessIDHeader); id != "" {
+	if id := headerValue(h, canonicalFairnessID); id != "" {
 		key.ID = id
-	} else if id := headerValue(h, DeprecatedFairnessIDHeader); id != "" {
+	} else if id := headerValue(h, canonicalDeprecatedFairnessID); id != "" {
 		key.ID = id
 	}
 	if c.PriorityHeader != "" {
-		if p, err := strconv.Atoi(strings.TrimSpace(headerValue(h, c.PriorityHeader))); err == nil {
+		v := headerValue(h, http.CanonicalHeaderKey(c.PriorityHeader))
+		if p, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
 			key.Priority = p
 			return key
 		}
 	}
 	if len(c.Objectives) > 0 {
-		name := c.ObjectiveHeader
-		if name == "" {
-			name = DefaultObjectiveHeader
-		}
-		if objective := headerValue(h, name); objective != "" {
-			if p, ok := c.Objectives[objective]; ok {
-				key.Priority = p
-			}
+		if p, ok := c.Objectives[c.objective(h)]; ok {
+			key.Priority = p
 		}
 	}
 	return key
 }
 
-// Classify returns c.FlowKey(r.Header) and a nil error; it is a
-// [ClassifyFunc].
-func (c HeaderClassifier) Classify(r *http.Request) (flowcontrol.FlowKey, error) {
-	return c.FlowKey(r.Header), nil
+// objective returns the objective a request with headers h names, or "".
+func (c HeaderClassifier) objective(h http.Header) string {
+	name := canonicalDefaultObjective
+	if c.ObjectiveHeader != "" {
+		name = http.CanonicalHeaderKey(c.ObjectiveHeader)
+	}
+	v := headerValue(h, name)
+	if v == "" && name == canonicalDefaultObjective {
+		v = headerValue(h, canonicalDeprecatedObjective)
+	}
+	return v
+}
+
+// ClassifyHeader classifies a request with headers h: the flow key of
+// [HeaderClassifier.FlowKey] and the TTL of [TTLHeader]. It fails only for
+// a TTL header that does not hold a positive Go duration; the error names
+// the header and quotes the value.
+func (c HeaderClassifier) ClassifyHeader(h http.Header) (Classification, error) {
+	ttl, err := headerTTL(h)
+	if err != nil {
+		return Classification{}, err
+	}
+	return Classification{Key: c.FlowKey(h), TTL: ttl}, nil
+}
+
+// Classify returns c.ClassifyHeader(r.Header); it is a [ClassifyFunc].
+func (c HeaderClassifier) Classify(r *http.Request) (Classification, error) {
+	return c.ClassifyHeader(r.Header)
+}
+
+// headerTTL reads TTLHeader from h: 0 when it is absent or empty.
+func headerTTL(h http.Header) (time.Duration, error) {
+	v := strings.TrimSpace(headerValue(h, canonicalTTL))
+	if v == "" {
+		return 0, nil
+	}
+	ttl, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("flowhttp: %s %q: not a Go duration such as \"30s\" or \"500ms\"", TTLHeader, v)
+	case ttl <= 0:
+		return 0, fmt.Errorf("flowhttp: %s %q: not positive", TTLHeader, v)
+	}
+	return ttl, nil
 }
 
 // isZero reports whether c is the zero HeaderClassifier (an empty, non-nil
@@ -98,19 +182,48 @@ func (c HeaderClassifier) isZero() bool {
 	return c.PriorityHeader == "" && c.ObjectiveHeader == "" && len(c.Objectives) == 0 && c.DefaultPriority == 0
 }
 
-// headerValue returns the first value of the header name in h, matching the
-// name in any letter case: canonical keys through Get, and keys set directly
-// in the map in another form by a scan.
-func headerValue(h http.Header, name string) string {
-	if v := h.Get(name); v != "" {
-		return v
+// headerValue returns the value of the header canonical (which must be in
+// canonical form) in h, matching keys in any letter case, without
+// allocating. The canonical key wins when it has a value, even an empty
+// one; otherwise the smallest matching key in byte order that has a value.
+// It returns "" when no matching key has a value.
+func headerValue(h http.Header, canonical string) string {
+	if vs := h[canonical]; len(vs) > 0 {
+		return vs[0]
 	}
+	var best, value string
+	found := false
 	for key, vs := range h {
-		if len(vs) > 0 && len(key) == len(name) && strings.EqualFold(key, name) {
-			return vs[0]
+		if len(vs) == 0 || !asciiEqualFold(key, canonical) {
+			continue
+		}
+		if !found || key < best {
+			best, value, found = key, vs[0], true
 		}
 	}
-	return ""
+	return value
+}
+
+// asciiEqualFold reports whether a and b are equal under ASCII case folding.
+// Header names are ASCII tokens; Unicode folding (strings.EqualFold) would
+// let a non-ASCII letter such as the Kelvin sign match an ASCII one.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		ca, cb := a[i], b[i]
+		if 'A' <= ca && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if 'A' <= cb && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return false
+		}
+	}
+	return true
 }
 
 // validHeaderName reports whether name is a non-empty HTTP token (RFC 9110,

@@ -69,15 +69,22 @@ func ExampleHeaderClassifier() {
 	}
 	for _, h := range []http.Header{
 		{"X-Llm-D-Inference-Fairness-Id": {"tenant-a"}, "X-Llm-D-Priority": {"5"}},
-		{"X-Gateway-Inference-Fairness-Id": {"tenant-b"}, "X-Gateway-Inference-Objective": {"batch"}},
-		{"X-Gateway-Inference-Objective": {"chat"}},
+		{"X-Gateway-Inference-Fairness-Id": {"tenant-b"}, "X-Llm-D-Inference-Objective": {"batch"}},
+		{"X-Gateway-Inference-Objective": {"chat"}, "X-Llm-D-Inference-Ttl": {"30s"}}, // deprecated alias
+		{"X-Llm-D-Inference-Ttl": {"0s"}},
 		{},
 	} {
-		fmt.Printf("%+v\n", c.FlowKey(h))
+		class, err := c.ClassifyHeader(h)
+		if err != nil {
+			fmt.Println("400:", err)
+			continue
+		}
+		fmt.Printf("%+v\n", class)
 	}
 	// Output:
-	// {ID:tenant-a Priority:5}
-	// {ID:tenant-b Priority:-10}
-	// {ID:default-flow Priority:10}
-	// {ID:default-flow Priority:0}
+	// {Key:{ID:tenant-a Priority:5} TTL:0s}
+	// {Key:{ID:tenant-b Priority:-10} TTL:0s}
+	// {Key:{ID:default-flow Priority:10} TTL:30s}
+	// 400: flowhttp: x-llm-d-inference-ttl "0s": not positive
+	// {Key:{ID:default-flow Priority:0} TTL:0s}
 }

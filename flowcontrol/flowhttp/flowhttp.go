@@ -3,9 +3,11 @@
 // admission when the request arrives, the router's advisory headers when the
 // response headers are written.
 //
-// For each request a [Handler] classifies the request into a flow key, sizes
-// it, and waits in [flowcontrol.FlowController.EnqueueAndWait] for as long as
-// the request's context lives. A rejected request is answered at once and
+// For each request a [Handler] classifies the request (a flow key and an
+// optional TTL), reads its body to size it, and waits in
+// [flowcontrol.FlowController.EnqueueAndWait] for as long as the request's
+// context lives: a client that goes away while queued leaves the queue,
+// whatever its protocol and body framing. A rejected request is answered at once and
 // never reaches the wrapped handler. A dispatched one is served by the
 // wrapped handler, and its admission is released when that handler returns or
 // the client goes away, whichever comes first.
@@ -16,21 +18,51 @@
 //	x-llm-d-flow-band-headroom-requests   request capacity − length of the band      not admitted; band unbounded,
 //	                                      that admitted the request, read when the   unresolved or unreadable
 //	                                      response headers are written
+//	x-llm-d-flow-band-headroom            the same value, under the provisional      as above; and unless
+//	                                      name llm-d-async's AIMD gate reads         Config.EmitProvisionalHeadroom
 //	x-llm-d-flow-queue-duration-ms        whole milliseconds the request waited in   not admitted
 //	                                      EnqueueAndWait (0: no measurable wait)
 //	x-llm-d-request-dropped-reason        why flow control dropped the request:      dispatched; refused before
 //	                                      rejected-saturated, rejected-ttl-expired,  flow control (400 from the
-//	                                      rejected-context-cancelled,                classifier, 413 for a body
-//	                                      rejected-shutting-down                     too long to size)
+//	                                      rejected-context-cancelled,                classifier or a body that
+//	                                      rejected-shutting-down                     cannot be read, 413 for a
+//	                                                                                 body over MaxBodyBytes)
 //	Retry-After                           whole seconds, rounded up, after which     dispatched; no projection
 //	                                      the band should have room again            (only capacity rejections
-//	                                                                                 carry one)
+//	                                                                                 carry one); 413
 //
-// The first two headers, and the provisional name
-// x-llm-d-flow-band-headroom that dispatchers may read instead, are owned by
-// the router: every copy a backend sends, in any letter case and with any
-// number of values, is removed before the router's own values are set. A
-// backend cannot spoof them.
+// Statuses of a request that is not dispatched:
+//
+//	status                    when                                           dropped reason
+//	400 Bad Request           the classifier fails (a bad                    —
+//	                          x-llm-d-inference-ttl), or the body cannot
+//	                          be read
+//	413 Content Too Large     the body is longer than Config.MaxBodyBytes    —
+//	                          (declared or read): refused before queueing
+//	413 Content Too Large     the request's size exceeds a byte capacity,    rejected-saturated
+//	                          so it can never fit (flowcontrol.ErrTooLarge);
+//	                          no Retry-After
+//	429 Too Many Requests     the band is full                               rejected-saturated
+//	429 Too Many Requests     the queue-wait TTL expired                     rejected-ttl-expired
+//	503 Service Unavailable   the client went away while queued              rejected-context-cancelled
+//	503 Service Unavailable   the controller shut down                       rejected-shutting-down
+//
+// Every such answer has an OpenAI-shaped JSON body, which OpenAI SDKs
+// surface as the error's message, type and code:
+//
+//	{"error":{"message":"...","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}
+//
+// type is invalid_request_error (400, 413), rate_limit_exceeded (429) or
+// service_unavailable (503); code is the dropped reason, or null when flow
+// control never saw the request.
+//
+// The router owns x-llm-d-flow-band-headroom-requests,
+// x-llm-d-flow-band-headroom and x-llm-d-flow-queue-duration-ms: every copy
+// a backend sends, in any letter case and with any number of values, is
+// removed before the router's own values are set, and none passes as a
+// trailer either (declared in a Trailer header or set through
+// http.TrailerPrefix, before or after the body). A backend cannot spoof
+// them.
 //
 // The band reported is the effective one: a request for a band that is not
 // provisioned is admitted in the fallback band, and its headroom is that
@@ -62,11 +94,14 @@ import (
 const QueueDurationHeader = "x-llm-d-flow-queue-duration-ms"
 
 // DefaultMaxBodyBytes is the value of [Config.MaxBodyBytes] used when it is
-// 0: how much of a body of unknown length is read to size the request.
+// 0: the longest request body read before queueing.
 const DefaultMaxBodyBytes = 4 << 20
 
 // canonicalQueueDurationHeader is QueueDurationHeader as http.Header keys it.
 var canonicalQueueDurationHeader = http.CanonicalHeaderKey(QueueDurationHeader)
+
+// ownedHeaders are the response headers the router owns.
+var ownedHeaders = []string{headroom.HeaderName, headroom.ProvisionalHeaderName, QueueDurationHeader}
 
 // Config configures a [Handler].
 type Config struct {
@@ -76,20 +111,35 @@ type Config struct {
 	// Controller, which is what most routers want; set it to report from a
 	// different registry of the same bands.
 	Capacity capacity.Reader
-	// Classify turns each request into the flow key it asks admission
-	// under. Nil means Headers.Classify.
+	// Classify classifies each request: the flow key it asks admission
+	// under and its own TTL. Nil means Headers.Classify.
 	Classify ClassifyFunc
 	// Headers configures the default classifier. It must be left zero when
 	// Classify is set.
 	Headers HeaderClassifier
-	// MaxBodyBytes bounds how much of a request body of unknown length (no
-	// Content-Length, as with chunked encoding) is read, before queueing,
-	// to learn the request's byte size. Such a body longer than this is
-	// refused with 413 Request Entity Too Large. A declared Content-Length
-	// is taken as the size without reading. 0 means [DefaultMaxBodyBytes];
-	// a negative value never reads, and a body of unknown length then
-	// counts as 0 bytes.
+	// MaxBodyBytes bounds the request body, which is read whole before the
+	// request is queued (and replayed to the wrapped handler): its length
+	// is the request's byte size, and reading it to its end is what lets
+	// an HTTP/1 server notice a client that goes away while queued. A body
+	// longer than this, whether its Content-Length says so (it is then
+	// refused unread) or it is found while reading one of unknown length,
+	// is refused with 413 Content Too Large before flow control sees it.
+	// 0 means [DefaultMaxBodyBytes].
+	//
+	// A negative value never reads: a declared Content-Length is taken as
+	// the size, and a body of unknown length counts as 0 bytes. An HTTP/1
+	// request with a body then leaves the queue only when its TTL expires
+	// or the controller drops it, not when its client goes away: net/http
+	// notices a closed HTTP/1 connection only once the body has been read
+	// to its end, or when a write fails. HTTP/2 and bodiless requests are
+	// unaffected.
 	MaxBodyBytes int64
+	// EmitProvisionalHeadroom sets the headroom under the provisional name
+	// x-llm-d-flow-band-headroom too (headroom.ProvisionalHeaderName, which
+	// llm-d-async's AIMD gate reads), beside
+	// x-llm-d-flow-band-headroom-requests. Both names are router-owned
+	// either way.
+	EmitProvisionalHeadroom bool
 }
 
 // Handler is an http.Handler that admits each request through a flow
@@ -98,29 +148,30 @@ type Config struct {
 //
 // For each request it:
 //
-//   - classifies it ([Config.Classify]) and sizes it: Content-Length, or the
-//     body read up to [Config.MaxBodyBytes], then replayed to the wrapped
-//     handler;
+//   - classifies it ([Config.Classify]; 400 Bad Request on error), then
+//     reads its body whole, up to [Config.MaxBodyBytes] (413 Content Too
+//     Large beyond, unread when a Content-Length declares it), to size it
+//     and to replay it to the wrapped handler;
 //   - calls EnqueueAndWait with the request's context, so a client that goes
-//     away while queued leaves the queue;
-//   - on rejection, answers with the outcome's status
-//     ([flowcontrol.Outcome.HTTPStatus]: 429 or 503), the
-//     x-llm-d-request-dropped-reason header, Retry-After when the
-//     controller projects one, and a short JSON body; the wrapped handler
-//     is not called;
+//     away while queued leaves the queue at once, whatever the protocol and
+//     the body's framing (Content-Length, chunked, none; HTTP/1 or
+//     HTTP/2): it is counted cancelled and never reaches the wrapped
+//     handler;
+//   - on rejection, answers with [RejectionFor]'s status (429, 503, or 413
+//     for a request that can never fit), the x-llm-d-request-dropped-reason
+//     header, Retry-After when the controller projects one, and an
+//     OpenAI-shaped JSON body; the wrapped handler is not called;
 //   - on dispatch, records the effective band in the request context
 //     ([headroom.WithAdmittedBand]) and calls the wrapped handler with a
 //     [headroom.HeaderWriter] that, when the response headers are written,
 //     strips every backend copy of the router-owned headers and sets the
-//     headroom of the effective band (read then) and the queue duration.
+//     headroom of the effective band (read then) and the queue duration,
+//     and keeps the router-owned names out of the trailers.
 //     http.Flusher and http.ResponseController work through it, so streamed
 //     responses flush as the wrapped handler flushes;
 //   - releases the admission exactly once: when the wrapped handler returns
 //     (after the whole body, streamed or not, was written), or when the
 //     request's context ends (the client went away), whichever is first.
-//     An HTTP/1 server notices a client that went away once the request
-//     body has been read to its end (a reverse proxy reads it all) or when
-//     a write fails.
 //
 // A handler that hijacks the connection writes its response headers itself,
 // past the wrapper: httputil.ReverseProxy does so for protocol upgrades
@@ -132,6 +183,7 @@ type Handler struct {
 	capacity   capacity.Reader
 	classify   ClassifyFunc
 	maxBody    int64
+	stampOpts  []headroom.Option
 	next       http.Handler
 }
 
@@ -158,6 +210,9 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodyBytes
+	}
+	if cfg.EmitProvisionalHeadroom {
+		h.stampOpts = []headroom.Option{headroom.EmitProvisional}
 	}
 	if h.classify != nil {
 		if !cfg.Headers.isZero() {
@@ -186,26 +241,26 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 // handler; see [Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
-	key, err := h.classify(r)
+	class, err := h.classify(r)
 	if err != nil {
-		msg := "flowhttp: classifying the request: " + err.Error()
-		Rejection{Status: http.StatusBadRequest, Body: errorJSON(http.StatusBadRequest, "", msg)}.write(w)
+		refuse(w, http.StatusBadRequest, "flowhttp: classifying the request: "+err.Error())
 		return
 	}
-	size, replay, status, err := h.sizeBody(r)
+	size, replay, status, err := h.readBody(r)
 	if err != nil {
-		Rejection{Status: status, Body: errorJSON(status, "", err.Error())}.write(w)
+		refuse(w, status, err.Error())
 		return
 	}
 
 	adm, err := h.controller.EnqueueAndWait(r.Context(), flowcontrol.Request{
-		Key:          key,
+		Key:          class.Key,
 		ByteSize:     size,
 		ReceivedTime: received,
 		Header:       r.Header,
+		TTL:          class.TTL,
 	})
 	if err != nil {
-		reject(w, err)
+		RejectionFor(err).write(w)
 		return
 	}
 
@@ -225,9 +280,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	queueMillis := strconv.FormatInt(int64(adm.QueueTime()/time.Millisecond), 10)
 	hw := headroom.NewHeaderWriter(w, func(hdr http.Header) {
 		headroom.Strip(hdr, QueueDurationHeader)
-		headroom.Stamp(hdr, h.capacity, band) // strips the headroom names, then samples the band now
+		headroom.Stamp(hdr, h.capacity, band, h.stampOpts...) // strips the headroom names, then samples the band now
 		hdr[canonicalQueueDurationHeader] = []string{queueMillis}
-	})
+	}, ownedHeaders...)
 	// WithContext copies r, so the replayed body does not change the
 	// caller's request.
 	admitted := r.WithContext(headroom.WithAdmittedBand(r.Context(), effective))
@@ -236,20 +291,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.next.ServeHTTP(hw, admitted)
 	// A handler that wrote nothing leaves net/http to send the header map
-	// as it is; stamp it now.
+	// as it is; stamp it now. Trailers set after the body are stripped
+	// here too, before net/http sends them.
 	hw.Finish()
 }
 
-// sizeBody returns the byte size of r's body. A body of unknown length is
-// read, up to the limit, and returned as replay, which serves the same bytes
-// to the wrapped handler; replay is nil when the body was not read. On
-// failure it returns the status to answer with.
-func (h *Handler) sizeBody(r *http.Request) (size int64, replay io.ReadCloser, status int, err error) {
+// readBody reads r's body whole, up to the limit, and returns its length
+// and replay, which serves the same bytes to the wrapped handler; replay is
+// nil when the body was not read (none, or a negative limit). On failure it
+// returns the status to answer with.
+//
+// Reading to the end is what makes an HTTP/1 server watch the connection
+// while the request waits in the queue: net/http starts its background read,
+// which notices a client that goes away and cancels the request's context,
+// only once the body has hit EOF.
+func (h *Handler) readBody(r *http.Request) (size int64, replay io.ReadCloser, status int, err error) {
 	switch {
-	case r.ContentLength >= 0:
-		return r.ContentLength, nil, 0, nil
-	case r.Body == nil || r.Body == http.NoBody || h.maxBody < 0:
-		return 0, nil, 0, nil
+	case r.Body == nil || r.Body == http.NoBody:
+		return max(r.ContentLength, 0), nil, 0, nil
+	case h.maxBody < 0:
+		return max(r.ContentLength, 0), nil, 0, nil
+	case r.ContentLength > h.maxBody:
+		return 0, nil, http.StatusRequestEntityTooLarge,
+			fmt.Errorf("flowhttp: request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.maxBody)
 	}
 	// Read one byte past the limit to tell a body at the limit from a
 	// longer one; at math.MaxInt64 that byte would overflow the count (and
@@ -264,12 +328,12 @@ func (h *Handler) sizeBody(r *http.Request) (size int64, replay io.ReadCloser, s
 	}
 	if int64(len(buf)) > h.maxBody {
 		return 0, nil, http.StatusRequestEntityTooLarge,
-			fmt.Errorf("flowhttp: request body of unknown length exceeds %d bytes", h.maxBody)
+			fmt.Errorf("flowhttp: request body exceeds the limit of %d bytes", h.maxBody)
 	}
 	return int64(len(buf)), replayBody{Reader: bytes.NewReader(buf), Closer: r.Body}, 0, nil
 }
 
-// replayBody serves a body that was read to size it, and closes the
+// replayBody serves a body that was read before queueing, and closes the
 // original.
 type replayBody struct {
 	io.Reader
@@ -281,22 +345,33 @@ type replayBody struct {
 // proxy that speaks another protocol (an Envoy ext_proc ImmediateResponse)
 // can send exactly the same status, headers and body.
 type Rejection struct {
-	// Status is the HTTP status: the outcome's (429 or 503), or 503 for an
-	// error that is not a *flowcontrol.RejectionError.
+	// Status is the HTTP status: the outcome's (429 or 503), 413 for a
+	// request that can never fit ([flowcontrol.ErrTooLarge]), or 503 for
+	// an error that is not a *flowcontrol.RejectionError.
 	Status int
 	// DroppedReason is the x-llm-d-request-dropped-reason value; empty when
 	// the error carries none.
 	DroppedReason string
 	// RetryAfter is the Retry-After value, whole seconds rounded up; empty
-	// unless the controller projected one (capacity rejections only).
+	// unless the controller projected one (capacity rejections of requests
+	// that can fit only).
 	RetryAfter string
-	// Body is a short JSON body:
-	// {"error":{"status":429,"reason":"rejected-saturated","message":"..."}}.
+	// Body is the OpenAI-shaped JSON error, with a final newline:
+	// {"error":{"message":"...","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}.
+	// message is the error's text; type follows the status (see the
+	// package documentation); code is the dropped reason, null without
+	// one.
 	Body []byte
 }
 
 // RejectionFor returns the answer to a request whose EnqueueAndWait failed
 // with err.
+//
+// The status is the outcome's ([flowcontrol.Outcome.HTTPStatus]), except
+// that a capacity rejection wrapping [flowcontrol.ErrTooLarge] (the
+// request's size exceeds a byte capacity, so it can never fit) is answered
+// 413 Content Too Large, with dropped reason rejected-saturated and no
+// Retry-After: retrying the same request cannot help.
 func RejectionFor(err error) Rejection {
 	r := Rejection{Status: http.StatusServiceUnavailable}
 	var rej *flowcontrol.RejectionError
@@ -309,27 +384,55 @@ func RejectionFor(err error) Rejection {
 			r.RetryAfter = strconv.FormatInt(int64((rej.RetryAfter+time.Second-1)/time.Second), 10)
 		}
 	}
+	if errors.Is(err, flowcontrol.ErrTooLarge) {
+		r.Status = http.StatusRequestEntityTooLarge
+		r.DroppedReason = flowcontrol.OutcomeRejectedCapacity.DroppedReason()
+		r.RetryAfter = ""
+	}
 	r.Body = errorJSON(r.Status, r.DroppedReason, err.Error())
 	return r
 }
 
-// errorBody is the JSON body of a response the Handler writes itself.
+// errorBody is the JSON body of a response the Handler writes itself: the
+// error object of the OpenAI API, whose SDKs read message, type, param and
+// code.
 type errorBody struct {
 	Error struct {
-		Status  int    `json:"status"`
-		Reason  string `json:"reason,omitempty"`
-		Message string `json:"message"`
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"` // always null: no single parameter is at fault
+		Code    *string `json:"code"`
 	} `json:"error"`
 }
 
-// errorJSON encodes an errorBody, with a final newline.
-func errorJSON(status int, reason, message string) []byte {
+// errorType returns the OpenAI error type for a status.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_exceeded"
+	case status >= 500:
+		return "service_unavailable"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// errorJSON encodes an errorBody, with a final newline; code is null when
+// empty.
+func errorJSON(status int, code, message string) []byte {
 	var body errorBody
-	body.Error.Status = status
-	body.Error.Reason = reason
 	body.Error.Message = message
-	js, _ := json.Marshal(body) // cannot fail: strings and an int
+	body.Error.Type = errorType(status)
+	if code != "" {
+		body.Error.Code = &code
+	}
+	js, _ := json.Marshal(body) // cannot fail: strings and nulls
 	return append(js, '\n')
+}
+
+// refuse answers a request that flow control never saw.
+func refuse(w http.ResponseWriter, status int, message string) {
+	Rejection{Status: status, Body: errorJSON(status, "", message)}.write(w)
 }
 
 // write sends r as the response.
@@ -347,6 +450,3 @@ func (r Rejection) write(w http.ResponseWriter) {
 	w.WriteHeader(r.Status)
 	_, _ = w.Write(r.Body)
 }
-
-// reject answers a request that EnqueueAndWait did not dispatch.
-func reject(w http.ResponseWriter, err error) { RejectionFor(err).write(w) }

@@ -19,7 +19,7 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}
 
 func TestNewConfigErrors(t *testing.T) {
 	fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
-	classify := func(*http.Request) (flowcontrol.FlowKey, error) { return flowcontrol.FlowKey{}, nil }
+	classify := func(*http.Request) (flowhttp.Classification, error) { return flowhttp.Classification{}, nil }
 	cases := []struct {
 		name string
 		cfg  flowhttp.Config
@@ -92,7 +92,7 @@ func TestHeaderClassifier(t *testing.T) {
 		}
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.Header = tc.header
-		if got, err := c.Classify(r); got != tc.want || err != nil {
+		if got, err := c.Classify(r); got != (flowhttp.Classification{Key: tc.want}) || err != nil {
 			t.Errorf("%s: Classify %+v, %v", tc.name, got, err)
 		}
 	}
@@ -109,11 +109,11 @@ func TestCustomClassifier(t *testing.T) {
 		Bands:    []flowcontrol.BandConfig{band(0, 10), band(2, 5)},
 		Observer: func(ev flowcontrol.Event) { events = append(events, ev) },
 	})
-	h, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: func(r *http.Request) (flowcontrol.FlowKey, error) {
+	h, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: func(r *http.Request) (flowhttp.Classification, error) {
 		if r.URL.Path == "/bad" {
-			return flowcontrol.FlowKey{}, errors.New("no tenant")
+			return flowhttp.Classification{}, errors.New("no tenant")
 		}
-		return flowcontrol.FlowKey{ID: "path" + r.URL.Path, Priority: 2}, nil
+		return flowhttp.Classification{Key: flowcontrol.FlowKey{ID: "path" + r.URL.Path, Priority: 2}}, nil
 	}}, okHandler)
 	if err != nil {
 		t.Fatal(err)

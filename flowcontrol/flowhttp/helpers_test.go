@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -183,22 +184,58 @@ func send(t testing.TB, client *http.Client, url string, priority int, headers .
 	return resp, string(body)
 }
 
-// errorJSON is the rejection body the Handler writes.
+// errorJSON is the rejection body the Handler writes: the OpenAI error
+// object, as OpenAI SDKs decode it.
 type errorJSON struct {
 	Error struct {
-		Status  int    `json:"status"`
-		Reason  string `json:"reason"`
-		Message string `json:"message"`
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
 	} `json:"error"`
 }
 
+// decodeError decodes a rejection body strictly: exactly the four fields
+// of the OpenAI error object, all present, param null.
 func decodeError(t testing.TB, body string) errorJSON {
 	t.Helper()
+	var raw map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &raw); err != nil || len(raw) != 1 {
+		t.Fatalf("rejection body %q is not {\"error\":{...}}: %v", body, err)
+	}
+	fields := make([]string, 0, 4)
+	for k := range raw["error"] {
+		fields = append(fields, k)
+	}
+	slices.Sort(fields)
+	if want := []string{"code", "message", "param", "type"}; !slices.Equal(fields, want) {
+		t.Fatalf("rejection body %q has error fields %q, want %q", body, fields, want)
+	}
 	var e errorJSON
 	if err := json.Unmarshal([]byte(body), &e); err != nil {
 		t.Fatalf("rejection body %q is not the JSON error: %v", body, err)
 	}
+	if e.Error.Param != nil || e.Error.Message == "" || e.Error.Type == "" {
+		t.Fatalf("rejection body %q: want a message, a type and a null param", body)
+	}
 	return e
+}
+
+// wantType is the OpenAI error type of each status the Handler answers
+// with.
+var wantType = map[int]string{
+	http.StatusBadRequest:            "invalid_request_error",
+	http.StatusRequestEntityTooLarge: "invalid_request_error",
+	http.StatusTooManyRequests:       "rate_limit_exceeded",
+	http.StatusServiceUnavailable:    "service_unavailable",
+}
+
+// code returns the error body's code, or "" when it is null.
+func (e errorJSON) code() string {
+	if e.Error.Code == nil {
+		return ""
+	}
+	return *e.Error.Code
 }
 
 // routerHeaders returns every value the client received for the

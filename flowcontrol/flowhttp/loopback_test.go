@@ -136,8 +136,8 @@ func TestRejectionsOverHTTP(t *testing.T) {
 			t.Errorf("rejection carries %v, want no router-owned headers", got)
 		}
 		e := decodeError(t, body)
-		if e.Error.Status != status || e.Error.Reason != reason || e.Error.Message == "" {
-			t.Errorf("body %+v, want status %d, reason %q and a message", e.Error, status, reason)
+		if e.code() != reason || e.Error.Type != wantType[status] {
+			t.Errorf("body %s, want code %q and type %q", body, reason, wantType[status])
 		}
 		if n := calls.Load(); n != 0 {
 			t.Errorf("backend called %d times, want 0", n)
@@ -386,11 +386,16 @@ func TestReleaseOnceWhenClientDisconnectsMidStream(t *testing.T) {
 	}
 }
 
-// TestBodySizing: the byte size booked for a request is its Content-Length,
-// or the length of a body of unknown length read up to the limit; the
-// backend always gets the whole body.
+// TestBodySizing: the byte size booked for a request is the length of its
+// body, read before queueing up to the limit, whatever its framing; the
+// backend always gets the whole body. A body over the limit is refused with
+// 413 before flow control sees it (no dropped reason); a body that fits the
+// limit but exceeds a byte capacity can never fit and is refused with 413
+// rejected-saturated, without Retry-After.
 func TestBodySizing(t *testing.T) {
+	var calls atomic.Int64
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
 		io.Copy(w, r.Body)
 	})
 	body := strings.Repeat("x", 100)
@@ -400,20 +405,27 @@ func TestBodySizing(t *testing.T) {
 		chunked  bool
 		byteCap  int64
 		status   int
+		reason   string // dropped reason of a refusal
 		wantEcho bool
 	}{
-		{"content-length fits", 0, false, 100, http.StatusOK, true},
-		{"content-length over the byte capacity", 0, false, 99, http.StatusTooManyRequests, false},
-		{"chunked fits", 0, true, 100, http.StatusOK, true},
-		{"chunked over the byte capacity", 0, true, 99, http.StatusTooManyRequests, false},
-		{"chunked at the read limit", 100, true, 100, http.StatusOK, true},
-		{"chunked over the read limit", 99, true, 1000, http.StatusRequestEntityTooLarge, false},
-		{"chunked, never read: counts 0", -1, true, 0, http.StatusOK, true},
-		{"chunked, limit math.MaxInt64", math.MaxInt64, true, 100, http.StatusOK, true},
-		{"chunked, limit math.MaxInt64, over the byte capacity", math.MaxInt64, true, 99, http.StatusTooManyRequests, false},
+		{"content-length fits", 0, false, 100, http.StatusOK, "", true},
+		{"content-length over the byte capacity", 0, false, 99, http.StatusRequestEntityTooLarge, "rejected-saturated", false},
+		{"content-length at the read limit", 100, false, 100, http.StatusOK, "", true},
+		{"content-length over the read limit", 99, false, 1000, http.StatusRequestEntityTooLarge, "", false},
+		{"content-length, never read", -1, false, 100, http.StatusOK, "", true},
+		{"content-length, never read, over the byte capacity", -1, false, 99, http.StatusRequestEntityTooLarge, "rejected-saturated", false},
+		{"chunked fits", 0, true, 100, http.StatusOK, "", true},
+		{"chunked over the byte capacity", 0, true, 99, http.StatusRequestEntityTooLarge, "rejected-saturated", false},
+		{"chunked at the read limit", 100, true, 100, http.StatusOK, "", true},
+		{"chunked over the read limit", 99, true, 1000, http.StatusRequestEntityTooLarge, "", false},
+		{"chunked, never read: counts 0", -1, true, 0, http.StatusOK, "", true},
+		{"chunked, limit math.MaxInt64", math.MaxInt64, true, 100, http.StatusOK, "", true},
+		{"chunked, limit math.MaxInt64, over the byte capacity", math.MaxInt64, true, 99, http.StatusRequestEntityTooLarge, "rejected-saturated", false},
+		{"content-length, limit math.MaxInt64", math.MaxInt64, false, 100, http.StatusOK, "", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			calls.Store(0)
 			fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{
 				{Priority: 0, ByteCapacity: capacity.Bounded(c.byteCap)},
 			}})
@@ -439,9 +451,81 @@ func TestBodySizing(t *testing.T) {
 			if c.wantEcho && string(got) != body {
 				t.Errorf("backend got %d bytes, want the whole %d-byte body", len(got), len(body))
 			}
-			if !c.wantEcho {
-				decodeError(t, string(got))
+			if c.wantEcho {
+				return
+			}
+			if n := calls.Load(); n != 0 {
+				t.Errorf("backend called %d times for a refused request", n)
+			}
+			e := decodeError(t, string(got))
+			if e.code() != c.reason || e.Error.Type != "invalid_request_error" {
+				t.Errorf("body %s, want code %q and type invalid_request_error", got, c.reason)
+			}
+			if r := resp.Header.Get(flowcontrol.DroppedReasonHeader); r != c.reason {
+				t.Errorf("dropped reason %q, want %q", r, c.reason)
+			}
+			if ra := resp.Header.Values("Retry-After"); ra != nil {
+				t.Errorf("Retry-After %q on a request that can never fit", ra)
 			}
 		})
 	}
+}
+
+// TestDeclaredBodyOverTheLimitIsNotRead: a Content-Length above
+// MaxBodyBytes is refused from the header alone, before any of the body is
+// read: a client that waits for 100 Continue gets the 413 instead.
+func TestDeclaredBodyOverTheLimitIsNotRead(t *testing.T) {
+	var events atomic.Int64
+	fc := newController(t, flowcontrol.Config{
+		Bands:    []flowcontrol.BandConfig{band(0, 10)},
+		Observer: func(flowcontrol.Event) { events.Add(1) },
+	})
+	h, err := flowhttp.New(flowhttp.Config{Controller: fc, MaxBodyBytes: 10}, okHandler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := loopbackServer(t, h)
+	tr := &http.Transport{ExpectContinueTimeout: watchdog}
+	t.Cleanup(tr.CloseIdleConnections)
+	sent := make(chan struct{}, 1)
+	req, _ := http.NewRequest(http.MethodPost, url, &notifyingReader{Reader: strings.NewReader(strings.Repeat("x", 11)), read: sent})
+	req.ContentLength = 11
+	req.Header.Set("Expect", "100-continue")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d (%s), want 413", resp.StatusCode, got)
+	}
+	if e := decodeError(t, string(got)); e.code() != "" || !strings.Contains(e.Error.Message, "11 bytes") {
+		t.Errorf("body %s, want a null code and the declared length", got)
+	}
+	if r := resp.Header.Get(flowcontrol.DroppedReasonHeader); r != "" {
+		t.Errorf("dropped reason %q for a request flow control never saw", r)
+	}
+	select {
+	case <-sent:
+		t.Error("the client sent the body: the server asked for it")
+	default:
+	}
+	if n := events.Load(); n != 0 {
+		t.Errorf("%d flow-control outcomes, want none", n)
+	}
+}
+
+// notifyingReader reports its first Read on read.
+type notifyingReader struct {
+	io.Reader
+	read chan<- struct{}
+}
+
+func (r *notifyingReader) Read(p []byte) (int, error) {
+	select {
+	case r.read <- struct{}{}:
+	default:
+	}
+	return r.Reader.Read(p)
 }

@@ -3,10 +3,13 @@ package flowhttp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -25,41 +28,113 @@ func TestRejectRetryAfterWholeSecondsRoundedUp(t *testing.T) {
 	}
 	for _, c := range cases {
 		rec := httptest.NewRecorder()
-		reject(rec, &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: c.retryAfter})
-		got := rec.Result().Header.Values("Retry-After")
-		if len(got) != len(c.want) || (len(got) == 1 && got[0] != c.want[0]) {
-			t.Errorf("RetryAfter %v: Retry-After %q, want %q", c.retryAfter, got, c.want)
+		RejectionFor(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: c.retryAfter}).write(rec)
+		if diff := cmp.Diff(c.want, rec.Result().Header.Values("Retry-After")); diff != "" {
+			t.Errorf("RetryAfter %v: Retry-After (-want +got):\n%s", c.retryAfter, diff)
 		}
 	}
 }
 
-func TestRejectStatusReasonAndBodyPerOutcome(t *testing.T) {
-	for _, o := range []flowcontrol.Outcome{
-		flowcontrol.OutcomeRejectedCapacity, flowcontrol.OutcomeExpired,
-		flowcontrol.OutcomeCancelled, flowcontrol.OutcomeRejectedShutdown,
-	} {
-		rec := httptest.NewRecorder()
-		rej := &flowcontrol.RejectionError{Outcome: o}
-		reject(rec, rej)
-		res := rec.Result()
-		if res.StatusCode != o.HTTPStatus() {
-			t.Errorf("%v: status %d, want %d", o, res.StatusCode, o.HTTPStatus())
-		}
-		if got := res.Header.Get(flowcontrol.DroppedReasonHeader); got != o.DroppedReason() {
-			t.Errorf("%v: reason %q, want %q", o, got, o.DroppedReason())
-		}
-		var body errorBody
-		if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
-			t.Fatalf("%v: body: %v", o, err)
-		}
-		if body.Error.Status != o.HTTPStatus() || body.Error.Reason != o.DroppedReason() || body.Error.Message != rej.Error() {
-			t.Errorf("%v: body %+v", o, body.Error)
-		}
+// wantBody is the OpenAI error body for a status, code and message.
+func wantBody(typ, code, message string) errorBody {
+	var b errorBody
+	b.Error.Message, b.Error.Type = message, typ
+	if code != "" {
+		b.Error.Code = &code
 	}
-	// An error that is not a RejectionError still fails safe: 503, no reason.
-	rec := httptest.NewRecorder()
-	reject(rec, errors.New("boom"))
-	if res := rec.Result(); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get(flowcontrol.DroppedReasonHeader) != "" {
-		t.Errorf("unknown error: %d %q, want 503 and no reason", res.StatusCode, res.Header.Get(flowcontrol.DroppedReasonHeader))
+	return b
+}
+
+func TestRejectionForEveryOutcome(t *testing.T) {
+	capacityErr := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: 3 * time.Second}
+	// ErrTooLarge rides beside the RejectionError; the controller may also
+	// report a RetryAfter, which waiting cannot honour.
+	tooLarge := fmt.Errorf("%w: %w", capacityErr, flowcontrol.ErrTooLarge)
+	cases := []struct {
+		name string
+		err  error
+		want Rejection // Body is the decoded body's expected value below
+		body errorBody
+	}{
+		{"saturated", capacityErr,
+			Rejection{Status: 429, DroppedReason: "rejected-saturated", RetryAfter: "3"},
+			wantBody("rate_limit_exceeded", "rejected-saturated", capacityErr.Error())},
+		{"too large", tooLarge,
+			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
+			wantBody("invalid_request_error", "rejected-saturated", tooLarge.Error())},
+		{"too large, bare sentinel", flowcontrol.ErrTooLarge,
+			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
+			wantBody("invalid_request_error", "rejected-saturated", flowcontrol.ErrTooLarge.Error())},
+		{"expired", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeExpired},
+			Rejection{Status: 429, DroppedReason: "rejected-ttl-expired"},
+			wantBody("rate_limit_exceeded", "rejected-ttl-expired", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeExpired}).Error())},
+		{"cancelled", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeCancelled},
+			Rejection{Status: 503, DroppedReason: "rejected-context-cancelled"},
+			wantBody("service_unavailable", "rejected-context-cancelled", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeCancelled}).Error())},
+		{"shutting down", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShutdown},
+			Rejection{Status: 503, DroppedReason: "rejected-shutting-down"},
+			wantBody("service_unavailable", "rejected-shutting-down", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShutdown}).Error())},
+		// An error that is not a RejectionError still fails safe.
+		{"unknown error", errors.New("boom"),
+			Rejection{Status: 503},
+			wantBody("service_unavailable", "", "boom")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := RejectionFor(c.err)
+			var body errorBody
+			if err := json.Unmarshal(got.Body, &body); err != nil {
+				t.Fatalf("body %q: %v", got.Body, err)
+			}
+			got.Body = nil
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("RejectionFor (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(c.body, body); diff != "" {
+				t.Errorf("body (-want +got):\n%s", diff)
+			}
+
+			rec := httptest.NewRecorder()
+			RejectionFor(c.err).write(rec)
+			res := rec.Result()
+			if res.StatusCode != c.want.Status {
+				t.Errorf("written status %d, want %d", res.StatusCode, c.want.Status)
+			}
+			wantHeader := http.Header{
+				"Content-Type":           {"application/json"},
+				"X-Content-Type-Options": {"nosniff"},
+				"Content-Length":         {fmt.Sprint(rec.Body.Len())},
+			}
+			if c.want.DroppedReason != "" {
+				wantHeader.Set(flowcontrol.DroppedReasonHeader, c.want.DroppedReason)
+			}
+			if c.want.RetryAfter != "" {
+				wantHeader.Set("Retry-After", c.want.RetryAfter)
+			}
+			if diff := cmp.Diff(wantHeader, res.Header); diff != "" {
+				t.Errorf("written header (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestErrorBodyIsOpenAIShaped pins the exact bytes: all four fields of the
+// OpenAI error object, param and a missing code as null.
+func TestErrorBodyIsOpenAIShaped(t *testing.T) {
+	cases := []struct {
+		status  int
+		code    string
+		message string
+		want    string
+	}{
+		{429, "rejected-saturated", "full", `{"error":{"message":"full","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}` + "\n"},
+		{503, "", "boom", `{"error":{"message":"boom","type":"service_unavailable","param":null,"code":null}}` + "\n"},
+		{400, "", "bad", `{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":null}}` + "\n"},
+		{413, "rejected-saturated", "big", `{"error":{"message":"big","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}` + "\n"},
+	}
+	for _, c := range cases {
+		if got := string(errorJSON(c.status, c.code, c.message)); got != c.want {
+			t.Errorf("errorJSON(%d, %q, %q) = %s, want %s", c.status, c.code, c.message, got, c.want)
+		}
 	}
 }

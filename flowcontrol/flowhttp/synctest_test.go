@@ -194,9 +194,12 @@ func TestQueueDurationHeader(t *testing.T) {
 	})
 }
 
-// TestRetryAfterOverHTTP: once the band has a measured dispatch rate, a
-// capacity rejection carries Retry-After in whole seconds: 10 requests wait
-// in a band that dispatched 4 per second, so 2.5 s, rounded up to 3.
+// TestRetryAfterOverHTTP: once the band has a measured drain rate, a
+// capacity rejection carries Retry-After in whole seconds, rounded up.
+// Eight requests drain from the band's queue at 4 per second of busy time;
+// then, with the band full, refused requests are told to come back one
+// drain interval (250 ms) after the one before: 1 s for the first four,
+// 2 s for the next.
 func TestRetryAfterOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
@@ -208,9 +211,18 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 		client, stop := memGateway(t, fc, backend)
 		defer stop()
 
-		// Eight requests one after the other: 4 per second for 2 s.
+		// Warm-up: eight requests queue behind a held one and leave the
+		// queue one per 250 ms once it is released.
+		warmHeld := goSend(t.Context(), client, 0, holdHeader, "1")
+		<-backend.working
+		var warm []<-chan result
 		for range 8 {
-			if res := <-goSend(t.Context(), client, 0); res.status != http.StatusOK {
+			warm = append(warm, goSend(t.Context(), client, 0))
+		}
+		synctest.Wait()
+		backend.respond <- struct{}{} // releases the held one alone
+		for _, ch := range append(warm, warmHeld) {
+			if res := <-ch; res.status != http.StatusOK {
 				t.Fatalf("warm-up: status %d, %v", res.status, res.err)
 			}
 		}
@@ -225,15 +237,22 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 			t.Fatalf("band length %d, want 10 (full)", n)
 		}
 
-		res := <-goSend(t.Context(), client, 0)
-		if res.status != http.StatusTooManyRequests || res.header.Get(flowcontrol.DroppedReasonHeader) != "rejected-saturated" {
-			t.Fatalf("rejection: %d %q, want 429 rejected-saturated", res.status, res.header.Get(flowcontrol.DroppedReasonHeader))
+		// The controller spreads the refused requests over the time the band
+		// needs to make room: one drain interval (250 ms) apart, each
+		// rounded up to whole seconds.
+		var retryAfter []string
+		for range 6 {
+			res := <-goSend(t.Context(), client, 0)
+			if res.status != http.StatusTooManyRequests || res.header.Get(flowcontrol.DroppedReasonHeader) != "rejected-saturated" {
+				t.Fatalf("rejection: %d %q, want 429 rejected-saturated", res.status, res.header.Get(flowcontrol.DroppedReasonHeader))
+			}
+			if e := decodeError(t, res.body); e.code() != "rejected-saturated" || e.Error.Type != "rate_limit_exceeded" {
+				t.Errorf("body %+v", e)
+			}
+			retryAfter = append(retryAfter, res.header.Values("Retry-After")...)
 		}
-		if got := res.header.Values("Retry-After"); !slices.Equal(got, []string{"3"}) {
-			t.Errorf("Retry-After %q, want [3]", got)
-		}
-		if e := decodeError(t, res.body); e.Error.Reason != "rejected-saturated" {
-			t.Errorf("body %+v", e)
+		if want := []string{"1", "1", "1", "1", "2", "2"}; !slices.Equal(retryAfter, want) {
+			t.Errorf("Retry-After %q, want %q", retryAfter, want)
 		}
 
 		close(backend.respond)
