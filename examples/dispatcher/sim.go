@@ -1,17 +1,17 @@
 package main
 
 import (
-	"container/heap"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/dispatcher/window"
+	"github.com/sluicegate/sluice/examples/internal/sim"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/headroom"
 )
 
 // SimConfig describes one band of a router, the other tenants that share it
@@ -23,9 +23,10 @@ type SimConfig struct {
 
 	// The band: Servers requests run at once (the router's gate), each for a
 	// log-normal service time of mean MeanService; up to QueueCapacity more
-	// wait in the band's FIFO queue. An arrival that finds the queue full is
-	// rejected as rejected-saturated, with a Retry-After when RetryAfter is
-	// set (see retryAfter).
+	// wait in the band's FIFO queue. The band is the real FlowController's,
+	// on the simulation's virtual clock: an arrival that finds the queue
+	// full is rejected as rejected-saturated, with the controller's
+	// Retry-After when RetryAfter is set.
 	Servers       int
 	MeanService   time.Duration
 	ServiceSigma  float64
@@ -121,10 +122,9 @@ func Simulate(cfg SimConfig) ([]Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	others := otherTraffic(cfg)
 	var results []Result
 	for _, d := range []Dispatcher{Fixed, AIMD, AIMDHeadroom} {
-		r, err := simulateOne(cfg, d, others)
+		r, err := simulateOne(cfg, d)
 		if err != nil {
 			return nil, err
 		}
@@ -193,140 +193,55 @@ func PrintTable(out io.Writer, results []Result) {
 	tw.Flush()
 }
 
-// simRequest is one request in the band.
-type simRequest struct {
-	ours      bool
-	job       int // ours: backlog job number
-	ticket    window.Ticket
-	arrived   time.Duration // at the router
-	service   time.Duration
-	queueTime time.Duration // from arrival to the start of service
-}
+// The service model: a request's service time is log-normal with mean
+// MeanService, drawn as a count of output tokens at this cost each.
+const perOutputToken = time.Millisecond
 
-type eventKind int
-
+// The tenants of the scenario, by index.
 const (
-	evOtherArrive eventKind = iota // an other tenant's request reaches the router
-	evOurArrive                    // a dispatcher request reaches the router
-	evServiceDone                  // a request finishes; the response headers are written
-	evOurResponse                  // a response reaches the dispatcher
-	evReopen                       // a Retry-After closure ends
+	othersTenant = iota
+	batchTenant
 )
 
-type event struct {
-	at   time.Duration
-	seq  uint64 // ties go in scheduling order, so runs are deterministic
-	kind eventKind
-	req  simRequest
-	fb   window.Feedback
-}
-
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+// scenario is the simulation of one band: the pool's slots are the band's
+// gate, the band's request capacity its queue; the other tenants arrive
+// open-loop in quiet and busy phases, and the dispatcher (tenant "batch")
+// is driven by a window (see dispatcher).
+func (cfg SimConfig) scenario() sim.Config {
+	output := sim.Tokens{Mean: float64(cfg.MeanService) / float64(perOutputToken), Sigma: cfg.ServiceSigma}
+	sc := sim.Config{
+		Seed:     cfg.Seed,
+		Duration: cfg.Duration,
+		Horizon:  cfg.Duration,
+		Controller: flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{
+				{Priority: 0, RequestCapacity: capacity.Bounded(int64(cfg.QueueCapacity))},
+			},
+			// A full band rejects: the table measures what the headroom
+			// signal saves a dispatcher in rejections. With fair admission
+			// the dispatcher's requests would displace the other tenants'
+			// instead; that trade is the fairness simulation's to show.
+			NoDisplacement: true,
+		},
+		Pool: sim.PoolConfig{Servers: 1, Slots: cfg.Servers, PerOutputToken: perOutputToken},
+		Tenants: []sim.Tenant{
+			othersTenant: {
+				Name:         "others",
+				OutputTokens: output,
+				Phases:       []sim.Phase{{Rate: cfg.QuietRate, For: cfg.MeanPhase}, {Rate: cfg.BusyRate, For: cfg.MeanPhase}},
+				RandomPhases: true,
+			},
+			batchTenant: {Name: "batch", OutputTokens: output},
+		},
 	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
-// serviceTimes draws log-normal service times of the configured mean.
-type serviceTimes struct {
-	rng   *rand.Rand
-	mu    float64
-	sigma float64
-}
-
-func newServiceTimes(cfg SimConfig, stream uint64) serviceTimes {
-	sigma := cfg.ServiceSigma
-	return serviceTimes{
-		rng:   rand.New(rand.NewPCG(cfg.Seed, stream)),
-		mu:    math.Log(float64(cfg.MeanService)) - float64(sigma*sigma)/2,
-		sigma: sigma,
+	if !cfg.RetryAfter {
+		sc.RetryAfter = func(*sim.Sim, *flowcontrol.RejectionError) time.Duration { return 0 }
 	}
+	return sc
 }
 
-// next draws a service time, rounded to the microsecond. The explicit
-// conversion keeps the compiler from fusing the multiply-add, and the
-// rounding absorbs the last-bit differences of math.Exp between platforms,
-// so a seed prints the same table everywhere.
-func (s serviceTimes) next() time.Duration {
-	d := time.Duration(math.Exp(s.mu + float64(s.sigma*s.rng.NormFloat64())))
-	return d.Round(time.Microsecond)
-}
-
-// exponential draws an exponential duration of the given rate (per second),
-// rounded to the microsecond.
-func exponential(rng *rand.Rand, rate float64) time.Duration {
-	return time.Duration(rng.ExpFloat64() / rate * float64(time.Second)).Round(time.Microsecond)
-}
-
-// otherTraffic draws the other tenants' requests for the whole run, once, so
-// every dispatcher faces the same ones.
-func otherTraffic(cfg SimConfig) []simRequest {
-	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	service := newServiceTimes(cfg, 2)
-	var reqs []simRequest
-	busy := false
-	var t time.Duration
-	for t < cfg.Duration {
-		end := t + exponential(rng, 1/cfg.MeanPhase.Seconds())
-		rate := cfg.QuietRate
-		if busy {
-			rate = cfg.BusyRate
-		}
-		if rate > 0 {
-			for {
-				t += exponential(rng, rate)
-				if t >= end || t >= cfg.Duration {
-					break
-				}
-				reqs = append(reqs, simRequest{arrived: t, service: service.next()})
-			}
-		}
-		t = end
-		busy = !busy
-	}
-	return reqs
-}
-
-// bandSim is one run: the band, the other tenants, one dispatcher.
-type bandSim struct {
-	cfg    SimConfig
-	epoch  time.Time // virtual time t is epoch.Add(t) for the window
-	now    time.Duration
-	events eventQueue
-	seq    uint64
-
-	// The band.
-	queue      []simRequest // FIFO; head at index 0
-	busy       int
-	recentDone []time.Duration // completion times within rateWindow, for Retry-After
-	anyDone    bool
-
-	// The dispatcher.
-	win           *window.Window
-	useHeadroom   bool
-	nextJob       int
-	retry         []int // rejected jobs, resent first
-	ourService    []time.Duration
-	ourDraw       serviceTimes
-	reopenPending bool
-
-	res    Result
-	queued []time.Duration
-}
-
-func simulateOne(cfg SimConfig, d Dispatcher, others []simRequest) (Result, error) {
+// simulateOne runs the scenario with dispatcher d.
+func simulateOne(cfg SimConfig, d Dispatcher) (Result, error) {
 	var wcfg window.Config
 	switch d {
 	case Fixed:
@@ -339,180 +254,107 @@ func simulateOne(cfg SimConfig, d Dispatcher, others []simRequest) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	s := &bandSim{
-		cfg:         cfg,
-		epoch:       time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
-		win:         win,
-		useHeadroom: d == AIMDHeadroom,
-		ourDraw:     newServiceTimes(cfg, 3),
-		res:         Result{Dispatcher: d},
+	s, err := sim.New(cfg.scenario())
+	if err != nil {
+		return Result{}, err
 	}
-	for _, r := range others {
-		s.schedule(r.arrived, event{kind: evOtherArrive, req: r})
-	}
-	s.send()
-	for s.events.Len() > 0 {
-		e := heap.Pop(&s.events).(event)
-		if e.at > cfg.Duration {
-			break
+	disp := &dispatcher{s: s, win: win, useHeadroom: d == AIMDHeadroom, latency: cfg.Latency}
+	disp.send()
+	recs := s.Run()
+
+	res := Result{Dispatcher: d}
+	ours := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == batchTenant && r.Served })
+	res.Completed = ours.Served
+	res.Goodput = float64(res.Completed) / cfg.Duration.Seconds()
+	res.MeanQueue = sim.Mean(ours.QueueTimes)
+	res.P95Queue = sim.Percentile(ours.QueueTimes, 95)
+	// Rejections count at the router, also for requests whose retry had
+	// not ended by the end of the run.
+	for _, r := range recs {
+		switch {
+		case r.Tenant == batchTenant:
+			res.Rejections += r.Drops[flowcontrol.OutcomeRejectedCapacity]
+		case r.Done && r.Served:
+			res.OthersServed++
+		case r.Done:
+			res.OthersRejected += r.Drops[flowcontrol.OutcomeRejectedCapacity]
 		}
-		s.now = e.at
-		s.handle(e)
-	}
-	s.res.Goodput = float64(s.res.Completed) / cfg.Duration.Seconds()
-	if n := len(s.queued); n > 0 {
-		var sum time.Duration
-		for _, q := range s.queued {
-			sum += q
-		}
-		s.res.MeanQueue = sum / time.Duration(n)
-		slices.Sort(s.queued)
-		s.res.P95Queue = s.queued[(n*95+99)/100-1]
 	}
 	if d != Fixed {
-		s.res.Decreases = win.State().Decreases
+		res.Decreases = win.State().Decreases
 	}
-	return s.res, nil
+	return res, nil
 }
 
-func (s *bandSim) schedule(at time.Duration, e event) {
-	e.at = at
-	e.seq = s.seq
-	s.seq++
-	heap.Push(&s.events, e)
-}
-
-func (s *bandSim) handle(e event) {
-	switch e.kind {
-	case evOtherArrive, evOurArrive:
-		s.arrive(e.req)
-	case evServiceDone:
-		s.complete(e.req)
-	case evOurResponse:
-		s.respond(e.req, e.fb)
-	case evReopen:
-		s.reopenPending = false
-		s.send()
-	}
-}
-
-// arrive admits r into the band or rejects it for capacity: a request that
-// finds a free slot starts at once, one that must wait is rejected if the
-// queue already holds QueueCapacity.
-func (s *bandSim) arrive(r simRequest) {
-	if s.busy >= s.cfg.Servers && len(s.queue) >= s.cfg.QueueCapacity {
-		if !r.ours {
-			s.res.OthersRejected++
-			return
-		}
-		s.res.Rejections++
-		fb := window.Feedback{Signal: window.Saturated}
-		if s.cfg.RetryAfter {
-			fb.RetryAfter = s.retryAfter()
-		}
-		s.schedule(s.now+s.cfg.Latency, event{kind: evOurResponse, req: r, fb: fb})
-		return
-	}
-	r.arrived = s.now
-	s.queue = append(s.queue, r)
-	s.dispatch()
-}
-
-// dispatch starts queued requests while a slot is free.
-func (s *bandSim) dispatch() {
-	for s.busy < s.cfg.Servers && len(s.queue) > 0 {
-		r := s.queue[0]
-		s.queue = s.queue[1:]
-		s.busy++
-		r.queueTime = s.now - r.arrived
-		s.schedule(s.now+r.service, event{kind: evServiceDone, req: r})
-	}
-}
-
-// complete ends r's service. Like a gateway that stamps headers as the
-// response passes, it samples the band while r still holds its slot, then
-// frees the slot.
-func (s *bandSim) complete(r simRequest) {
-	s.forgetOldCompletions()
-	s.recentDone = append(s.recentDone, s.now)
-	s.anyDone = true
-	if r.ours {
-		headroom := max(s.cfg.QueueCapacity-len(s.queue), 0)
-		fb := window.Feedback{Signal: window.Accepted, QueueDelay: r.queueTime, QueueDelayKnown: true}
-		if s.useHeadroom {
-			fb.Headroom, fb.HeadroomKnown = uint64(headroom), true
-		}
-		s.schedule(s.now+s.cfg.Latency, event{kind: evOurResponse, req: r, fb: fb})
-	} else {
-		s.res.OthersServed++
-	}
-	s.busy--
-	s.dispatch()
-}
-
-// respond hands a response to the dispatcher.
-func (s *bandSim) respond(r simRequest, fb window.Feedback) {
-	s.win.Done(s.epoch.Add(s.now), r.ticket, fb)
-	if fb.Signal == window.Accepted {
-		s.res.Completed++
-		s.queued = append(s.queued, r.queueTime)
-	} else {
-		s.retry = append(s.retry, r.job)
-	}
-	s.send()
+// dispatcher is the batch dispatcher: an endless backlog, sent as its
+// window allows, one network latency away from the router. A rejected job
+// is sent again before any new one.
+type dispatcher struct {
+	s             *sim.Sim
+	win           *window.Window
+	useHeadroom   bool
+	latency       time.Duration
+	retry         []*sim.Record
+	reopenPending bool
 }
 
 // send starts backlog requests while the window allows, and schedules a
 // wake-up for the end of a Retry-After closure.
-func (s *bandSim) send() {
-	now := s.epoch.Add(s.now)
+func (d *dispatcher) send() {
+	clock := d.s.Clock()
+	now := clock.Now()
 	for {
-		t, ok := s.win.TryAcquire(now)
+		t, ok := d.win.TryAcquire(now)
 		if !ok {
 			break
 		}
-		r := simRequest{ours: true, ticket: t}
-		if n := len(s.retry); n > 0 {
-			r.job = s.retry[0]
-			s.retry = s.retry[1:]
+		var r *sim.Record
+		if len(d.retry) > 0 {
+			r = d.retry[0]
+			d.retry = d.retry[1:]
 		} else {
-			r.job = s.nextJob
-			s.nextJob++
-			s.ourService = append(s.ourService, s.ourDraw.next())
+			r = d.s.NewRecord(batchTenant)
 		}
-		r.service = s.ourService[r.job]
-		s.schedule(s.now+s.cfg.Latency, event{kind: evOurArrive, req: r})
+		clock.After(d.latency, func() {
+			d.s.Send(r, func(resp sim.Response) { d.respond(r, t, resp) })
+		})
 	}
-	if until := s.win.ClosedUntil(); until.After(now) && !s.reopenPending {
-		s.reopenPending = true
-		s.schedule(until.Sub(s.epoch), event{kind: evReopen})
+	if until := d.win.ClosedUntil(); until.After(now) && !d.reopenPending {
+		d.reopenPending = true
+		clock.At(until.Sub(clock.Epoch()), func() {
+			d.reopenPending = false
+			d.send()
+		})
 	}
 }
 
-// rateWindow is the span over which the band measures its completion rate.
-const rateWindow = 5 * time.Second
-
-// retryAfter models the Retry-After flowcontrol projects on a capacity
-// rejection: the time the band needs to work off its queue at its measured
-// rate (here, completions over the last rateWindow), in whole seconds rounded
-// up, between 1 and 30; none before anything has completed.
-func (s *bandSim) retryAfter() time.Duration {
-	s.forgetOldCompletions()
-	if !s.anyDone {
-		return 0
+// respond turns the router's response into the window's feedback, as the
+// live dispatcher reads it from the response headers, and hands it to the
+// window a latency later. A completed response carries the band's headroom
+// sampled as it is written, while the request still holds its slot.
+func (d *dispatcher) respond(r *sim.Record, t window.Ticket, resp sim.Response) {
+	var fb window.Feedback
+	switch {
+	case resp.Served:
+		fb = window.Feedback{Signal: window.Accepted, QueueDelay: resp.QueueTime, QueueDelayKnown: true}
+		if d.useHeadroom {
+			if n, ok := headroom.Sample(d.s.Controller(), headroom.Admitted(resp.Effective)); ok {
+				fb.Headroom, fb.HeadroomKnown = uint64(n), true
+			}
+		}
+	case resp.Rejection != nil && resp.Rejection.Outcome == flowcontrol.OutcomeRejectedCapacity:
+		fb = window.Feedback{Signal: window.Saturated, RetryAfter: resp.RetryAfter}
+	default:
+		fb = window.Feedback{Signal: window.Failed}
 	}
-	rate := float64(len(s.recentDone)) / rateWindow.Seconds()
-	if rate == 0 {
-		return 30 * time.Second
-	}
-	secs := math.Ceil(float64(len(s.queue)) / rate)
-	return time.Duration(min(max(secs, 1), 30)) * time.Second
-}
-
-func (s *bandSim) forgetOldCompletions() {
-	i := 0
-	for i < len(s.recentDone) && s.recentDone[i] <= s.now-rateWindow {
-		i++
-	}
-	s.recentDone = s.recentDone[i:]
+	clock := d.s.Clock()
+	clock.After(d.latency, func() {
+		d.win.Done(clock.Now(), t, fb)
+		if resp.Served {
+			d.s.End(r)
+		} else {
+			d.retry = append(d.retry, r)
+		}
+		d.send()
+	})
 }

@@ -40,39 +40,41 @@ func TestSimulationIsDeterministic(t *testing.T) {
 	}
 }
 
-// The comparison the README prints: on the seeded default workload, AIMD
-// with headroom has at least 50% fewer capacity rejections than AIMD
-// without, at no less than 95% of its goodput.
-func TestHeadroomHalvesRejections(t *testing.T) {
-	r := simulate(t, DefaultSimConfig())
-	fixed, aimd, hr := r[0], r[1], r[2]
-	t.Logf("rejections: fixed %d, AIMD %d, AIMD+headroom %d; goodput %.2f, %.2f, %.2f",
-		fixed.Rejections, aimd.Rejections, hr.Rejections, fixed.Goodput, aimd.Goodput, hr.Goodput)
-	if aimd.Rejections < 20 {
-		t.Fatalf("AIMD without headroom was rejected %d times: the workload no longer exercises the signal", aimd.Rejections)
-	}
-	if 2*hr.Rejections > aimd.Rejections {
-		t.Errorf("capacity rejections: %d with headroom, %d without: want at least 50%% fewer", hr.Rejections, aimd.Rejections)
-	}
-	if hr.Goodput < 0.95*aimd.Goodput {
-		t.Errorf("goodput: %.2f with headroom, %.2f without: want at least 95%%", hr.Goodput, aimd.Goodput)
-	}
-	if fixed.Rejections <= aimd.Rejections {
-		t.Errorf("capacity rejections: fixed %d, AIMD %d: want the fixed window to probe worst", fixed.Rejections, aimd.Rejections)
-	}
-}
-
-// Other seeds: the direction of the comparison does not hang on seed 1.
-func TestHeadroomFewerRejectionsOtherSeeds(t *testing.T) {
-	for _, seed := range []uint64{2, 3} {
+// The comparison the README prints: AIMD with headroom is rejected less
+// often than AIMD without it, at no less than 95% of its goodput, on each of
+// seeds 1–5, and at least 30% less often over them together.
+//
+// The old simulation asserted 50% fewer on seed 1 alone. Its band sent a
+// Retry-After of its own making (queue ÷ completion rate, about 2 s), which
+// closed the window long enough for the other tenants to fill the band and
+// set AIMD up for a burst of rejections on reopening (77 on seed 1). The real
+// controller's Retry-After is shorter, AIMD without headroom probes into far
+// fewer rejections (19–32 on seeds 1–20), and headroom's saving over it is
+// smaller: 21–77% fewer, at 10–35% more goodput.
+func TestHeadroomFewerRejections(t *testing.T) {
+	var aimdTotal, hrTotal int
+	for seed := uint64(1); seed <= 5; seed++ {
 		cfg := DefaultSimConfig()
 		cfg.Seed = seed
 		r := simulate(t, cfg)
-		aimd, hr := r[1], r[2]
+		fixed, aimd, hr := r[0], r[1], r[2]
+		t.Logf("seed %d: rejections fixed %d, AIMD %d, AIMD+headroom %d; goodput %.2f, %.2f, %.2f",
+			seed, fixed.Rejections, aimd.Rejections, hr.Rejections, fixed.Goodput, aimd.Goodput, hr.Goodput)
 		if hr.Rejections >= aimd.Rejections || hr.Goodput < 0.95*aimd.Goodput {
 			t.Errorf("seed %d: rejections %d with headroom, %d without; goodput %.2f, %.2f",
 				seed, hr.Rejections, aimd.Rejections, hr.Goodput, aimd.Goodput)
 		}
+		if fixed.Rejections <= aimd.Rejections {
+			t.Errorf("seed %d: capacity rejections: fixed %d, AIMD %d: want the fixed window to probe worst", seed, fixed.Rejections, aimd.Rejections)
+		}
+		aimdTotal += aimd.Rejections
+		hrTotal += hr.Rejections
+	}
+	if aimdTotal < 50 {
+		t.Fatalf("AIMD without headroom was rejected %d times on seeds 1–5: the workload no longer exercises the signal", aimdTotal)
+	}
+	if 10*hrTotal > 7*aimdTotal {
+		t.Errorf("seeds 1–5: %d rejections with headroom, %d without: want at least 30%% fewer", hrTotal, aimdTotal)
 	}
 }
 
@@ -160,7 +162,7 @@ func Example() {
 	PrintTable(os.Stdout, results)
 	// Output:
 	// dispatcher  goodput req/s  completed  capacity rejections  mean queue ms  p95 queue ms  decreases  others served  others rejected
-	//       fixed concurrency          13.65        819                 1040           1191          1712          -           1521              175
-	//   AIMD without headroom          11.22        673                   19            695          1625          9           1641               73
-	//      AIMD with headroom          15.33        920                    5           1145          1721          3           1395              317
+	//       fixed concurrency          20.82       1249                  837           1296          1729          -           1154              150
+	//   AIMD without headroom          19.37       1162                    9            683          1585          7           1205              105
+	//      AIMD with headroom          21.70       1302                    3            929          1649          3           1056              266
 }

@@ -61,7 +61,7 @@ type Config struct {
 	// Observe, if set, sees every outcome the controller reports.
 	Observe func(*Sim, flowcontrol.Event)
 	// RetryAfter, if set, is the Retry-After a client receives with a
-	// capacity rejection, in place of the controller's RetryAfter; 0 means
+	// capacity rejection or an eviction, in place of the controller's RetryAfter; 0 means
 	// none. It is called as the rejection is decided, so it may read the
 	// controller's state (the scenario's client-side Retry-After policies).
 	RetryAfter func(*Sim, *flowcontrol.RejectionError) time.Duration
@@ -98,9 +98,10 @@ type Record struct {
 	GaveUp bool
 }
 
-// NumOutcomes is the number of flowcontrol outcomes, the length of
-// Record.Drops.
-const NumOutcomes = int(flowcontrol.OutcomeRejectedShutdown) + 1
+// NumOutcomes bounds the flowcontrol outcomes a Record counts: the length
+// of Record.Drops. It leaves room for outcomes the controller may add; a
+// test fails when it no longer does.
+const NumOutcomes = 8
 
 // Latency returns the end-to-end latency: from the first attempt to the
 // end of the last.
@@ -119,8 +120,8 @@ type Response struct {
 	Effective int
 	// Rejection is the controller's error when it dropped the attempt.
 	Rejection *flowcontrol.RejectionError
-	// RetryAfter comes with a capacity rejection: Config.RetryAfter's, or
-	// the controller's; 0 means none.
+	// RetryAfter comes with a capacity rejection or an eviction:
+	// Config.RetryAfter's, or the controller's; 0 means none.
 	RetryAfter time.Duration
 	// Failed: the server failed while running the attempt.
 	Failed bool
@@ -325,7 +326,7 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 		}
 		r.Drops[rej.Outcome]++
 		resp := Response{Rejection: rej, Effective: rej.Effective.Priority}
-		if rej.Outcome == flowcontrol.OutcomeRejectedCapacity {
+		if RetryAfterOutcome(rej.Outcome) {
 			resp.RetryAfter = rej.RetryAfter
 			if s.cfg.RetryAfter != nil {
 				resp.RetryAfter = s.cfg.RetryAfter(s, rej)
@@ -333,6 +334,13 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 		}
 		respond(resp)
 	})
+}
+
+// RetryAfterOutcome reports whether a drop with outcome o comes with a
+// Retry-After: a capacity rejection or an eviction, the drops that tell the
+// client to come back when there is room.
+func RetryAfterOutcome(o flowcontrol.Outcome) bool {
+	return o == flowcontrol.OutcomeRejectedCapacity || o == flowcontrol.OutcomeEvictedQueuePressure
 }
 
 // End ends r now: served if its last attempt was, given up otherwise.

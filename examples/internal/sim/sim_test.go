@@ -259,3 +259,15 @@ func Example() {
 	// Output:
 	// requests 433, served 433, SLO met 100.0%, p50 1.195s, p99 3.507s, retries 0 (wasted 0), gave up 0
 }
+
+// Record.Drops has room for every outcome the controller defines.
+func TestDropsHoldEveryOutcome(t *testing.T) {
+	for o := flowcontrol.OutcomeDispatched; ; o++ {
+		if strings.HasPrefix(o.String(), "Outcome(") {
+			if int(o) > NumOutcomes {
+				t.Errorf("outcomes 0..%d exist, Record.Drops holds %d: raise NumOutcomes", o-1, NumOutcomes)
+			}
+			return
+		}
+	}
+}
