@@ -243,7 +243,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
 	class, err := h.classify(r)
 	if err != nil {
-		refuse(w, http.StatusBadRequest, "flowhttp: classifying the request: "+err.Error())
+		ClassifyRejection(err).write(w)
 		return
 	}
 	size, replay, status, err := h.readBody(r)
@@ -391,6 +391,16 @@ func RejectionFor(err error) Rejection {
 	}
 	r.Body = errorJSON(r.Status, r.DroppedReason, err.Error())
 	return r
+}
+
+// ClassifyRejection returns the answer to a request whose classifier failed
+// with err: 400 Bad Request, no dropped reason (flow control never saw the
+// request) and an OpenAI-shaped body whose message explains err. [Handler]
+// answers with it, and so can a proxy that classifies with
+// [HeaderClassifier.ClassifyHeader].
+func ClassifyRejection(err error) Rejection {
+	status := http.StatusBadRequest
+	return Rejection{Status: status, Body: errorJSON(status, "", "flowhttp: classifying the request: "+err.Error())}
 }
 
 // errorBody is the JSON body of a response the Handler writes itself: the
