@@ -5,12 +5,16 @@
 // Envoy's ext_proc filter opens one gRPC stream per HTTP request. The request
 // headers are where admission happens: the stream waits in the controller's
 // queue, then Envoy either forwards the request (CONTINUE) or answers the
-// client itself (ImmediateResponse: 429 or 503, x-llm-d-request-dropped-reason,
-// Retry-After). The response headers are where the headroom is read: at that
-// moment, from the band that really handled the request, which may not be the
-// band it asked for. The filter must send the request and response headers;
-// it need not send bodies (a streamed response body only moves the release to
-// the body's end). envoy.yaml in this module's directory is a complete example.
+// client itself (ImmediateResponse: 429, 503, 413 for a request that can
+// never fit, or 400 when the classifier refuses it; x-llm-d-request-dropped-reason,
+// Retry-After and an OpenAI-shaped body as [flowhttp.RejectionFor] gives).
+// The response headers are where the headroom is read: at that moment, from
+// the band that really handled the request, which may not be the band it
+// asked for. The response trailers are where router-owned names a backend
+// sends as trailers are removed. The filter must send the request and
+// response headers, and should send the response trailers; it need not send
+// bodies (a streamed response body only moves the release to the body's
+// end). envoy.yaml in this module's directory is a complete example.
 //
 // Header case. Envoy keeps header names in lowercase (HTTP/2 requires it and
 // its HTTP/1 codec lowercases what it reads), sends them to the processor in

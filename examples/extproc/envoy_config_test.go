@@ -123,6 +123,9 @@ func TestEnvoyConfig(t *testing.T) {
 	if got := mode.GetResponseHeaderMode(); got != extprocfilterv3.ProcessingMode_SEND {
 		t.Errorf("response_header_mode = %v, want SEND (headroom is stamped on the response headers)", got)
 	}
+	if got := mode.GetResponseTrailerMode(); got != extprocfilterv3.ProcessingMode_SEND {
+		t.Errorf("response_trailer_mode = %v, want SEND (with SKIP, backend trailers could carry router-owned headers)", got)
+	}
 	if got := mode.GetRequestBodyMode(); got != extprocfilterv3.ProcessingMode_NONE {
 		t.Errorf("request_body_mode = %v, want NONE", got)
 	}

@@ -36,7 +36,7 @@ func ExampleNewServer() {
 
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
-		Classify:   flowhttp.HeaderClassifier{Objectives: map[string]int{"chat": 10}}.FlowKey,
+		Classify:   flowhttp.HeaderClassifier{Objectives: map[string]int{"chat": 10}}.ClassifyHeader,
 	})
 	if err != nil {
 		panic(err)

@@ -12,10 +12,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -270,67 +268,4 @@ func (h *harness) queued(priority int) int64 {
 		h.t.Fatalf("CapacitySnapshot(%d): %v", priority, err)
 	}
 	return s.QueuedRequests
-}
-
-// bubbleGoroutines returns the stack of every goroutine in the caller's
-// synctest bubble, keyed by its header's "goroutine N". runtime.Stack names
-// a goroutine's bubble in that header ("goroutine 12 [chan receive
-// (durable), synctest bubble 3]:"); counting only the caller's bubble keeps
-// goroutines outside it, such as the runtime's cleanup and finalizer
-// goroutines, out of the count. It fails t if the caller's own header names
-// no bubble, so a change of format cannot make a leak check pass vacuously.
-func bubbleGoroutines(t *testing.T) map[string]string {
-	t.Helper()
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	// The caller's stack comes first.
-	stacks := strings.Split(string(buf), "\n\n")
-	self := bubbleOf(stacks[0])
-	if self == "" {
-		t.Fatalf("no synctest bubble in the caller's stack header: %.200s", stacks[0])
-	}
-	in := make(map[string]string)
-	for _, stack := range stacks {
-		if bubbleOf(stack) == self {
-			id, _, _ := strings.Cut(stack, " [")
-			in[id] = stack
-		}
-	}
-	return in
-}
-
-// bubbleOf returns the bubble a runtime.Stack goroutine header names, or "".
-func bubbleOf(stack string) string {
-	header, _, _ := strings.Cut(stack, "\n")
-	_, bubble, ok := strings.Cut(header, ", synctest bubble ")
-	if !ok {
-		return ""
-	}
-	bubble, _, _ = strings.Cut(bubble, "]")
-	return bubble
-}
-
-// checkNoGoroutineLeak fails t if, once every goroutine of the bubble has
-// exited or blocked, the bubble holds a goroutine that was not in before (a
-// bubbleGoroutines result); it prints the survivors. synctest.Test enforces
-// the same when the bubble ends, but only by panicking or by hanging.
-func checkNoGoroutineLeak(t *testing.T, before map[string]string) {
-	t.Helper()
-	synctest.Wait()
-	var left []string
-	for id, stack := range bubbleGoroutines(t) {
-		if _, ok := before[id]; !ok {
-			left = append(left, stack)
-		}
-	}
-	if len(left) > 0 {
-		t.Fatalf("%d goroutines left in the bubble:\n%s", len(left), strings.Join(left, "\n\n"))
-	}
 }

@@ -2,10 +2,12 @@ package extproc
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
 func TestRejectionRetryAfterWholeSecondsRoundedUp(t *testing.T) {
@@ -62,5 +64,28 @@ func TestRejectionStatusAndReasonPerOutcome(t *testing.T) {
 	ir := rejection(errors.New("boom")).GetImmediateResponse()
 	if ir.GetStatus().GetCode() != 503 {
 		t.Errorf("unknown error: status %v, want 503", ir.GetStatus().GetCode())
+	}
+}
+
+func TestRejectionForTooLarge(t *testing.T) {
+	err := fmt.Errorf("%w: %w", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: time.Second}, flowcontrol.ErrTooLarge)
+	ir := rejection(err).GetImmediateResponse()
+	if got := ir.GetStatus().GetCode(); got != 413 {
+		t.Errorf("status %v, want 413", got)
+	}
+	var reason, retryAfter string
+	for _, opt := range ir.GetHeaders().GetSetHeaders() {
+		switch opt.GetHeader().GetKey() {
+		case flowcontrol.DroppedReasonHeader:
+			reason = string(opt.GetHeader().GetRawValue())
+		case "retry-after":
+			retryAfter = string(opt.GetHeader().GetRawValue())
+		}
+	}
+	if reason != "rejected-saturated" || retryAfter != "" {
+		t.Errorf("reason %q, Retry-After %q; want rejected-saturated and none", reason, retryAfter)
+	}
+	if want := string(flowhttp.RejectionFor(err).Body); string(ir.GetBody()) != want {
+		t.Errorf("body %s, want flowhttp's %s", ir.GetBody(), want)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
 )
 
 // Config configures a [Server].
@@ -29,14 +30,24 @@ type Config struct {
 	// through. Nil means Controller, which is what a router normally wants;
 	// a router that keeps its own registry passes that instead.
 	Capacity capacity.Reader
-	// Classify maps a request's headers (pseudo-headers such as ":path"
-	// included) to its flow key. Nil means flowhttp.HeaderClassifier{}.FlowKey:
-	// the fairness ID from x-llm-d-inference-fairness-id (alias
-	// x-gateway-inference-fairness-id, default "default-flow"), priority 0.
-	// Set a flowhttp.HeaderClassifier's PriorityHeader or Objectives to take
-	// the priority from a header or an objective map, the same rules Sluice's
-	// net/http middleware uses.
-	Classify func(http.Header) flowcontrol.FlowKey
+	// Classify classifies a request by its headers (pseudo-headers such as
+	// ":path" included): its flow key and its own queue-wait TTL. An error
+	// refuses the request with an ImmediateResponse 400 Bad Request
+	// (flowhttp.ClassifyRejection) before flow control sees it. Nil means
+	// flowhttp.HeaderClassifier{}.ClassifyHeader: the fairness ID from
+	// x-llm-d-inference-fairness-id (alias x-gateway-inference-fairness-id,
+	// default "default-flow"), priority 0, and the TTL of
+	// x-llm-d-inference-ttl. Set a flowhttp.HeaderClassifier's
+	// PriorityHeader or Objectives to take the priority from a header or an
+	// objective map (x-llm-d-inference-objective, alias
+	// x-gateway-inference-objective), the same rules Sluice's net/http
+	// middleware uses.
+	Classify func(http.Header) (flowhttp.Classification, error)
+	// EmitProvisionalHeadroom sets the headroom under the provisional name
+	// x-llm-d-flow-band-headroom too (which llm-d-async's AIMD gate reads),
+	// beside x-llm-d-flow-band-headroom-requests. Both names are removed
+	// from the backend's response either way.
+	EmitProvisionalHeadroom bool
 	// Logger receives one debug record per stream outcome and warnings for
 	// protocol errors. Nil discards.
 	Logger *slog.Logger
@@ -48,11 +59,19 @@ type Config struct {
 // On request headers it classifies the request, waits in
 // [flowcontrol.FlowController.EnqueueAndWait] for as long as the gRPC stream
 // lives, and answers CONTINUE once dispatched or an ImmediateResponse when
-// rejected. On response headers it answers with a header mutation that drops
-// every copy of the router-owned headers the backend sent and sets
+// rejected (the same status, headers and OpenAI-shaped body as
+// [flowhttp.RejectionFor]; 400 when the classifier fails). On response
+// headers it answers with a header mutation that drops every copy of the
+// router-owned headers the backend sent and sets
 // x-llm-d-flow-band-headroom-requests (sampled at that moment, for the band
-// that admitted the request) and x-llm-d-flow-queue-duration-ms, with the
-// meaning and absence rules of [flowhttp]'s response-header contract. The
+// that admitted the request; also x-llm-d-flow-band-headroom with
+// [Config.EmitProvisionalHeadroom]) and x-llm-d-flow-queue-duration-ms, with
+// the meaning and absence rules of [flowhttp]'s response-header contract. On
+// response trailers it answers with a mutation that removes the
+// router-owned names, so a backend cannot send them as trailers either;
+// Envoy asks only with response_trailer_mode SEND (with SKIP, the default,
+// it does not consult the processor and backend trailers pass as they
+// are). The
 // request's slot is released exactly once: when Envoy reports the response
 // complete or ends the stream, or when the stream fails or is cancelled. A
 // request's byte size is its Content-Length: bodies are not sent to the
@@ -65,7 +84,8 @@ type Server struct {
 
 	controller *flowcontrol.FlowController
 	capacity   capacity.Reader
-	classify   func(http.Header) flowcontrol.FlowKey
+	classify   func(http.Header) (flowhttp.Classification, error)
+	stampOpts  []headroom.Option
 	log        *slog.Logger
 }
 
@@ -84,7 +104,10 @@ func NewServer(cfg Config) (*Server, error) {
 		s.capacity = cfg.Controller
 	}
 	if s.classify == nil {
-		s.classify = flowhttp.HeaderClassifier{}.FlowKey
+		s.classify = flowhttp.HeaderClassifier{}.ClassifyHeader
+	}
+	if cfg.EmitProvisionalHeadroom {
+		s.stampOpts = []headroom.Option{headroom.EmitProvisional}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -169,7 +192,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}}
 		case *extprocv3.ProcessingRequest_ResponseTrailers:
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-				ResponseTrailers: &extprocv3.TrailersResponse{},
+				ResponseTrailers: &extprocv3.TrailersResponse{HeaderMutation: trailerMutation()},
 			}}
 			responseDone = true
 		default:
@@ -195,9 +218,15 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 // stream without a reply (the stream itself was cancelled).
 func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool, error) {
 	header := toHTTPHeader(msg.GetHeaders())
+	class, err := s.classify(header)
+	if err != nil {
+		s.log.Debug("request refused by the classifier", "error", err)
+		return immediate(flowhttp.ClassifyRejection(err)), true, nil
+	}
 	req := flowcontrol.Request{
-		Key:    s.classify(header),
+		Key:    class.Key,
 		Header: header,
+		TTL:    class.TTL,
 	}
 	// Bodies are not sent to the adapter, so the declared length is all
 	// there is to book.
@@ -229,7 +258,11 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 // rejection builds the ImmediateResponse for an EnqueueAndWait error: the
 // same status, headers and body flowhttp answers with.
 func rejection(err error) *extprocv3.ProcessingResponse {
-	r := flowhttp.RejectionFor(err)
+	return immediate(flowhttp.RejectionFor(err))
+}
+
+// immediate builds the ImmediateResponse that sends r to the client.
+func immediate(r flowhttp.Rejection) *extprocv3.ProcessingResponse {
 	headers := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
 		setHeader("content-type", "application/json"),
 	}}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,7 +30,7 @@ import (
 // priorityFromHeader classifies by an explicit priority header, so tests can
 // ask for any band.
 func priorityFromHeader(c *extproc.Config) {
-	c.Classify = flowhttp.HeaderClassifier{PriorityHeader: "x-test-priority"}.FlowKey
+	c.Classify = flowhttp.HeaderClassifier{PriorityHeader: "x-test-priority"}.ClassifyHeader
 }
 
 // oneSlot is a controller config with one band and room for one request in
@@ -179,19 +180,24 @@ func TestHeadroomSampledAtResponseTime(t *testing.T) {
 func TestFullBandRejectedSaturated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(1)}), nil)
-		// Requests that complete give the band a dispatch rate to project
-		// Retry-After from. The controller measures that rate over windows of
-		// at least a second; on the bubble's clock the 20 requests take no
-		// time and the sleep closes the window at once: 20 per second.
-		for range 20 {
-			s := h.open()
-			s.admit()
-			s.responseHeaders(true)
-			s.close()
-		}
-		time.Sleep(time.Second)
+		// Requests that leave the queue give the band a drain rate to
+		// project Retry-After from. The controller measures it over at
+		// least a second of time with waiters: here each request waits
+		// 50 ms behind the one before, 20 per second.
 		a := h.open()
 		a.admit()
+		for range 20 {
+			next := h.open()
+			next.sendRequestHeaders()
+			synctest.Wait()
+			time.Sleep(50 * time.Millisecond)
+			a.responseHeaders(true)
+			a.close()
+			if resp := next.recv(); resp.GetRequestHeaders() == nil {
+				t.Fatalf("warm-up: got %v, want CONTINUE", resp)
+			}
+			a = next
+		}
 		b := h.open()
 		b.sendRequestHeaders()
 		synctest.Wait()
@@ -223,12 +229,13 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 		}
 		var body struct {
 			Error struct {
-				Status int
-				Reason string
+				Message, Type string
+				Code          *string
 			}
 		}
-		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Status != 429 || body.Error.Reason != "rejected-saturated" {
-			t.Errorf("body = %s (%v), want JSON with status 429 and reason rejected-saturated", ir.GetBody(), err)
+		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Type != "rate_limit_exceeded" ||
+			body.Error.Code == nil || *body.Error.Code != "rejected-saturated" || body.Error.Message == "" {
+			t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code rejected-saturated", ir.GetBody(), err)
 		}
 		// The adapter ends a rejected stream: Envoy sends nothing more on it.
 		if _, err := c.s.Recv(); !errors.Is(err, io.EOF) {
@@ -440,7 +447,7 @@ func TestClassifiedRequestReachesTheController(t *testing.T) {
 			Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
 			Observer: func(e flowcontrol.Event) { events <- e },
 		}, func(c *extproc.Config) {
-			c.Classify = flowhttp.HeaderClassifier{Objectives: map[string]int{"chat": 10}}.FlowKey
+			c.Classify = flowhttp.HeaderClassifier{Objectives: map[string]int{"chat": 10}}.ClassifyHeader
 		})
 		s := h.open()
 		s.admit(flowhttp.DeprecatedFairnessIDHeader, "tenant-b", flowhttp.DefaultObjectiveHeader, "chat")
@@ -475,7 +482,9 @@ func (g *countingGate) Release(priority int) {
 
 func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		before := bubbleGoroutines(t)
+		// Goroutines from before the test (the runtime's, the test
+		// framework's) are not this test's to end.
+		ignore := goleak.IgnoreCurrent()
 		gate := &countingGate{inner: flowcontrol.MaxInFlight(4)}
 		bands := []int{10, 0, -10}
 		cfg := flowcontrol.Config{Gate: gate}
@@ -592,6 +601,9 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 			streams, admitted.Load(), rejected.Load(), cancelled.Load(), []int64{
 				outcomes[0].Load(), outcomes[1].Load(), outcomes[2].Load(), outcomes[3].Load(), outcomes[4].Load()})
 		h.stop()
-		checkNoGoroutineLeak(t, before)
+		// Once every goroutine of the bubble has exited or blocked, none
+		// may be left but those from before.
+		synctest.Wait()
+		goleak.VerifyNone(t, ignore)
 	})
 }

@@ -21,11 +21,13 @@ const defaultBand = "priority=0,capacity=100"
 
 // options is the parsed command line.
 type options struct {
-	listen          string
-	controller      flowcontrol.Config
-	classifier      flowhttp.HeaderClassifier
-	logLevel        slog.Level
-	shutdownTimeout time.Duration
+	listen     string
+	controller flowcontrol.Config
+	classifier flowhttp.HeaderClassifier
+	// emitProvisionalHeadroom also stamps x-llm-d-flow-band-headroom.
+	emitProvisionalHeadroom bool
+	logLevel                slog.Level
+	shutdownTimeout         time.Duration
 }
 
 const usageHeader = `Usage: sluice-extproc [flags]
@@ -34,8 +36,14 @@ sluice-extproc is an Envoy external processor (envoy.service.ext_proc.v3)
 that admits each HTTP request through a Sluice flow controller on its request
 headers, and stamps x-llm-d-flow-band-headroom-requests and
 x-llm-d-flow-queue-duration-ms on its response headers. Configure Envoy's
-ext_proc filter with request_header_mode SEND, response_header_mode SEND and
-no bodies (see examples/extproc/envoy.yaml).
+ext_proc filter with request_header_mode SEND, response_header_mode SEND,
+response_trailer_mode SEND (so backend trailers cannot carry the router's
+headers) and no bodies (see examples/extproc/envoy.yaml).
+
+Requests are classified by x-llm-d-inference-fairness-id (the flow),
+-priority-header or the objective header with -objective (the band), and
+x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait;
+a malformed, zero or negative value is answered 400).
 
 It stops on SIGINT or SIGTERM: queued requests are answered 503
 rejected-shutting-down, admitted ones may finish within -shutdown-timeout.
@@ -195,9 +203,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.BoolVar(&neverPromote, "never-promote", false, "fall back only to the nearest band at or below the requested priority")
 	fs.DurationVar(&o.controller.DefaultTTL, "default-ttl", 0, "queue-wait TTL for bands without their own; 0 means none")
 	fs.StringVar(&o.classifier.PriorityHeader, "priority-header", "", "request `header` carrying an integer priority (off when empty)")
-	fs.StringVar(&o.classifier.ObjectiveHeader, "objective-header", flowhttp.DefaultObjectiveHeader, "request `header` naming the inference objective")
+	fs.StringVar(&o.classifier.ObjectiveHeader, "objective-header", flowhttp.DefaultObjectiveHeader,
+		"request `header` naming the inference objective (the default also reads "+flowhttp.DeprecatedObjectiveHeader+")")
 	fs.Var(objectivesFlag{&o.classifier.Objectives}, "objective", "`name=priority` of an inference objective, repeatable")
 	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
+	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
+		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long admitted requests may finish after SIGINT/SIGTERM")
 

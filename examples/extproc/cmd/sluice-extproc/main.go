@@ -67,8 +67,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, lis net.Listener, logger *slog.Logger) error {
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
-		Classify:   opts.classifier.FlowKey,
+		Classify:   opts.classifier.ClassifyHeader,
 		Logger:     logger,
+
+		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
 	})
 	if err != nil {
 		lis.Close()

@@ -23,6 +23,8 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/internal/pipenet"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -43,7 +45,7 @@ func TestHelpPrintsUsage(t *testing.T) {
 	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy"} {
+	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, stdout.String())
 		}
@@ -106,7 +108,13 @@ func TestParseBand(t *testing.T) {
 // clock.
 func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Duration) (fc *flowcontrol.FlowController, client extprocv3.ExternalProcessorClient, shutdown context.CancelFunc, done <-chan error) {
 	t.Helper()
-	fc, err := flowcontrol.New(cfg)
+	return startServeOptions(t, options{controller: cfg, shutdownTimeout: shutdownTimeout})
+}
+
+// startServeOptions is startServe for parsed options.
+func startServeOptions(t *testing.T, opts options) (fc *flowcontrol.FlowController, client extprocv3.ExternalProcessorClient, shutdown context.CancelFunc, done <-chan error) {
+	t.Helper()
+	fc, err := flowcontrol.New(opts.controller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +123,6 @@ func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Durat
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)
-	opts := options{controller: cfg, shutdownTimeout: shutdownTimeout}
 	go func() { errc <- serve(ctx, fc, opts, lis, slog.New(slog.DiscardHandler)) }()
 	conn, err := grpc.NewClient("passthrough:///pipe",
 		grpc.WithContextDialer(lis.DialAddr),
@@ -341,4 +348,83 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(strings.Join(log, "\n"), "msg=stopped") {
 		t.Errorf("no stopped record in the log:\n%s", strings.Join(log, "\n"))
 	}
+}
+
+// TestClassifierAndStampFlags: the flags reach the adapter. With
+// -emit-provisional-headroom the headroom is stamped under both names; a
+// request whose x-llm-d-inference-ttl is malformed is answered 400; the
+// default objective header is x-llm-d-inference-objective, and its
+// deprecated alias is read too.
+func TestClassifierAndStampFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	opts, err := parseFlags([]string{"-emit-provisional-headroom", "-band", "priority=0,capacity=10",
+		"-band", "priority=5,capacity=10", "-objective", "chat=5"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("parseFlags: %v\n%s", err, stderr.String())
+	}
+	if !opts.emitProvisionalHeadroom || opts.classifier.ObjectiveHeader != flowhttp.DefaultObjectiveHeader {
+		t.Fatalf("parsed %+v", opts)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		_, client, shutdown, done := startServeOptions(t, opts)
+		ctx := t.Context()
+
+		s, err := client.Process(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+				{Key: flowhttp.DeprecatedObjectiveHeader, RawValue: []byte("chat")},
+			}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectContinue(t, s)
+		err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]string{}
+		for _, opt := range resp.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
+			set[opt.GetHeader().GetKey()] = string(opt.GetHeader().GetRawValue())
+		}
+		// Band 5 (the objective's), empty: headroom 10 under both names.
+		if set[headroom.HeaderName] != "10" || set[headroom.ProvisionalHeaderName] != "10" {
+			t.Errorf("set headers %q, want headroom 10 under both names", set)
+		}
+		closeStream(t, s)
+
+		bad, err := client.Process(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = bad.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+				{Key: flowhttp.TTLHeader, RawValue: []byte("-1s")},
+			}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err = bad.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.GetImmediateResponse().GetStatus().GetCode(); code != 400 {
+			t.Errorf("malformed TTL: %v, want an ImmediateResponse 400", resp)
+		}
+
+		shutdown()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
 }
