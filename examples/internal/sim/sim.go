@@ -60,6 +60,11 @@ type Config struct {
 
 	// Observe, if set, sees every outcome the controller reports.
 	Observe func(*Sim, flowcontrol.Event)
+	// Submitted, if set, is called after each attempt's Submit returns,
+	// when the controller has queued it or decided it. With Observe it
+	// sees every change of every queue: a queue grows only on a Submit and
+	// shrinks only with an outcome.
+	Submitted func(*Sim, *Record)
 	// RetryAfter, if set, is the Retry-After a client receives with a
 	// capacity rejection or an eviction, in place of the controller's RetryAfter; 0 means
 	// none. It is called as the rejection is decided, so it may read the
@@ -334,6 +339,9 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 		}
 		respond(resp)
 	})
+	if s.cfg.Submitted != nil {
+		s.cfg.Submitted(s, r)
+	}
 }
 
 // RetryAfterOutcome reports whether a drop with outcome o comes with a
