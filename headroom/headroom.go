@@ -15,12 +15,12 @@
 //
 // # Header names and their consumers
 //
-//	name                                  set                           read by
-//	x-llm-d-flow-band-headroom-requests   always, when there is a value  [Parse]; dispatchers following the
-//	([HeaderName])                                                       band-headroom proposal
-//	x-llm-d-flow-band-headroom            with [EmitProvisional]         llm-d-async's AIMD dispatch gate
-//	([ProvisionalHeaderName])                                            (api/inference_error.go); [Parse]
-//	                                                                     when the final name is absent
+//	name                                 set                      read by
+//	x-llm-d-flow-band-headroom-requests  whenever there is a      Parse; dispatchers following the
+//	(HeaderName)                         value to advertise       band-headroom proposal
+//	x-llm-d-flow-band-headroom           also, with the option    llm-d-async's AIMD dispatch gate
+//	(ProvisionalHeaderName)              EmitProvisional          (api/inference_error.go there); Parse
+//	                                                              when the final name is absent
 //
 // Both names are router-owned: every stamping function removes every copy a
 // backend sent, in any letter case, as a header and as a trailer (declared
