@@ -32,6 +32,7 @@ type band struct {
 	cost   int64
 	seq    uint64 // arrivals, for the single-queue order of ties
 	flows  map[string]*Flow
+	peak   int     // the most flows the current map has held
 	free   []*Flow // emptied flows, kept for reuse
 	sched  Scheduler
 	drain  drainMeter // how fast the band drains, for Retry-After
@@ -58,6 +59,7 @@ func (b *band) flow(id string) (f *Flow, created bool) {
 	}
 	f.id = id
 	b.flows[id] = f
+	b.peak = max(b.peak, len(b.flows))
 	return f, true
 }
 
@@ -65,6 +67,11 @@ func (b *band) flow(id string) (f *Flow, created bool) {
 // The scheduler has been told. Called with the controller's lock held.
 func (b *band) dropFlow(f *Flow) {
 	delete(b.flows, f.id)
+	if len(b.flows) == 0 && b.peak > maxFreeFlows {
+		// A Go map keeps the room of its largest size: after a burst of
+		// many flows, start a small one.
+		b.flows, b.peak = make(map[string]*Flow), 0
+	}
 	f.id, f.cost, f.newest = "", 0, nil
 	if len(b.free) < maxFreeFlows {
 		b.free = append(b.free, f)

@@ -1032,6 +1032,26 @@ func (c *FlowController) CapacitySnapshot(priority int) (capacity.Snapshot, erro
 	}, nil
 }
 
+// FlowSnapshot returns the state of one flow in band priority: its waiting
+// requests, their bytes and their cost, with the band's per-flow request
+// capacity as RequestCapacity (its other capacities are unbounded). A flow
+// with no waiters reads as empty. For a priority with no band it returns an
+// error wrapping [capacity.ErrBandNotFound]. Unlike CapacitySnapshot it
+// takes the controller's lock briefly.
+func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Snapshot, error) {
+	b := c.bands.Load().lookup(priority)
+	if b == nil {
+		return capacity.Snapshot{}, fmt.Errorf("flowcontrol: priority %d: %w", priority, capacity.ErrBandNotFound)
+	}
+	s := capacity.Snapshot{Priority: priority, RequestCapacity: b.limits.Load().flowRequests}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := b.flows[flowID]; f != nil {
+		s.QueuedRequests, s.QueuedBytes, s.QueuedCost = int64(f.Len()), f.queue.ByteSize(), f.cost
+	}
+	return s, nil
+}
+
 // ProvisionBand adds a band, or changes the capacities and TTL of an existing
 // one. For an existing band, Policy, PolicyName and Queue must be left empty
 // or name what the band already runs: a band's order cannot change while

@@ -155,10 +155,11 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 // would.
 //
 // The measure is the one r's limit counts (requests, bytes or cost), the
-// scope its scope: w's band, or for a controller-wide limit every band at or
-// below it (a request never displaces one of a higher band). A flow's share
-// is the limit divided by the number of flows holding some of it, w's
-// included. The victim is the newest request of the flow holding the most;
+// scope its scope: w's band, or every band for a controller-wide limit. A
+// flow's share is the limit divided by the number of flows of the scope
+// holding some of it, w's included. Victims come from w's band, or for a
+// controller-wide limit from any band at or below it: a request never
+// displaces one of a higher band. The victim is the newest request of the flow holding the most;
 // ties go to the lower band, then to the flow that queued most recently.
 // O(flows in scope). Called with mu held.
 func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *waiter {
@@ -188,7 +189,7 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 	}
 	bands := []*band{w.band}
 	if r.global {
-		bands = c.bands.Load().desc[w.band.index:]
+		bands = c.bands.Load().desc
 	}
 	var (
 		flows int64
@@ -202,7 +203,7 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 				continue
 			}
 			flows++
-			if g == f {
+			if g == f || b.priority > w.band.priority {
 				continue
 			}
 			if best == nil || h > most || (h == most && displaceFirst(g, best)) {

@@ -420,7 +420,7 @@ func (m *model) displacement(b *modelBand, r *modelReq) ([]*modelReq, bool) {
 		held := map[flowKey]int64{}
 		newest := map[flowKey]*modelReq{}
 		for p, in := range m.bands {
-			if p != b.priority && (!ref.global || p > b.priority) {
+			if p != b.priority && !ref.global {
 				continue
 			}
 			for _, v := range in.queue {
@@ -442,7 +442,7 @@ func (m *model) displacement(b *modelBand, r *modelReq) ([]*modelReq, bool) {
 		var best flowKey
 		found := false
 		for k, h := range held {
-			if k == mine || h <= 0 {
+			if k == mine || h <= 0 || k.band > b.priority {
 				continue
 			}
 			if !found || h > held[best] || (h == held[best] && (k.band < best.band || (k.band == best.band && newest[k].seq > newest[best].seq))) {

@@ -91,9 +91,9 @@ func TestObserverPanicOnQueuedDispatch(t *testing.T) {
 // panicPolicy is an ordering policy whose Key panics.
 type panicPolicy struct{}
 
-func (panicPolicy) TypeName() string                      { return "panic-ordering-policy" }
+func (panicPolicy) TypeName() string                        { return "panic-ordering-policy" }
 func (panicPolicy) RequiredCapability() ordering.Capability { return ordering.CapabilityFIFO }
-func (panicPolicy) Key(*ordering.Item) ordering.Key        { panic("key boom") }
+func (panicPolicy) Key(*ordering.Item) ordering.Key         { panic("key boom") }
 
 // TestPolicyKeyPanicDoesNotWedge: a Key that panics reaches the caller,
 // nothing is queued, and the controller — Close included — goes on.

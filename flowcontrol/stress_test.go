@@ -176,4 +176,3 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 	}
 	goleak.VerifyNone(t, baseline)
 }
-
