@@ -44,8 +44,8 @@ func Example() {
 	_, err = fc.EnqueueAndWait(ctx, flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "batch", Priority: -1}})
 	var rej *flowcontrol.RejectionError
 	if errors.As(err, &rej) {
-		fmt.Println(rej.Outcome.HTTPStatus(), flowcontrol.DroppedReasonHeader+":", rej.Outcome.DroppedReason())
-		fmt.Println(errors.Is(err, flowcontrol.ErrSaturated))
+		fmt.Println(rej.Outcome.HTTPStatus(), flowcontrol.DroppedReasonHeader+":", rej.Outcome.String())
+		fmt.Println(errors.Is(err, flowcontrol.ErrRejectedSaturated))
 	}
 	// Output:
 	// requested 5 effective 0

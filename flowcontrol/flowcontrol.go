@@ -12,10 +12,10 @@
 //
 //	outcome                   error wraps   dropped reason               HTTP
 //	OutcomeDispatched         (none)        -                            200
-//	OutcomeRejectedCapacity   ErrSaturated  rejected-saturated           429  (+ RetryAfter)
-//	OutcomeExpired            ErrExpired    rejected-ttl-expired         429
-//	OutcomeCancelled          ErrCancelled  rejected-context-cancelled   503
-//	OutcomeRejectedShutdown   ErrClosed     rejected-shutting-down       503
+//	OutcomeRejectedSaturated   ErrRejectedSaturated  rejected-saturated           429  (+ RetryAfter)
+//	OutcomeRejectedTTLExpired            ErrRejectedTTLExpired    rejected-ttl-expired         429
+//	OutcomeRejectedContextCancelled          ErrRejectedContextCancelled  rejected-context-cancelled   503
+//	OutcomeRejectedShuttingDown   ErrRejectedShuttingDown     rejected-shutting-down       503
 //
 // The dropped reason is the value of the x-llm-d-request-dropped-reason
 // header ([DroppedReasonHeader]).
@@ -68,9 +68,9 @@
 // A queued request's TTL is the smallest of its band's TTL, [Config.DefaultTTL],
 // its own [Request.TTL] and the time left until its context's deadline; it is
 // fixed at enqueue. The request expires at exactly that TTL. A context
-// deadline is an expiry, not a cancellation: the outcome is OutcomeExpired and
-// the error matches both ErrExpired and context.DeadlineExceeded. An explicit
-// cancellation of the context is OutcomeCancelled and matches ErrCancelled
+// deadline is an expiry, not a cancellation: the outcome is OutcomeRejectedTTLExpired and
+// the error matches both ErrRejectedTTLExpired and context.DeadlineExceeded. An explicit
+// cancellation of the context is OutcomeRejectedContextCancelled and matches ErrRejectedContextCancelled
 // and context.Canceled. A context already done at the call ends it at once.
 //
 // Expired and cancelled requests leave their queue at once, so lengths, byte
@@ -90,9 +90,9 @@
 // # Shutdown
 //
 // [FlowController.Close] ends every queued request with
-// OutcomeRejectedShutdown and returns once their EnqueueAndWait calls have
+// OutcomeRejectedShuttingDown and returns once their EnqueueAndWait calls have
 // returned. Shutdown wins: once Close has begun, every call ends with
-// OutcomeRejectedShutdown, also one whose context is already done. The
+// OutcomeRejectedShuttingDown, also one whose context is already done. The
 // controller runs no goroutines of its own: every goroutine in it is a
 // caller's, a timer's of its [Clock], or a context's AfterFunc.
 //
@@ -445,7 +445,7 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	}
 	b := c.resolve(c.bands.Load(), req.Key.Priority)
 	if b == nil {
-		return nil, &RejectionError{Outcome: OutcomeRejectedCapacity, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil
+		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil
 	}
 	size := max(req.ByteSize, 0)
 	cost := req.Cost
@@ -558,7 +558,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 		}
 	}
 	if w.expireAfter > 0 {
-		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, OutcomeExpired, false) })
+		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, OutcomeRejectedTTLExpired, false) })
 	}
 	if w.done == nil {
 		w.ready = make(chan struct{})
@@ -632,9 +632,9 @@ func (c *FlowController) isFirst(b *band) bool {
 // deadline, a cancellation otherwise.
 func contextOutcome(ctx context.Context) Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return OutcomeExpired
+		return OutcomeRejectedTTLExpired
 	}
-	return OutcomeCancelled
+	return OutcomeRejectedContextCancelled
 }
 
 // admissionSlab is how many Admissions one allocation provides to immediate
@@ -677,7 +677,7 @@ func effectiveKey(requested FlowKey, b *band) FlowKey {
 // shutdownRejection is the rejection of a request for key after Close.
 func (c *FlowController) shutdownRejection(key FlowKey) *RejectionError {
 	return &RejectionError{
-		Outcome:   OutcomeRejectedShutdown,
+		Outcome:   OutcomeRejectedShuttingDown,
 		Requested: key,
 		Effective: effectiveKey(key, c.resolve(c.bands.Load(), key.Priority)),
 	}
@@ -691,9 +691,9 @@ func (e *RejectionError) setContext(ctx context.Context, err error) {
 		e.ctxCause = cause
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		e.Outcome = OutcomeExpired
+		e.Outcome = OutcomeRejectedTTLExpired
 	} else {
-		e.Outcome = OutcomeCancelled
+		e.Outcome = OutcomeRejectedContextCancelled
 	}
 }
 
@@ -883,7 +883,7 @@ func (c *FlowController) abandon(w *waiter, o Outcome, byContext bool) {
 		return
 	}
 	if c.closing.Load() {
-		o, byContext = OutcomeRejectedShutdown, false
+		o, byContext = OutcomeRejectedShuttingDown, false
 	}
 	now := c.clock.Now()
 	c.unqueue(w, now)
@@ -970,7 +970,7 @@ func (c *FlowController) Nudge() {
 }
 
 // Close shuts the controller down: every queued request ends with
-// [OutcomeRejectedShutdown], and every later EnqueueAndWait or Submit is
+// [OutcomeRejectedShuttingDown], and every later EnqueueAndWait or Submit is
 // rejected the same way at once, also one whose context is already done.
 // Close returns when the EnqueueAndWait calls of the queued requests have
 // returned (their Observer calls included) and the done functions of the
@@ -983,7 +983,7 @@ func (c *FlowController) Close() {
 	c.waiters.Wait()
 }
 
-// shutdown ends every queued request with OutcomeRejectedShutdown, once,
+// shutdown ends every queued request with OutcomeRejectedShuttingDown, once,
 // in each band from the oldest arrival to the newest.
 func (c *FlowController) shutdown() {
 	c.mu.Lock()
@@ -1003,7 +1003,7 @@ func (c *FlowController) shutdown() {
 		slices.SortFunc(all, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
 		for _, w := range all {
 			c.unqueue(w, now)
-			c.decide(w, OutcomeRejectedShutdown, now)
+			c.decide(w, OutcomeRejectedShuttingDown, now)
 		}
 	}
 }
@@ -1058,7 +1058,7 @@ func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Sna
 // requests wait in it. The new limits apply to requests enqueued from now on;
 // requests already queued keep their TTL and stay queued even if the band now
 // holds more than its capacity. Requests already admitted keep the band they
-// were admitted under. It fails with an error wrapping [ErrClosed] after
+// were admitted under. It fails with an error wrapping [ErrRejectedShuttingDown] after
 // Close.
 func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	p, err := checkBand("BandConfig", bc)
@@ -1069,7 +1069,7 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	c.mu.Lock()
 	defer c.unlock()
 	if c.closed {
-		return fmt.Errorf("flowcontrol: ProvisionBand(priority %d): %w", bc.Priority, ErrClosed)
+		return fmt.Errorf("flowcontrol: ProvisionBand(priority %d): %w", bc.Priority, ErrRejectedShuttingDown)
 	}
 	set := c.bands.Load()
 	if b := set.lookup(bc.Priority); b != nil {

@@ -84,7 +84,7 @@ func limitValue(l capacity.Limit) int64 {
 // mu held.
 func (c *FlowController) capacityRejection(b *band, key FlowKey, r refusal) *RejectionError {
 	rej := &RejectionError{
-		Outcome:   OutcomeRejectedCapacity,
+		Outcome:   OutcomeRejectedSaturated,
 		Requested: key,
 		Effective: effectiveKey(key, b),
 		limit:     r.limit,

@@ -466,18 +466,18 @@ func (m *model) enqueue(r *modelReq, own, deadline time.Duration, alreadyDone bo
 	}
 	switch {
 	case m.closed: // shutdown wins over a done context
-		m.finish(r, flowcontrol.OutcomeRejectedShutdown, 0, false)
+		m.finish(r, flowcontrol.OutcomeRejectedShuttingDown, 0, false)
 		return
 	case alreadyDone:
-		m.finish(r, flowcontrol.OutcomeCancelled, 0, true)
+		m.finish(r, flowcontrol.OutcomeRejectedContextCancelled, 0, true)
 		return
 	case b == nil:
-		m.finish(r, flowcontrol.OutcomeRejectedCapacity, 0, false)
+		m.finish(r, flowcontrol.OutcomeRejectedSaturated, 0, false)
 		return
 	}
 	plan, ok := m.displacement(b, r)
 	if !ok {
-		m.finish(r, flowcontrol.OutcomeRejectedCapacity, 0, false)
+		m.finish(r, flowcontrol.OutcomeRejectedSaturated, 0, false)
 		return
 	}
 	for _, v := range plan {
@@ -526,7 +526,7 @@ func (m *model) advance(t *rapid.T, d time.Duration) {
 		}
 		m.now = next.expireAt
 		m.remove(next)
-		m.finish(next, flowcontrol.OutcomeExpired, next.ttl, next.ctxExpiry)
+		m.finish(next, flowcontrol.OutcomeRejectedTTLExpired, next.ttl, next.ctxExpiry)
 		if m.dispatch() != 0 {
 			t.Fatalf("model: an expiry started a request; the test's determinism argument is broken")
 		}
@@ -700,7 +700,7 @@ func runModel(rt *rapid.T) {
 			r.cancel()
 			if r.queued {
 				m.remove(r)
-				m.finish(r, flowcontrol.OutcomeCancelled, m.now-r.enqueued, true)
+				m.finish(r, flowcontrol.OutcomeRejectedContextCancelled, m.now-r.enqueued, true)
 				m.dispatch()
 			}
 		},
@@ -735,7 +735,7 @@ func runModel(rt *rapid.T) {
 			}
 			err := fc.ProvisionBand(bc)
 			if m.closed {
-				if !errors.Is(err, flowcontrol.ErrClosed) {
+				if !errors.Is(err, flowcontrol.ErrRejectedShuttingDown) {
 					rt.Fatalf("ProvisionBand after Close: %v", err)
 				}
 				return
@@ -767,7 +767,7 @@ func runModel(rt *rapid.T) {
 				for _, r := range m.reqs {
 					if r.queued {
 						m.remove(r)
-						m.finish(r, flowcontrol.OutcomeRejectedShutdown, m.now-r.enqueued, false)
+						m.finish(r, flowcontrol.OutcomeRejectedShuttingDown, m.now-r.enqueued, false)
 					}
 				}
 			}
@@ -849,12 +849,12 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 			rt.Fatalf("%s: %v in %v after %v; model %v in %v after %v (%v)", id, rej.Outcome, rej.Effective, rej.QueueTime, r.outcome, wantKey, r.queueTime, r.call.err)
 		}
 		deadline, canceled := errors.Is(r.call.err, context.DeadlineExceeded), errors.Is(r.call.err, context.Canceled)
-		wantDeadline := r.byContext && r.outcome == flowcontrol.OutcomeExpired
-		wantCanceled := r.byContext && r.outcome == flowcontrol.OutcomeCancelled
+		wantDeadline := r.byContext && r.outcome == flowcontrol.OutcomeRejectedTTLExpired
+		wantCanceled := r.byContext && r.outcome == flowcontrol.OutcomeRejectedContextCancelled
 		if deadline != wantDeadline || canceled != wantCanceled {
 			rt.Fatalf("%s: matches DeadlineExceeded %v Canceled %v; want %v %v (%v)", id, deadline, canceled, wantDeadline, wantCanceled, r.call.err)
 		}
-		if r.outcome == flowcontrol.OutcomeRejectedCapacity || r.outcome == flowcontrol.OutcomeEvictedQueuePressure {
+		if r.outcome == flowcontrol.OutcomeRejectedSaturated || r.outcome == flowcontrol.OutcomeEvictedQueuePressure {
 			if rej.RetryAfter < 0 || rej.RetryAfter > 30*time.Second || rej.RetryAfter%time.Second != 0 {
 				rt.Fatalf("%s: RetryAfter %v", id, rej.RetryAfter)
 			}

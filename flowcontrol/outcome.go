@@ -9,26 +9,33 @@ import (
 )
 
 // Outcome is the one terminal result of a call to
-// [FlowController.EnqueueAndWait].
+// [FlowController.EnqueueAndWait] or [FlowController.Submit].
+//
+// Each outcome has one stem, the dropped reason llm-d-router defines for it
+// (x-llm-d-request-dropped-reason): its constant is Outcome followed by the
+// stem in Go's case, its sentinel error Err followed by the same, and its
+// String is the stem itself — OutcomeRejectedSaturated, ErrRejectedSaturated,
+// "rejected-saturated". A new outcome follows the same rule.
 type Outcome int
 
 const (
 	// OutcomeDispatched: the request may go on to a model server. It is the
 	// only outcome that carries an admitted (effective) band.
 	OutcomeDispatched Outcome = iota
-	// OutcomeRejectedCapacity: the request did not fit its band's or the
-	// controller's request or byte capacity, or (with [Config.NeverPromote])
-	// no band could take it. It was never queued.
-	OutcomeRejectedCapacity
-	// OutcomeExpired: the request waited its whole queue-wait TTL, or its
-	// context's deadline passed while it was queued.
-	OutcomeExpired
-	// OutcomeCancelled: the request's context was cancelled while it was
-	// queued.
-	OutcomeCancelled
-	// OutcomeRejectedShutdown: the controller was closed before the request
-	// was dispatched.
-	OutcomeRejectedShutdown
+	// OutcomeRejectedSaturated: the request did not fit a request, byte or
+	// cost capacity of its band, its flow or the controller, and displacing
+	// others could not make room; or (with [Config.NeverPromote]) no band
+	// could take it. It was never queued.
+	OutcomeRejectedSaturated
+	// OutcomeRejectedTTLExpired: the request waited its whole queue-wait
+	// TTL, or its context's deadline passed while it was queued.
+	OutcomeRejectedTTLExpired
+	// OutcomeRejectedContextCancelled: the request's context was cancelled
+	// while it was queued, or before the call.
+	OutcomeRejectedContextCancelled
+	// OutcomeRejectedShuttingDown: the controller was closed before the
+	// request was dispatched.
+	OutcomeRejectedShuttingDown
 	// OutcomeEvictedQueuePressure: the request was queued and then
 	// displaced by a request of a flow holding less than its share of a
 	// full band or controller (see [Config.NoDisplacement]).
@@ -36,47 +43,30 @@ const (
 )
 
 // DroppedReasonHeader is the response header in which a gateway reports why
-// it dropped a request; its value is [Outcome.DroppedReason].
+// it dropped a request; its value is the outcome's [Outcome.String].
 const DroppedReasonHeader = "x-llm-d-request-dropped-reason"
 
-// String returns "dispatched", "rejected-capacity", "expired", "cancelled" or
-// "rejected-shutdown".
+// String returns the outcome's name: "dispatched", or for every other
+// outcome the value of [DroppedReasonHeader] that llm-d-router defines for
+// it — "rejected-saturated", "rejected-ttl-expired",
+// "rejected-context-cancelled", "rejected-shutting-down" or
+// "evicted-queue-pressure".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeDispatched:
 		return "dispatched"
-	case OutcomeRejectedCapacity:
-		return "rejected-capacity"
-	case OutcomeExpired:
-		return "expired"
-	case OutcomeCancelled:
-		return "cancelled"
-	case OutcomeRejectedShutdown:
-		return "rejected-shutdown"
-	case OutcomeEvictedQueuePressure:
-		return "evicted-queue-pressure"
-	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// DroppedReason returns the value of [DroppedReasonHeader] for o:
-// "rejected-saturated", "rejected-ttl-expired", "rejected-context-cancelled"
-// or "rejected-shutting-down". It is "" for OutcomeDispatched, which drops
-// nothing, and for an unknown Outcome.
-func (o Outcome) DroppedReason() string {
-	switch o {
-	case OutcomeRejectedCapacity:
+	case OutcomeRejectedSaturated:
 		return "rejected-saturated"
-	case OutcomeExpired:
+	case OutcomeRejectedTTLExpired:
 		return "rejected-ttl-expired"
-	case OutcomeCancelled:
+	case OutcomeRejectedContextCancelled:
 		return "rejected-context-cancelled"
-	case OutcomeRejectedShutdown:
+	case OutcomeRejectedShuttingDown:
 		return "rejected-shutting-down"
 	case OutcomeEvictedQueuePressure:
 		return "evicted-queue-pressure"
 	}
-	return ""
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // HTTPStatus returns the status a gateway should answer with: 200 for
@@ -87,9 +77,9 @@ func (o Outcome) HTTPStatus() int {
 	switch o {
 	case OutcomeDispatched:
 		return http.StatusOK
-	case OutcomeRejectedCapacity, OutcomeExpired, OutcomeEvictedQueuePressure:
+	case OutcomeRejectedSaturated, OutcomeRejectedTTLExpired, OutcomeEvictedQueuePressure:
 		return http.StatusTooManyRequests
-	case OutcomeCancelled, OutcomeRejectedShutdown:
+	case OutcomeRejectedContextCancelled, OutcomeRejectedShuttingDown:
 		return http.StatusServiceUnavailable
 	}
 	return 0
@@ -97,24 +87,27 @@ func (o Outcome) HTTPStatus() int {
 
 // Sentinel errors, one per outcome other than dispatch. Every error of
 // EnqueueAndWait is a [*RejectionError] that wraps exactly one of them, so
-// errors.Is(err, ErrExpired) tells the outcome without a type assertion.
+// errors.Is(err, ErrRejectedTTLExpired) tells the outcome without a type
+// assertion.
 var (
-	// ErrSaturated is wrapped for [OutcomeRejectedCapacity].
-	ErrSaturated = errors.New("flowcontrol: saturated")
-	// ErrTooLarge is wrapped, beside ErrSaturated, for the capacity
-	// rejection of a request that can never fit: its ByteSize exceeds a
-	// byte capacity of its band or of the controller. Such a rejection
-	// carries no RetryAfter, since waiting cannot help it.
-	ErrTooLarge = errors.New("flowcontrol: request larger than a byte capacity")
-	// ErrExpired is wrapped for [OutcomeExpired].
-	ErrExpired = errors.New("flowcontrol: queue-wait TTL expired")
-	// ErrCancelled is wrapped for [OutcomeCancelled].
-	ErrCancelled = errors.New("flowcontrol: cancelled while queued")
-	// ErrClosed is wrapped for [OutcomeRejectedShutdown], and by
-	// [FlowController.ProvisionBand] after Close.
-	ErrClosed = errors.New("flowcontrol: controller closed")
+	// ErrRejectedSaturated is wrapped for [OutcomeRejectedSaturated].
+	ErrRejectedSaturated = errors.New("flowcontrol: rejected-saturated")
+	// ErrTooLarge is not an outcome but a detail of one: it is wrapped,
+	// beside ErrRejectedSaturated, for a request that can never fit, whose
+	// ByteSize or Cost exceeds a byte or cost capacity of its band or of
+	// the controller. Such a rejection carries no RetryAfter, since waiting
+	// cannot help it; flowhttp answers it 413.
+	ErrTooLarge = errors.New("flowcontrol: request larger than a byte or cost capacity")
+	// ErrRejectedTTLExpired is wrapped for [OutcomeRejectedTTLExpired].
+	ErrRejectedTTLExpired = errors.New("flowcontrol: rejected-ttl-expired")
+	// ErrRejectedContextCancelled is wrapped for
+	// [OutcomeRejectedContextCancelled].
+	ErrRejectedContextCancelled = errors.New("flowcontrol: rejected-context-cancelled")
+	// ErrRejectedShuttingDown is wrapped for [OutcomeRejectedShuttingDown],
+	// and by [FlowController.ProvisionBand] after Close.
+	ErrRejectedShuttingDown = errors.New("flowcontrol: rejected-shutting-down")
 	// ErrEvictedQueuePressure is wrapped for [OutcomeEvictedQueuePressure].
-	ErrEvictedQueuePressure = errors.New("flowcontrol: displaced by a fairer flow")
+	ErrEvictedQueuePressure = errors.New("flowcontrol: evicted-queue-pressure")
 )
 
 // limitKind says which limit refused a request, for the error message.
@@ -136,8 +129,8 @@ const (
 // RejectionError is the error of [FlowController.EnqueueAndWait] for every
 // outcome but dispatch.
 //
-// errors.Is matches the outcome's sentinel ([ErrSaturated], [ErrExpired],
-// [ErrCancelled] or [ErrClosed]) and, when the context ended the wait, the
+// errors.Is matches the outcome's sentinel ([ErrRejectedSaturated], [ErrRejectedTTLExpired],
+// [ErrRejectedContextCancelled] or [ErrRejectedShuttingDown]) and, when the context ended the wait, the
 // context's error (context.Canceled or context.DeadlineExceeded) and its
 // cause, if it has a different one.
 type RejectionError struct {
@@ -168,14 +161,14 @@ type RejectionError struct {
 // sentinel returns the sentinel error of an outcome.
 func (o Outcome) sentinel() error {
 	switch o {
-	case OutcomeRejectedCapacity:
-		return ErrSaturated
-	case OutcomeExpired:
-		return ErrExpired
-	case OutcomeCancelled:
-		return ErrCancelled
-	case OutcomeRejectedShutdown:
-		return ErrClosed
+	case OutcomeRejectedSaturated:
+		return ErrRejectedSaturated
+	case OutcomeRejectedTTLExpired:
+		return ErrRejectedTTLExpired
+	case OutcomeRejectedContextCancelled:
+		return ErrRejectedContextCancelled
+	case OutcomeRejectedShuttingDown:
+		return ErrRejectedShuttingDown
 	case OutcomeEvictedQueuePressure:
 		return ErrEvictedQueuePressure
 	}
@@ -194,11 +187,7 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(")")
 	}
 	sb.WriteString(": ")
-	if r := e.Outcome.DroppedReason(); r != "" {
-		sb.WriteString(r)
-	} else {
-		sb.WriteString(e.Outcome.String())
-	}
+	sb.WriteString(e.Outcome.String())
 	band := "band " + strconv.Itoa(e.Effective.Priority)
 	val := strconv.FormatInt(e.limitVal, 10)
 	switch e.limit {

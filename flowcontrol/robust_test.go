@@ -268,10 +268,10 @@ func TestShutdownWinsOverADoneContext(t *testing.T) {
 	defer cancel2()
 	for name, ctx := range map[string]context.Context{"cancelled": cancelled, "expired": expired, "live": context.Background()} {
 		_, err := fc.EnqueueAndWait(ctx, req(name, 0))
-		require.ErrorIs(t, err, flowcontrol.ErrClosed, name)
+		require.ErrorIs(t, err, flowcontrol.ErrRejectedShuttingDown, name)
 		var got error
 		fc.Submit(ctx, req(name, 0), func(_ *flowcontrol.Admission, err error) { got = err })
-		require.ErrorIs(t, got, flowcontrol.ErrClosed, name)
+		require.ErrorIs(t, got, flowcontrol.ErrRejectedShuttingDown, name)
 	}
 }
 
@@ -290,10 +290,10 @@ func TestShutdownWinsOverAQueuedCancellation(t *testing.T) {
 			cancel()
 			<-closed
 			o := w.outcome(t)
-			if o != flowcontrol.OutcomeRejectedShutdown && o != flowcontrol.OutcomeCancelled {
+			if o != flowcontrol.OutcomeRejectedShuttingDown && o != flowcontrol.OutcomeRejectedContextCancelled {
 				t.Fatalf("outcome %v", o)
 			}
-			if o == flowcontrol.OutcomeCancelled {
+			if o == flowcontrol.OutcomeRejectedContextCancelled {
 				// Legitimate only if the cancellation was settled before
 				// Close began; with Close started first it must not be.
 				continue
@@ -307,7 +307,7 @@ func TestShutdownWinsOverAQueuedCancellation(t *testing.T) {
 		synctest.Wait()
 		fc.Close()
 		cancel()
-		require.Equal(t, flowcontrol.OutcomeRejectedShutdown, w.outcome(t))
+		require.Equal(t, flowcontrol.OutcomeRejectedShuttingDown, w.outcome(t))
 	})
 }
 
@@ -379,7 +379,7 @@ func TestRetryAfterProjectsFromTheScopeThatTripped(t *testing.T) {
 		// Larger than band 0's byte capacity: it can never fit.
 		_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("huge", 0), ByteSize: 101})
 		require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
-		require.ErrorIs(t, err, flowcontrol.ErrSaturated)
+		require.ErrorIs(t, err, flowcontrol.ErrRejectedSaturated)
 		require.ErrorAs(t, err, &rej)
 		require.Zero(t, rej.RetryAfter)
 		// Larger than the global byte capacity, in band 1.
@@ -398,7 +398,7 @@ func TestClosedBandGetsNoRetryAfter(t *testing.T) {
 	_, err := fc.EnqueueAndWait(context.Background(), req("a", 0))
 	var rej *flowcontrol.RejectionError
 	require.ErrorAs(t, err, &rej)
-	require.Equal(t, flowcontrol.OutcomeRejectedCapacity, rej.Outcome)
+	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
 	require.Zero(t, rej.RetryAfter)
 	require.False(t, errors.Is(err, flowcontrol.ErrTooLarge))
 }

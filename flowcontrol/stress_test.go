@@ -99,7 +99,7 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 				return
 			}
 			returned[rej.Outcome].Add(1)
-			if rej.Outcome == flowcontrol.OutcomeRejectedShutdown {
+			if rej.Outcome == flowcontrol.OutcomeRejectedShuttingDown {
 				return
 			}
 		}
@@ -163,7 +163,7 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 	for o := range returned {
 		t.Logf("%v: %d", flowcontrol.Outcome(o), returned[o].Load())
 	}
-	if returned[flowcontrol.OutcomeRejectedShutdown].Load() == 0 {
+	if returned[flowcontrol.OutcomeRejectedShuttingDown].Load() == 0 {
 		t.Error("Close under load rejected nothing")
 	}
 	if n := fc.InFlight(); n != 0 {

@@ -83,7 +83,7 @@ func (l *outcomeLog) done(name string) func(*flowcontrol.Admission, error) {
 			if !errors.As(err, &rej) {
 				panic(err)
 			}
-			l.got = append(l.got, name+" "+rej.Outcome.DroppedReason()+" after "+rej.QueueTime.String())
+			l.got = append(l.got, name+" "+rej.Outcome.String()+" after "+rej.QueueTime.String())
 			return
 		}
 		l.got = append(l.got, name+" dispatched after "+adm.QueueTime().String())
@@ -145,7 +145,7 @@ func TestSubmitCancellation(t *testing.T) {
 	cause := errorString("client went away")
 	cancel(cause)
 	rej := c.rejection(t)
-	require.Equal(t, flowcontrol.OutcomeCancelled, rej.Outcome)
+	require.Equal(t, flowcontrol.OutcomeRejectedContextCancelled, rej.Outcome)
 	require.ErrorIs(t, rej, context.Canceled)
 	require.ErrorIs(t, rej, cause)
 	require.Equal(t, int64(0), queued(t, fc, 0))

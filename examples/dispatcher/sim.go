@@ -273,11 +273,11 @@ func simulateOne(cfg SimConfig, d Dispatcher) (Result, error) {
 	for _, r := range recs {
 		switch {
 		case r.Tenant == batchTenant:
-			res.Rejections += r.Drops[flowcontrol.OutcomeRejectedCapacity]
+			res.Rejections += r.Drops[flowcontrol.OutcomeRejectedSaturated]
 		case r.Done && r.Served:
 			res.OthersServed++
 		case r.Done:
-			res.OthersRejected += r.Drops[flowcontrol.OutcomeRejectedCapacity]
+			res.OthersRejected += r.Drops[flowcontrol.OutcomeRejectedSaturated]
 		}
 	}
 	if d != Fixed {
@@ -342,7 +342,7 @@ func (d *dispatcher) respond(r *sim.Record, t window.Ticket, resp sim.Response) 
 				fb.Headroom, fb.HeadroomKnown = uint64(n), true
 			}
 		}
-	case resp.Rejection != nil && resp.Rejection.Outcome == flowcontrol.OutcomeRejectedCapacity:
+	case resp.Rejection != nil && resp.Rejection.Outcome == flowcontrol.OutcomeRejectedSaturated:
 		fb = window.Feedback{Signal: window.Saturated, RetryAfter: resp.RetryAfter}
 	default:
 		fb = window.Feedback{Signal: window.Failed}

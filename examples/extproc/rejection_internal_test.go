@@ -22,7 +22,7 @@ func TestRejectionRetryAfterWholeSecondsRoundedUp(t *testing.T) {
 		{30 * time.Second, "30"},
 	}
 	for _, tc := range cases {
-		resp := rejection(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: tc.retryAfter})
+		resp := rejection(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedSaturated, RetryAfter: tc.retryAfter})
 		got, ok := "", false
 		for _, opt := range resp.GetImmediateResponse().GetHeaders().GetSetHeaders() {
 			if opt.GetHeader().GetKey() == "retry-after" {
@@ -40,8 +40,8 @@ func TestRejectionRetryAfterWholeSecondsRoundedUp(t *testing.T) {
 
 func TestRejectionStatusAndReasonPerOutcome(t *testing.T) {
 	for _, o := range []flowcontrol.Outcome{
-		flowcontrol.OutcomeRejectedCapacity, flowcontrol.OutcomeExpired,
-		flowcontrol.OutcomeCancelled, flowcontrol.OutcomeRejectedShutdown,
+		flowcontrol.OutcomeRejectedSaturated, flowcontrol.OutcomeRejectedTTLExpired,
+		flowcontrol.OutcomeRejectedContextCancelled, flowcontrol.OutcomeRejectedShuttingDown,
 	} {
 		ir := rejection(&flowcontrol.RejectionError{Outcome: o}).GetImmediateResponse()
 		if got, want := int(ir.GetStatus().GetCode()), o.HTTPStatus(); got != want {
@@ -53,11 +53,11 @@ func TestRejectionStatusAndReasonPerOutcome(t *testing.T) {
 				reason = string(opt.GetHeader().GetRawValue())
 			}
 		}
-		if reason != o.DroppedReason() {
-			t.Errorf("%v: reason %q, want %q", o, reason, o.DroppedReason())
+		if reason != o.String() {
+			t.Errorf("%v: reason %q, want %q", o, reason, o.String())
 		}
-		if ir.GetDetails() != o.DroppedReason() {
-			t.Errorf("%v: details %q, want %q", o, ir.GetDetails(), o.DroppedReason())
+		if ir.GetDetails() != o.String() {
+			t.Errorf("%v: details %q, want %q", o, ir.GetDetails(), o.String())
 		}
 	}
 	// An error that is not a RejectionError still fails safe.
@@ -68,7 +68,7 @@ func TestRejectionStatusAndReasonPerOutcome(t *testing.T) {
 }
 
 func TestRejectionForTooLarge(t *testing.T) {
-	err := fmt.Errorf("%w: %w", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: time.Second}, flowcontrol.ErrTooLarge)
+	err := fmt.Errorf("%w: %w", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedSaturated, RetryAfter: time.Second}, flowcontrol.ErrTooLarge)
 	ir := rejection(err).GetImmediateResponse()
 	if got := ir.GetStatus().GetCode(); got != 413 {
 		t.Errorf("status %v, want 413", got)

@@ -289,7 +289,7 @@ func TestCancelWhileQueuedLeavesQueue(t *testing.T) {
 		}
 
 		b.cancel() // the client went away while b waited
-		if e := <-events; e.Outcome != flowcontrol.OutcomeCancelled {
+		if e := <-events; e.Outcome != flowcontrol.OutcomeRejectedContextCancelled {
 			t.Fatalf("b: outcome %v, want cancelled", e.Outcome)
 		}
 		if n := h.queued(0); n != 0 {

@@ -210,7 +210,7 @@ func (s *classStats) drop(reason string, hasSLO bool) {
 	}
 	// A request still queued when the demo stops says nothing about the
 	// gateway: it does not count against the SLO.
-	if hasSLO && reason != flowcontrol.OutcomeRejectedShutdown.DroppedReason() {
+	if hasSLO && reason != flowcontrol.OutcomeRejectedShuttingDown.String() {
 		s.sloDone++
 	}
 }

@@ -14,14 +14,14 @@ import (
 // bandCounters counts the flow-control outcomes of one band, as the
 // controller's Observer reports them.
 type bandCounters struct {
-	outcomes [flowcontrol.OutcomeRejectedShutdown + 1]atomic.Int64 // by Outcome
-	fallback atomic.Int64                                          // requests for an unprovisioned priority
+	outcomes [flowcontrol.OutcomeRejectedShuttingDown + 1]atomic.Int64 // by Outcome
+	fallback atomic.Int64                                              // requests for an unprovisioned priority
 }
 
 // bandRow is one band's line of the per-second table.
 type bandRow struct {
 	queued, capacity, headroom int64
-	counts                     [flowcontrol.OutcomeRejectedShutdown + 1]int64
+	counts                     [flowcontrol.OutcomeRejectedShuttingDown + 1]int64
 	fallback                   int64
 }
 
@@ -57,8 +57,8 @@ func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats client
 		}
 		fmt.Fprintf(w, "%4s  %4d  %10s  %8d  %4s  %10d  %9d  %7d  %9d  %8d  %7s\n",
 			when, b.priority, fmt.Sprintf("%d/%d", r.queued, r.capacity), r.headroom, stats.seen(b.priority),
-			r.counts[flowcontrol.OutcomeDispatched], r.counts[flowcontrol.OutcomeRejectedCapacity],
-			r.counts[flowcontrol.OutcomeExpired], r.counts[flowcontrol.OutcomeCancelled],
+			r.counts[flowcontrol.OutcomeDispatched], r.counts[flowcontrol.OutcomeRejectedSaturated],
+			r.counts[flowcontrol.OutcomeRejectedTTLExpired], r.counts[flowcontrol.OutcomeRejectedContextCancelled],
 			r.fallback, stats.sloMet(b.priority))
 	}
 }
@@ -132,10 +132,10 @@ func printSummary(w io.Writer, elapsed, drained time.Duration, stats clientStats
 		}
 		fmt.Fprintf(w, "%-13s  %13s  %4d  %9d  %9d  %7d  %9d  %8d  %6d  %7s  %8s  %5s\n",
 			c.name, fmt.Sprintf("%d→%d", c.priority, c.band), s.sent, s.completed,
-			s.dropped[flowcontrol.OutcomeRejectedCapacity.DroppedReason()],
-			s.dropped[flowcontrol.OutcomeExpired.DroppedReason()],
-			s.dropped[flowcontrol.OutcomeCancelled.DroppedReason()],
-			s.dropped[flowcontrol.OutcomeRejectedShutdown.DroppedReason()],
+			s.dropped[flowcontrol.OutcomeRejectedSaturated.String()],
+			s.dropped[flowcontrol.OutcomeRejectedTTLExpired.String()],
+			s.dropped[flowcontrol.OutcomeRejectedContextCancelled.String()],
+			s.dropped[flowcontrol.OutcomeRejectedShuttingDown.String()],
 			s.failed, slo, millis(percentile(s.ttfts, 0.5)), millis(percentile(s.ttfts, 0.95)))
 		s.mu.Unlock()
 	}

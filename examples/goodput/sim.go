@@ -201,7 +201,7 @@ func run(cfg Config, p ordering.Policy) (Result, error) {
 	res := Result{Policy: p.TypeName(), Requests: len(recs), PerClass: map[string]ClassResult{}}
 	all := sim.Summarize(recs, nil)
 	res.WithSLO, res.MetSLO = all.WithSLO, all.MetSLO
-	res.Expired = all.Drops[flowcontrol.OutcomeExpired]
+	res.Expired = all.Drops[flowcontrol.OutcomeRejectedTTLExpired]
 	var lastDone time.Duration
 	for _, r := range recs {
 		if r.Served {

@@ -412,7 +412,7 @@ func PrintDetail(out io.Writer, results []Result) {
 			idle = append(idle, strconv.FormatFloat(ra.Seconds(), 'g', 3, 64))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%.1f\t%.1f\t%d\t%d of %d\t%s\t%s\t\n",
-			r.Design, r.Requests, r.Attempts, r.CapacityRejections(), r.Drops[flowcontrol.OutcomeExpired],
+			r.Design, r.Requests, r.Attempts, r.CapacityRejections(), r.Drops[flowcontrol.OutcomeRejectedTTLExpired],
 			r.Retries, r.WastedRetries, r.Goodput, r.P50.Seconds(), r.P95.Seconds(), r.P99.Seconds(), r.GaveUp,
 			n, len(r.RetryAfters), mean, strings.Join(idle, " "))
 	}

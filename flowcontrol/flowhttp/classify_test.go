@@ -141,7 +141,7 @@ func TestTTLHeaderOverHTTP(t *testing.T) {
 				synctest.Wait()
 				want := []flowcontrol.Outcome{flowcontrol.OutcomeDispatched}
 				if c.wait != 0 {
-					want = append(want, flowcontrol.OutcomeExpired)
+					want = append(want, flowcontrol.OutcomeRejectedTTLExpired)
 				}
 				if diff := cmp.Diff(want, outcomes); diff != "" {
 					t.Errorf("outcomes (-want +got):\n%s", diff)

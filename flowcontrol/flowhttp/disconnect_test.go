@@ -154,7 +154,7 @@ func (rig *disconnectRig) run(t *testing.T, client *http.Client, url, proto stri
 	goAway()
 
 	ev := rig.awaitEvent(t)
-	require.Equal(t, flowcontrol.OutcomeCancelled, ev.Outcome, "outcome of the victim")
+	require.Equal(t, flowcontrol.OutcomeRejectedContextCancelled, ev.Outcome, "outcome of the victim")
 	require.Equal(t, victimFlow, ev.Requested.ID)
 	rig.awaitQueued(t, 0)
 

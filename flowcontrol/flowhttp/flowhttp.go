@@ -379,14 +379,14 @@ func RejectionFor(err error) Rejection {
 		if s := rej.Outcome.HTTPStatus(); s != 0 {
 			r.Status = s
 		}
-		r.DroppedReason = rej.Outcome.DroppedReason()
+		r.DroppedReason = rej.Outcome.String()
 		if rej.RetryAfter > 0 {
 			r.RetryAfter = strconv.FormatInt(int64((rej.RetryAfter+time.Second-1)/time.Second), 10)
 		}
 	}
 	if errors.Is(err, flowcontrol.ErrTooLarge) {
 		r.Status = http.StatusRequestEntityTooLarge
-		r.DroppedReason = flowcontrol.OutcomeRejectedCapacity.DroppedReason()
+		r.DroppedReason = flowcontrol.OutcomeRejectedSaturated.String()
 		r.RetryAfter = ""
 	}
 	r.Body = errorJSON(r.Status, r.DroppedReason, err.Error())

@@ -28,7 +28,7 @@ func TestRejectRetryAfterWholeSecondsRoundedUp(t *testing.T) {
 	}
 	for _, c := range cases {
 		rec := httptest.NewRecorder()
-		RejectionFor(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: c.retryAfter}).write(rec)
+		RejectionFor(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedSaturated, RetryAfter: c.retryAfter}).write(rec)
 		if diff := cmp.Diff(c.want, rec.Result().Header.Values("Retry-After")); diff != "" {
 			t.Errorf("RetryAfter %v: Retry-After (-want +got):\n%s", c.retryAfter, diff)
 		}
@@ -46,7 +46,7 @@ func wantBody(typ, code, message string) errorBody {
 }
 
 func TestRejectionForEveryOutcome(t *testing.T) {
-	capacityErr := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedCapacity, RetryAfter: 3 * time.Second}
+	capacityErr := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedSaturated, RetryAfter: 3 * time.Second}
 	// ErrTooLarge rides beside the RejectionError; the controller may also
 	// report a RetryAfter, which waiting cannot honour.
 	tooLarge := fmt.Errorf("%w: %w", capacityErr, flowcontrol.ErrTooLarge)
@@ -65,15 +65,15 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 		{"too large, bare sentinel", flowcontrol.ErrTooLarge,
 			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
 			wantBody("invalid_request_error", "rejected-saturated", flowcontrol.ErrTooLarge.Error())},
-		{"expired", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeExpired},
+		{"expired", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired},
 			Rejection{Status: 429, DroppedReason: "rejected-ttl-expired"},
-			wantBody("rate_limit_exceeded", "rejected-ttl-expired", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeExpired}).Error())},
-		{"cancelled", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeCancelled},
+			wantBody("rate_limit_exceeded", "rejected-ttl-expired", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired}).Error())},
+		{"cancelled", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedContextCancelled},
 			Rejection{Status: 503, DroppedReason: "rejected-context-cancelled"},
-			wantBody("service_unavailable", "rejected-context-cancelled", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeCancelled}).Error())},
-		{"shutting down", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShutdown},
+			wantBody("service_unavailable", "rejected-context-cancelled", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedContextCancelled}).Error())},
+		{"shutting down", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShuttingDown},
 			Rejection{Status: 503, DroppedReason: "rejected-shutting-down"},
-			wantBody("service_unavailable", "rejected-shutting-down", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShutdown}).Error())},
+			wantBody("service_unavailable", "rejected-shutting-down", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShuttingDown}).Error())},
 		// An error that is not a RejectionError still fails safe.
 		{"unknown error", errors.New("boom"),
 			Rejection{Status: 503},

@@ -344,7 +344,7 @@ func TestCancelledWhileQueued(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		slices.Sort(outcomes)
-		if want := []flowcontrol.Outcome{flowcontrol.OutcomeDispatched, flowcontrol.OutcomeCancelled}; !slices.Equal(outcomes, want) {
+		if want := []flowcontrol.Outcome{flowcontrol.OutcomeDispatched, flowcontrol.OutcomeRejectedContextCancelled}; !slices.Equal(outcomes, want) {
 			t.Errorf("outcomes %v, want %v", outcomes, want)
 		}
 		if n := backend.calls.Load(); n != 1 {

@@ -78,7 +78,7 @@ func TestControllerOnVirtualClock(t *testing.T) {
 	var secondQueued time.Duration
 	c.At(time.Second, func() {
 		fc.Submit(context.Background(), flowcontrol.Request{TTL: 3 * time.Second}, func(a *flowcontrol.Admission, err error) {
-			if !errors.Is(err, flowcontrol.ErrExpired) {
+			if !errors.Is(err, flowcontrol.ErrRejectedTTLExpired) {
 				t.Errorf("second request: %v, want expiry", err)
 			}
 			expiredAt = c.Elapsed()

@@ -348,7 +348,7 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 // Retry-After: a capacity rejection or an eviction, the drops that tell the
 // client to come back when there is room.
 func RetryAfterOutcome(o flowcontrol.Outcome) bool {
-	return o == flowcontrol.OutcomeRejectedCapacity || o == flowcontrol.OutcomeEvictedQueuePressure
+	return o == flowcontrol.OutcomeRejectedSaturated || o == flowcontrol.OutcomeEvictedQueuePressure
 }
 
 // End ends r now: served if its last attempt was, given up otherwise.

@@ -98,7 +98,7 @@ func TestEveryRequestEnds(t *testing.T) {
 	if sum.Failures == 0 {
 		t.Error("no attempt failed with the server")
 	}
-	if sum.CapacityRejections() == 0 || sum.Drops[flowcontrol.OutcomeExpired] == 0 {
+	if sum.CapacityRejections() == 0 || sum.Drops[flowcontrol.OutcomeRejectedTTLExpired] == 0 {
 		t.Errorf("drops %v: want capacity rejections and expiries", sum.Drops)
 	}
 	if in := s.Controller().InFlight(); in != 0 {

@@ -99,7 +99,7 @@ func Mean(values []time.Duration) time.Duration {
 // CapacityRejections returns the attempts rejected for capacity, the drops
 // that come with a Retry-After.
 func (s Summary) CapacityRejections() int {
-	return s.Drops[flowcontrol.OutcomeRejectedCapacity]
+	return s.Drops[flowcontrol.OutcomeRejectedSaturated]
 }
 
 // SLOShare returns MetSLO / WithSLO, or 0 with no SLOs.
