@@ -62,18 +62,17 @@ type BandConfig struct {
 	FlowRequestCapacity capacity.Limit
 	// TTL is the band's queue-wait TTL; 0 means none.
 	TTL time.Duration
-	// Policy orders the band's queue. Nil selects PolicyName, or FCFS when
-	// that is empty too.
+	// Policy orders each flow's queue in the band; nil means FCFS. Code
+	// builds one (ordering.FCFS(), a policy of its own); a configuration
+	// file names one and gets its value from ordering.PolicyByName.
 	Policy ordering.Policy
-	// PolicyName names a built-in policy by type name (for example
-	// "slo-deadline-ordering-policy"), as read from a configuration file.
-	// It is used when Policy is nil; when both are set they must agree.
-	PolicyName string
 	// Queue selects the queue implementation; "" means
 	// ordering.DefaultQueueKind of the policy.
 	Queue ordering.QueueKind
 	// Fairness picks which flow's head the band offers next; nil means
-	// [GlobalStrict], the order of one queue for the whole band.
+	// [GlobalStrict], the order of one queue for the whole band. As with
+	// Policy, code builds the value and a file names it: see
+	// [FairnessByName].
 	Fairness Fairness
 }
 
@@ -177,8 +176,8 @@ func checkTTL(field string, d time.Duration) error {
 }
 
 // checkBand validates a band configuration whose fields are named with the
-// prefix name (e.g. "Bands[2]"). It returns the band's policy, resolved from
-// Policy or PolicyName, nil when neither is set.
+// prefix name (e.g. "Bands[2]"). It returns the band's policy, nil when
+// none is set.
 func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 	if err := checkLimit(name+".RequestCapacity", bc.RequestCapacity); err != nil {
 		return nil, err
@@ -195,21 +194,7 @@ func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 	if err := checkTTL(name+".TTL", bc.TTL); err != nil {
 		return nil, err
 	}
-	p := bc.Policy
-	if bc.PolicyName != "" {
-		named, err := ordering.PolicyByName(bc.PolicyName)
-		if err != nil {
-			return nil, fmt.Errorf("flowcontrol: %s.PolicyName %q: %w", name, bc.PolicyName, err)
-		}
-		if p != nil && p.TypeName() != named.TypeName() {
-			return nil, fmt.Errorf("flowcontrol: %s.PolicyName %q disagrees with %s.Policy %q",
-				name, bc.PolicyName, name, p.TypeName())
-		}
-		if p == nil {
-			p = named
-		}
-	}
-	return p, nil
+	return bc.Policy, nil
 }
 
 // newQueue builds the queue of a new band.

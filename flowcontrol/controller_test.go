@@ -583,7 +583,7 @@ func TestNudgeDispatchesWhenAnExternalGateOpens(t *testing.T) {
 func TestSLODeadlineOrderEndToEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, PolicyName: ordering.SLODeadlinePolicyName}},
+			Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.SLODeadline()}},
 			Gate:  flowcontrol.MaxInFlight(1),
 		})
 		h := hold(t, fc)
@@ -837,7 +837,7 @@ func TestCloseRejectsQueuedAndLaterRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		fc, err := flowcontrol.New(flowcontrol.Config{
-			Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 3, PolicyName: ordering.EDFPolicyName}},
+			Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 3, Policy: ordering.EDF()}},
 			Gate:     flowcontrol.MaxInFlight(1),
 			Observer: rec.observe,
 		})
@@ -942,7 +942,7 @@ func TestObserverRunsOutsideTheLock(t *testing.T) {
 func TestProvisionBandChangesCapacityAndTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(1), TTL: time.Hour, PolicyName: ordering.FCFSPolicyName}},
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(1), TTL: time.Hour, Policy: ordering.FCFS()}},
 			Gate:  flowcontrol.MaxInFlight(0),
 		})
 		first := start(t.Context(), fc, req("first", 0))
@@ -951,7 +951,7 @@ func TestProvisionBandChangesCapacityAndTTL(t *testing.T) {
 			t.Fatalf("second: %v", err)
 		}
 		// Same policy (by name or left empty) and queue are accepted.
-		err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 0, RequestCapacity: bounded(2), TTL: time.Second, Queue: ordering.QueueFIFO, PolicyName: ordering.FCFSPolicyName})
+		err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 0, RequestCapacity: bounded(2), TTL: time.Second, Queue: ordering.QueueFIFO, Policy: ordering.FCFS()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1053,7 +1053,7 @@ func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Sna
 }
 
 // ProvisionBand adds a band, or changes the capacities and TTL of an existing
-// one. For an existing band, Policy, PolicyName and Queue must be left empty
+// one. For an existing band, Policy, Queue and Fairness must be left empty
 // or name what the band already runs: a band's order cannot change while
 // requests wait in it. The new limits apply to requests enqueued from now on;
 // requests already queued keep their TTL and stay queued even if the band now

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
 )
 
 // TestStressExactlyOneOutcome runs many goroutines against several bands with
@@ -34,7 +35,7 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 5, RequestCapacity: bounded(12)},
-			{Priority: 0, RequestCapacity: bounded(24), ByteCapacity: bounded(3000), PolicyName: "edf-ordering-policy"},
+			{Priority: 0, RequestCapacity: bounded(24), ByteCapacity: bounded(3000), Policy: ordering.EDF()},
 			{Priority: -5, TTL: 2 * time.Millisecond},
 		},
 		RequestCapacity: bounded(30),
