@@ -32,7 +32,7 @@ func Example() {
 			// A real router calls its flow controller here. This request asked
 			// for band 5, which is not provisioned, and was dispatched from the
 			// fallback band 0.
-			ctx := headroom.WithAdmittedBand(r.Context(), 0)
+			ctx := headroom.NewContext(r.Context(), headroom.Admitted(0))
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
@@ -103,7 +103,7 @@ func ExampleModifyResponse() {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = headroom.ModifyResponse(&bands)
 	admitted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proxy.ServeHTTP(w, r.WithContext(headroom.WithAdmittedBand(r.Context(), 2)))
+		proxy.ServeHTTP(w, r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(2))))
 	})
 
 	rec := httptest.NewRecorder()

@@ -4,10 +4,26 @@
 //
 // The header describes the band that admitted the request, read at the moment
 // the response headers pass through the router, not at admission: admission
-// records which band handled the request ([WithAdmittedBand]); response time
-// reads how full that band is now ([Sample], [Stamp], [Middleware],
-// [ModifyResponse], [MutationFor]). The value is advisory: nothing is
-// reserved, and concurrent callers may read the same room.
+// records which band handled the request ([Admitted]); response time reads
+// how full that band is now. The value is advisory: nothing is reserved, and
+// concurrent callers may read the same room.
+//
+// # Which entry point
+//
+//   - A net/http router that admits through Sluice: use flowhttp.Handler,
+//     which does everything here for you.
+//   - A router with its own proxy and its own admission: record the band
+//     with [NewContext] when the request is dispatched, and wrap the proxy
+//     in [Middleware] (any http.Handler) or give an httputil.ReverseProxy
+//     [ModifyResponse].
+//   - A proxy that does not hand the router an http.Header (an Envoy
+//     external processor): [MutationFor] returns the stamp as plain data.
+//   - A dispatcher reading the header: [Parse].
+//
+// The rest are the building blocks those use: [Requests] (the clamp),
+// [FromSnapshot] and [Sample] (reading a band), [Stamp] and [Strip]
+// (setting and removing the router-owned names), and [HeaderWriter] (a
+// ResponseWriter that runs a hook just before the header is written).
 //
 // Everything here is a function of its arguments; the package keeps no state
 // and reads no clock. It depends on nothing in Sluice but [capacity], so a
@@ -106,19 +122,20 @@ func (b Band) String() string {
 
 type bandKey struct{}
 
-// WithAdmittedBand returns a copy of ctx that records admission in band
-// priority, the effective priority of the dispatch.
+// NewContext returns a copy of ctx that carries b, for [Middleware] and
+// [ModifyResponse] to stamp at response time.
 //
-// Call it only after the flow controller has dispatched the request. A
-// rejected, expired or cancelled request must never carry a band: its
-// response advertises nothing.
-func WithAdmittedBand(ctx context.Context, priority int) context.Context {
-	return context.WithValue(ctx, bandKey{}, Admitted(priority))
+// The step that dispatched the request calls it with
+// Admitted(effective priority), after the flow controller has dispatched the
+// request. A rejected, expired or cancelled request must never carry an
+// admitted band: its response advertises nothing.
+func NewContext(ctx context.Context, b Band) context.Context {
+	return context.WithValue(ctx, bandKey{}, b)
 }
 
-// AdmittedBand returns the band recorded in ctx by [WithAdmittedBand], or the
-// zero Band (not admitted) if there is none.
-func AdmittedBand(ctx context.Context) Band {
+// FromContext returns the band ctx carries ([NewContext]), or the zero Band
+// (not admitted) if there is none.
+func FromContext(ctx context.Context) Band {
 	b, _ := ctx.Value(bandKey{}).(Band)
 	return b
 }

@@ -62,7 +62,7 @@ func (sc scenario) backendHeader() http.Header {
 func (sc scenario) request() *http.Request {
 	req := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader("{}"))
 	if p, ok := sc.band.Priority(); ok {
-		req = req.WithContext(headroom.WithAdmittedBand(req.Context(), p))
+		req = req.WithContext(headroom.NewContext(req.Context(), headroom.Admitted(p)))
 	}
 	return req
 }
@@ -171,7 +171,7 @@ func wantHeadroom(t *testing.T, h http.Header, want string) {
 		t.Fatalf("headroom headers = %q, want exactly %s: %s", got, headroom.HeaderName, want)
 	}
 	checkUnrelatedKept(t, h)
-	if n, err := headroom.Parse(h); err != nil || strconv.FormatUint(n, 10) != want {
+	if n, err := headroom.Parse(h); err != nil || strconv.FormatInt(n, 10) != want {
 		t.Fatalf("Parse of the stamped header = %d, %v; want %s", n, err, want)
 	}
 }
@@ -398,21 +398,21 @@ func TestResponseTimeSampling(t *testing.T) {
 	})
 }
 
-func TestAdmittedBandContext(t *testing.T) {
+func TestBandContext(t *testing.T) {
 	ctx := context.Background()
-	if b := headroom.AdmittedBand(ctx); b != (headroom.Band{}) {
-		t.Fatalf("AdmittedBand of a bare context = %v, want not admitted", b)
+	if b := headroom.FromContext(ctx); b != (headroom.Band{}) {
+		t.Fatalf("FromContext of a bare context = %v, want not admitted", b)
 	}
-	if _, admitted := headroom.AdmittedBand(ctx).Priority(); admitted {
+	if _, admitted := headroom.FromContext(ctx).Priority(); admitted {
 		t.Fatal("a bare context reports admission")
 	}
 	for _, p := range []int{0, 5, -3} {
-		b := headroom.AdmittedBand(headroom.WithAdmittedBand(ctx, p))
+		b := headroom.FromContext(headroom.NewContext(ctx, headroom.Admitted(p)))
 		if got, admitted := b.Priority(); got != p || !admitted {
-			t.Errorf("after WithAdmittedBand(%d): Priority() = %d, %t", p, got, admitted)
+			t.Errorf("after NewContext(Admitted(%d)): Priority() = %d, %t", p, got, admitted)
 		}
 		if b != headroom.Admitted(p) {
-			t.Errorf("after WithAdmittedBand(%d): %v, want %v", p, b, headroom.Admitted(p))
+			t.Errorf("after NewContext(Admitted(%d)): %v, want %v", p, b, headroom.Admitted(p))
 		}
 	}
 	// Admission in band 0 is not the zero Band.

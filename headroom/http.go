@@ -11,7 +11,7 @@ import (
 var ownedNames = []string{HeaderName, ProvisionalHeaderName}
 
 // Middleware returns a handler that serves next and stamps the headroom of
-// the request's admitted band ([AdmittedBand] of the request context) into
+// the request's admitted band ([FromContext] of the request context) into
 // the response at the moment its header is written: the first WriteHeader
 // with a final status, the first Write or Flush, or, if next writes nothing,
 // when next returns. The band is read from r then, not when the request
@@ -21,7 +21,7 @@ var ownedNames = []string{HeaderName, ProvisionalHeaderName}
 // even after the body. opts are as for [Stamp].
 //
 // Admission must happen before Middleware: the step that dispatched the
-// request calls [WithAdmittedBand] and passes the request carrying that
+// request calls [NewContext] and passes the request carrying that
 // context on, directly or through other handlers, to the returned handler.
 // A router that admits inside its final handler calls [Stamp] on
 // w.Header() itself before writing.
@@ -30,7 +30,7 @@ var ownedNames = []string{HeaderName, ProvisionalHeaderName}
 // http.ResponseController keep working through it.
 func Middleware(r capacity.Reader, next http.Handler, opts ...Option) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		band := AdmittedBand(req.Context())
+		band := FromContext(req.Context())
 		hw := NewHeaderWriter(w, func(h http.Header) { Stamp(h, r, band, opts...) }, ownedNames...)
 		next.ServeHTTP(hw, req)
 		hw.Finish()
@@ -61,7 +61,7 @@ func ModifyResponse(r capacity.Reader, opts ...Option) func(*http.Response) erro
 		}
 		var band Band
 		if resp.Request != nil {
-			band = AdmittedBand(resp.Request.Context())
+			band = FromContext(resp.Request.Context())
 		}
 		if resp.Header == nil {
 			resp.Header = make(http.Header)

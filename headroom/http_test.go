@@ -25,7 +25,7 @@ import (
 // request in band priority.
 func admitted(priority int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(headroom.WithAdmittedBand(r.Context(), priority)))
+		next.ServeHTTP(w, r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(priority))))
 	})
 }
 
@@ -207,7 +207,7 @@ func TestModifyResponseEdgeCases(t *testing.T) {
 	wantAbsent(t, noRequest.Header)
 
 	req := httptest.NewRequest("GET", "/", nil)
-	noHeader := &http.Response{Request: req.WithContext(headroom.WithAdmittedBand(req.Context(), 0))}
+	noHeader := &http.Response{Request: req.WithContext(headroom.NewContext(req.Context(), headroom.Admitted(0)))}
 	if err := modify(noHeader); err != nil {
 		t.Fatalf("ModifyResponse without a header = %v", err)
 	}

@@ -3,6 +3,7 @@ package headroom
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 )
@@ -22,11 +23,14 @@ var ErrMalformed = errors.New("headroom: malformed header")
 // It reads [HeaderName], or [ProvisionalHeaderName] when HeaderName is
 // absent, matching names without regard to letter case. The header must have
 // exactly one value made of the ASCII digits 0-9 only, optionally surrounded
-// by spaces or tabs, within the range of uint64. Parse returns [ErrAbsent]
+// by spaces or tabs, within the range of int64. Parse returns [ErrAbsent]
 // when neither name is present, and an error wrapping [ErrMalformed] for any
 // other value: empty, signed, fractional, comma-separated, repeated or out of
 // range. A successful Parse allocates nothing.
-func Parse(h http.Header) (uint64, error) {
+//
+// The value is an int64, the type [Sample] and [FromSnapshot] return, so a
+// value read and a value sampled compare without conversion.
+func Parse(h http.Header) (int64, error) {
 	name := HeaderName
 	value, count := lookup(h, name)
 	if count == 0 {
@@ -59,22 +63,22 @@ func lookup(h http.Header, name string) (value string, count int) {
 }
 
 // parseDigits parses s, optionally surrounded by spaces and tabs, as a
-// decimal uint64 made of digits only.
-func parseDigits(s string) (uint64, bool) {
+// decimal int64 made of digits only.
+func parseDigits(s string) (int64, bool) {
 	s = strings.Trim(s, " \t")
 	if s == "" {
 		return 0, false
 	}
-	var n uint64
+	var n int64
 	for i := 0; i < len(s); i++ {
-		d := s[i] - '0'
-		if d > 9 {
+		d := int64(s[i]) - '0'
+		if d < 0 || d > 9 {
 			return 0, false
 		}
-		if n > (1<<64-1-uint64(d))/10 {
-			return 0, false // n*10 + d would exceed the uint64 range
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false // n*10 + d would exceed the int64 range
 		}
-		n = n*10 + uint64(d)
+		n = n*10 + d
 	}
 	return n, true
 }

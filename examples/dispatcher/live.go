@@ -280,8 +280,8 @@ func dispatchOne(ctx context.Context, cfg liveConfig, client *http.Client, url s
 	if cfg.useHeadroom {
 		switch n, err := headroom.Parse(h); {
 		case err == nil:
-			fb.Headroom, fb.HeadroomKnown = n, true
-			headroomValue = strconv.FormatUint(n, 10)
+			fb.Headroom, fb.HeadroomKnown = uint64(n), true // Parse never returns a negative value
+			headroomValue = strconv.FormatInt(n, 10)
 		case errors.Is(err, headroom.ErrMalformed):
 			malformed = true
 		}

@@ -228,12 +228,12 @@ func (s *classStats) complete(ttft time.Duration, sloMS int, h http.Header, capa
 	}
 	switch n, err := headroom.Parse(h); {
 	case errors.Is(err, headroom.ErrAbsent):
-	case err != nil || n > uint64(capacity):
+	case err != nil || n > int64(capacity):
 		s.headroomSeen++
 		s.headroomBad++
 	default:
 		s.headroomSeen++
-		s.lastHeadroom, s.lastAt = strconv.FormatUint(n, 10), time.Now()
+		s.lastHeadroom, s.lastAt = strconv.FormatInt(n, 10), time.Now()
 	}
 }
 

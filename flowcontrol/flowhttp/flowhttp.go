@@ -162,7 +162,7 @@ type Config struct {
 //     header, Retry-After when the controller projects one, and an
 //     OpenAI-shaped JSON body; the wrapped handler is not called;
 //   - on dispatch, records the effective band in the request context
-//     ([headroom.WithAdmittedBand]) and calls the wrapped handler with a
+//     ([headroom.NewContext]) and calls the wrapped handler with a
 //     [headroom.HeaderWriter] that, when the response headers are written,
 //     strips every backend copy of the router-owned headers and sets the
 //     headroom of the effective band (read then) and the queue duration,
@@ -285,7 +285,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}, ownedHeaders...)
 	// WithContext copies r, so the replayed body does not change the
 	// caller's request.
-	admitted := r.WithContext(headroom.WithAdmittedBand(r.Context(), effective))
+	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
 	if replay != nil {
 		admitted.Body = replay
 	}

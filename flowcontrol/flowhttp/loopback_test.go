@@ -185,7 +185,7 @@ func TestFallbackBandReported(t *testing.T) {
 	var seen atomic.Value
 	proxy := proxyTo(t, loopbackServer(t, backend), http.DefaultTransport)
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen.Store(headroom.AdmittedBand(r.Context()))
+		seen.Store(headroom.FromContext(r.Context()))
 		proxy.ServeHTTP(w, r)
 	})
 	url := loopbackServer(t, newHandler(t, fc, record))
