@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicegate/sluice/examples/dispatcher/window"
+	"github.com/sluicegate/sluice/headroom/window"
 	"github.com/sluicegate/sluice/headroom"
 )
 

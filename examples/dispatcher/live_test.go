@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicegate/sluice/examples/dispatcher/window"
+	"github.com/sluicegate/sluice/headroom/window"
 	"github.com/sluicegate/sluice/headroom"
 )
 

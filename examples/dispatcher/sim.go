@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
-	"github.com/sluicegate/sluice/examples/dispatcher/window"
+	"github.com/sluicegate/sluice/headroom/window"
 	"github.com/sluicegate/sluice/examples/internal/sim"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/headroom"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicegate/sluice/examples/dispatcher/window"
+	"github.com/sluicegate/sluice/headroom/window"
 	"pgregory.net/rapid"
 )
 
