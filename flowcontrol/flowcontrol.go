@@ -194,8 +194,19 @@ type FlowController struct {
 	observer        func(Event)
 }
 
-// waiter is one queued request.
+// waiter is one queued request. A waiter is reused (see waiters): gen
+// survives each use, the rest is the use's.
 type waiter struct {
+	// gen counts the times the waiter left a queue, so that a timer or a
+	// context's AfterFunc of an earlier use, which may fire late, finds it
+	// moved on and does nothing. Guarded by the controller's mu, and never
+	// written without it.
+	gen uint64
+	waiterUse
+}
+
+// waiterUse is the state of one use of a waiter.
+type waiterUse struct {
 	item ordering.Item // item.Value is the waiter
 	band *band
 	ctx  context.Context
@@ -230,7 +241,21 @@ type waiter struct {
 	newer      *waiter
 	next       *waiter // in the controller's decided list
 
-	adm Admission // returned on dispatch; adm.queueTime is set for every outcome
+	requested FlowKey
+	queueTime time.Duration // set for every outcome
+	admission *Admission    // set on dispatch
+}
+
+// waiters recycles waiters: one is taken for each request that must queue
+// and put back once its outcome is delivered, so a queued request costs no
+// allocation in the steady state. A waiter never returns here while anything
+// but a gen-checked late timer can still reach it.
+var waiters = sync.Pool{New: func() any { return new(waiter) }}
+
+// recycle puts w back for reuse once its outcome is delivered.
+func recycle(w *waiter) {
+	w.waiterUse = waiterUse{}
+	waiters.Put(w)
 }
 
 // New returns a controller for cfg. A bad configuration fails with an error
@@ -374,7 +399,7 @@ func (c *FlowController) resolve(set *bandSet, p int) *band {
 // While it waits, the calling goroutine is parked; [FlowController.Submit]
 // admits without holding a goroutine.
 func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admission, error) {
-	adm, rej, w := c.admit(ctx, req, nil)
+	adm, rej, w, gen := c.admit(ctx, req, nil)
 	if w == nil {
 		return c.finish(adm, rej)
 	}
@@ -382,11 +407,15 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
-		c.abandon(w, contextOutcome(ctx), true)
+		c.abandon(w, gen, contextOutcome(ctx), true)
+		// Whoever settled the outcome — abandon, or an event just before
+		// it — closes ready as it delivers; w is reused only after that.
+		<-w.ready
 	}
-	// Whoever settled the outcome did so under mu, before closing ready or
-	// before abandon took mu: it is final and visible here.
+	// Whoever settled the outcome did so under mu, before closing ready: it
+	// is final and visible here.
 	adm, rej = c.result(w)
+	recycle(w)
 	return c.finish(adm, rej)
 }
 
@@ -412,7 +441,7 @@ func (c *FlowController) Submit(ctx context.Context, req Request, done func(*Adm
 	if done == nil {
 		panic("flowcontrol: Submit with a nil done function")
 	}
-	adm, rej, w := c.admit(ctx, req, done)
+	adm, rej, w, _ := c.admit(ctx, req, done)
 	if w != nil {
 		return // queued: done runs when the outcome is settled
 	}
@@ -425,27 +454,27 @@ func (c *FlowController) Submit(ctx context.Context, req Request, done func(*Adm
 }
 
 // admit runs admission for req. It returns the admission or the rejection
-// when the request is decided at once, or the waiter it queued. done is nil
-// for EnqueueAndWait.
+// when the request is decided at once, or the waiter it queued and its
+// generation. done is nil for EnqueueAndWait.
 //
 // The common case, room to start at once, takes the lock once and derives
 // no ordering key. A request that must wait has its key derived outside the
 // lock — Policy.Key is user code, which may be slow or panic — and then
 // takes the lock again, where every check is made afresh.
-func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admission, error)) (*Admission, *RejectionError, *waiter) {
+func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admission, error)) (*Admission, *RejectionError, *waiter, uint64) {
 	if c.closing.Load() {
-		return nil, c.shutdownRejection(req.Key), nil
+		return nil, c.shutdownRejection(req.Key), nil, 0
 	}
 	if err := ctx.Err(); err != nil {
 		// The caller is gone already: queueing it would only hold a slot.
 		rej := &RejectionError{Requested: req.Key}
 		rej.Effective = effectiveKey(req.Key, c.resolve(c.bands.Load(), req.Key.Priority))
 		rej.setContext(ctx, err)
-		return nil, rej, nil
+		return nil, rej, nil, 0
 	}
 	b := c.resolve(c.bands.Load(), req.Key.Priority)
 	if b == nil {
-		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil
+		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
 	size := max(req.ByteSize, 0)
 	cost := req.Cost
@@ -453,17 +482,19 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 		cost = 1
 	}
 	if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil || rej != nil {
-		return adm, rej, nil
+		return adm, rej, nil, 0
 	}
 
 	now := c.clock.Now()
 	w := c.newWaiter(ctx, req, b, size, now)
 	w.done, w.cost = done, cost
 	w.key = b.policy.Key(&w.item)
-	if adm, rej := c.enqueue(w, now); adm != nil || rej != nil {
-		return adm, rej, nil
+	adm, rej, gen := c.enqueue(w, now)
+	if adm != nil || rej != nil {
+		recycle(w)
+		return adm, rej, nil, 0
 	}
-	return nil, nil, w
+	return nil, nil, w, gen
 }
 
 // startAtOnce admits a request into band b if it fits and can start now,
@@ -508,8 +539,8 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	if received.IsZero() {
 		received = now
 	}
-	w := &waiter{band: b, ctx: ctx, expireAfter: expireAfter}
-	w.adm = Admission{c: c, requested: req.Key, effective: b.priority}
+	w := waiters.Get().(*waiter)
+	w.band, w.ctx, w.expireAfter, w.requested = b, ctx, expireAfter, req.Key
 	w.item = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,
@@ -521,22 +552,25 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	return w
 }
 
-// enqueue queues w, unless it can start at once or no longer fits. It
-// returns nil, nil when w was queued.
-func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *RejectionError) {
+// enqueue queues w, unless it can start at once or no longer fits. When w
+// was queued it returns nil, nil and w's generation, for the late timers of
+// this use to check.
+func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *RejectionError, uint64) {
 	c.mu.Lock()
 	defer c.unlock()
 	b := w.band
 	if c.closed {
-		return nil, c.shutdownRejection(w.adm.requested)
+		return nil, c.shutdownRejection(w.requested), 0
 	}
 	if rej := c.makeRoom(w, now); rej != nil {
-		return nil, rej
+		return nil, rej, 0
 	}
 	first := c.isFirst(b)
 	if first && c.gate.TryAcquire(b.priority) {
 		c.inFlight++
-		return &w.adm, nil
+		a := c.newAdmission()
+		*a = Admission{c: c, requested: w.requested, effective: b.priority}
+		return a, nil, 0
 	}
 	c.queue(w, now)
 	if !first {
@@ -554,25 +588,27 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 		c.dispatchLocked(now)
 		if !w.queued {
 			// Dispatched by its own enqueue.
-			return &w.adm, nil
+			return w.admission, nil, 0
 		}
 	}
+	gen := w.gen
 	if w.expireAfter > 0 {
-		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, OutcomeRejectedTTLExpired, false) })
+		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, gen, OutcomeRejectedTTLExpired, false) })
 	}
 	if w.done == nil {
 		w.ready = make(chan struct{})
 		c.waiters.Add(1)
 	} else if w.ctx.Done() != nil {
-		w.stopCtx = context.AfterFunc(w.ctx, func() { c.abandon(w, contextOutcome(w.ctx), true) })
+		ctx := w.ctx
+		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, gen, contextOutcome(ctx), true) })
 	}
-	return nil, nil
+	return nil, nil, gen
 }
 
 // queue adds w to its flow's queue in its band at now. Called with mu held.
 func (c *FlowController) queue(w *waiter, now time.Time) {
 	b := w.band
-	f, created := b.flow(w.adm.requested.ID)
+	f, created := b.flow(w.requested.ID)
 	w.flow = f
 	w.seq = b.seq
 	b.seq++
@@ -614,7 +650,7 @@ func (c *FlowController) withdraw(w *waiter) {
 		return
 	}
 	if w.outcome == OutcomeDispatched {
-		w.adm.done = true
+		w.admission.done = true
 		c.inFlight--
 		c.gate.Release(w.band.priority)
 	}
@@ -804,6 +840,7 @@ func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
 		b.sched.HeadChanged(f) // the flow offers another request now
 	}
 	w.queued = false
+	w.gen++
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -813,7 +850,11 @@ func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
 // released. w has left its queue. Called with mu held.
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.outcome = o
-	w.adm.queueTime = now.Sub(w.item.EnqueueTime)
+	w.queueTime = now.Sub(w.item.EnqueueTime)
+	if o == OutcomeDispatched {
+		w.admission = c.newAdmission()
+		*w.admission = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime}
+	}
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
 	}
@@ -865,21 +906,26 @@ func (c *FlowController) deliver(w *waiter) {
 		return
 	}
 	adm, rej := c.result(w)
+	done := w.done
+	recycle(w)
 	c.report(adm, rej)
 	if rej != nil {
-		w.done(nil, rej)
+		done(nil, rej)
 		return
 	}
-	w.done(adm, nil)
+	done(adm, nil)
 }
 
 // abandon ends a queued request that expired or was cancelled, unless it
 // already left its queue (dispatched or shut down), in which case that
 // earlier outcome stands. Once Close has begun, the outcome is shutdown.
-func (c *FlowController) abandon(w *waiter, o Outcome, byContext bool) {
+//
+// gen is w's generation when the caller was set up: a late call for an
+// earlier use of w, which has moved on, does nothing.
+func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext bool) {
 	c.mu.Lock()
 	defer c.unlock()
-	if !w.queued {
+	if w.gen != gen || !w.queued {
 		return
 	}
 	if c.closing.Load() {
@@ -897,13 +943,13 @@ func (c *FlowController) abandon(w *waiter, o Outcome, byContext bool) {
 // rejection its caller receives.
 func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 	if w.outcome == OutcomeDispatched {
-		return &w.adm, nil
+		return w.admission, nil
 	}
 	rej := &RejectionError{
 		Outcome:    w.outcome,
-		Requested:  w.adm.requested,
-		Effective:  w.adm.Effective(),
-		QueueTime:  w.adm.queueTime,
+		Requested:  w.requested,
+		Effective:  effectiveKey(w.requested, w.band),
+		QueueTime:  w.queueTime,
 		RetryAfter: w.retryAfter,
 	}
 	if w.outcome == OutcomeEvictedQueuePressure {

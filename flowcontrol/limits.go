@@ -112,7 +112,7 @@ func (c *FlowController) capacityRejection(b *band, key FlowKey, r refusal) *Rej
 func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	b := w.band
 	lim := b.limits.Load()
-	f := b.flows[w.adm.requested.ID]
+	f := b.flows[w.requested.ID]
 	size := w.item.ByteSize
 	first := c.refusal(b, lim, f, size, w.cost, nil)
 	if first.limit == limitNone {
@@ -126,11 +126,11 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	}()
 	for r := first; r.limit != limitNone; r = c.refusal(b, lim, f, size, w.cost, plan) {
 		if c.noDisplacement || !r.displaceable() || len(plan) == maxDisplaced {
-			return c.capacityRejection(b, w.adm.requested, first)
+			return c.capacityRejection(b, w.requested, first)
 		}
 		v := c.victim(w, f, r, plan)
 		if v == nil {
-			return c.capacityRejection(b, w.adm.requested, first)
+			return c.capacityRejection(b, w.requested, first)
 		}
 		v.planned = true
 		// Displaced requests may come back when the scope that made them

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,40 @@ import (
 // callers, admissions held must never exceed the gate, counters must return
 // to zero, and no goroutine may be left inside the controller.
 func TestStressExactlyOneOutcome(t *testing.T) {
+	stress(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 5, RequestCapacity: bounded(12)},
+			{Priority: 0, RequestCapacity: bounded(24), ByteCapacity: bounded(3000), Policy: ordering.EDF()},
+			{Priority: -5, TTL: 2 * time.Millisecond},
+		},
+		RequestCapacity: bounded(30),
+		DefaultTTL:      50 * time.Millisecond,
+	}, 1)
+}
+
+// TestStressFlows is the same with a thousand flows, random costs, every
+// fairness policy, cost capacities and fair admission displacing requests,
+// half the requests admitted through Submit.
+func TestStressFlows(t *testing.T) {
+	stress(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 5, RequestCapacity: bounded(12), Fairness: flowcontrol.RoundRobin()},
+			{Priority: 0, RequestCapacity: bounded(24), ByteCapacity: bounded(3000), CostCapacity: bounded(400),
+				Policy: ordering.EDF(), Fairness: flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{Weights: map[string]int64{"f7": 4}})},
+			{Priority: -5, TTL: 2 * time.Millisecond, FlowRequestCapacity: bounded(3)},
+		},
+		RequestCapacity: bounded(30),
+		CostCapacity:    bounded(600),
+		DefaultTTL:      50 * time.Millisecond,
+	}, 1000)
+}
+
+// numOutcomes is the number of outcomes, for arrays indexed by outcome.
+const numOutcomes = int(flowcontrol.OutcomeEvictedQueuePressure) + 1
+
+// stress runs workers against a controller of cfg (its gate and observer
+// set here), drawing each request's flow among flows IDs.
+func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 	const (
 		workers  = 32
 		requests = 10000 // before Close, which the load then runs into
@@ -31,24 +66,16 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 	// Every goroutine that exists now may outlive the test; no other may.
 	baseline := goleak.IgnoreCurrent()
 
-	var observed [5]atomic.Int64
-	fc, err := flowcontrol.New(flowcontrol.Config{
-		Bands: []flowcontrol.BandConfig{
-			{Priority: 5, RequestCapacity: bounded(12)},
-			{Priority: 0, RequestCapacity: bounded(24), ByteCapacity: bounded(3000), Policy: ordering.EDF()},
-			{Priority: -5, TTL: 2 * time.Millisecond},
-		},
-		RequestCapacity: bounded(30),
-		DefaultTTL:      50 * time.Millisecond,
-		Gate:            flowcontrol.MaxInFlight(slots),
-		Observer:        func(ev flowcontrol.Event) { observed[ev.Outcome].Add(1) },
-	})
+	var observed [numOutcomes]atomic.Int64
+	cfg.Gate = flowcontrol.MaxInFlight(slots)
+	cfg.Observer = func(ev flowcontrol.Event) { observed[ev.Outcome].Add(1) }
+	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var (
-		returned [5]atomic.Int64
+		returned [numOutcomes]atomic.Int64
 		held     atomic.Int64 // admissions returned and not yet Done
 		overrun  atomic.Bool
 		calls    atomic.Int64
@@ -72,12 +99,26 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 				}()
 			}
 			req := flowcontrol.Request{
-				Key:      flowcontrol.FlowKey{ID: "s", Priority: priorities[rng.IntN(len(priorities))]},
+				Key:      flowcontrol.FlowKey{ID: "f" + strconv.Itoa(rng.IntN(flows)), Priority: priorities[rng.IntN(len(priorities))]},
 				ByteSize: int64(rng.IntN(200)),
+				Cost:     int64(rng.IntN(60)),
 				TTL:      time.Duration(rng.IntN(20000)) * time.Microsecond,
 			}
 			calls.Add(1)
-			a, err := fc.EnqueueAndWait(ctx, req)
+			var (
+				a   *flowcontrol.Admission
+				err error
+			)
+			if rng.IntN(2) == 0 {
+				a, err = fc.EnqueueAndWait(ctx, req)
+			} else {
+				done := make(chan struct{})
+				fc.Submit(ctx, req, func(adm *flowcontrol.Admission, e error) {
+					a, err = adm, e
+					close(done)
+				})
+				<-done
+			}
 			cancel()
 			if err == nil {
 				if held.Add(1) > slots {
@@ -124,7 +165,8 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 				overrun.Store(true)
 			}
 			for _, p := range []int{5, 0, -5} {
-				if s, err := fc.CapacitySnapshot(p); err != nil || !s.RequestCapacity.Allows(s.QueuedRequests) || s.QueuedRequests < 0 || s.QueuedBytes < 0 {
+				if s, err := fc.CapacitySnapshot(p); err != nil || !s.RequestCapacity.Allows(s.QueuedRequests) || s.QueuedRequests < 0 || s.QueuedBytes < 0 ||
+					!s.CostCapacity.Allows(s.QueuedCost) || s.QueuedCost < s.QueuedRequests {
 					t.Errorf("snapshot %v %v", s, err)
 				}
 			}
@@ -167,11 +209,14 @@ func TestStressExactlyOneOutcome(t *testing.T) {
 	if returned[flowcontrol.OutcomeRejectedShuttingDown].Load() == 0 {
 		t.Error("Close under load rejected nothing")
 	}
+	if flows > 1 && returned[flowcontrol.OutcomeEvictedQueuePressure].Load() == 0 {
+		t.Error("a thousand flows against full bands displaced nothing")
+	}
 	if n := fc.InFlight(); n != 0 {
 		t.Errorf("InFlight %d after every admission is done", n)
 	}
 	for _, p := range []int{5, 3, 0, -5} {
-		if s, err := fc.CapacitySnapshot(p); err != nil || s.QueuedRequests != 0 || s.QueuedBytes != 0 {
+		if s, err := fc.CapacitySnapshot(p); err != nil || s.QueuedRequests != 0 || s.QueuedBytes != 0 || s.QueuedCost != 0 {
 			t.Errorf("band %d: %v %v", p, s, err)
 		}
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package flowcontrol_test
+
+const raceEnabled = false
