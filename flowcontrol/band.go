@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/sluicegate/sluice/ordering"
@@ -38,10 +39,12 @@ type band struct {
 	drain  drainMeter // how fast the band drains, for Retry-After
 }
 
-// maxFreeFlows bounds the emptied flows a band keeps for reuse: enough for
-// a steady state's churn, while a burst of distinct flows that go idle
-// leaves memory bounded.
-const maxFreeFlows = 64
+// minFreeFlows is how many emptied flows a band keeps for reuse at least.
+// Beyond it, a band keeps no more emptied flows than it has active ones, so
+// a steady state of many flows that empty and refill allocates nothing,
+// while memory stays bounded by the flows active at once, and shrinks back
+// to this when the band empties.
+const minFreeFlows = 64
 
 // flow returns the flow id of b, creating it (from the free list when it
 // can) if it has no waiters. Called with the controller's lock held.
@@ -67,14 +70,16 @@ func (b *band) flow(id string) (f *Flow, created bool) {
 // The scheduler has been told. Called with the controller's lock held.
 func (b *band) dropFlow(f *Flow) {
 	delete(b.flows, f.id)
-	if len(b.flows) == 0 && b.peak > maxFreeFlows {
-		// A Go map keeps the room of its largest size: after a burst of
-		// many flows, start a small one.
-		b.flows, b.peak = make(map[string]*Flow), 0
-	}
 	f.id, f.cost, f.newest = "", 0, nil
-	if len(b.free) < maxFreeFlows {
+	if len(b.free) < max(minFreeFlows, len(b.flows)) {
 		b.free = append(b.free, f)
+	}
+	if len(b.flows) == 0 && b.peak > minFreeFlows {
+		// A Go map keeps the room of its largest size: after a burst of
+		// many flows, start a small one, and let the spare flows go.
+		b.flows, b.peak = make(map[string]*Flow), 0
+		clear(b.free[minFreeFlows:])
+		b.free = slices.Clip(b.free[:min(len(b.free), minFreeFlows)])
 	}
 }
 

@@ -2,7 +2,10 @@ package flowcontrol_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,10 +35,14 @@ func benchController(b *testing.B, gate flowcontrol.Gate) *flowcontrol.FlowContr
 }
 
 func newBenchController(b *testing.B, gate flowcontrol.Gate) *flowcontrol.FlowController {
+	return newFairBenchController(b, gate, nil)
+}
+
+func newFairBenchController(b *testing.B, gate flowcontrol.Gate, fair flowcontrol.Fairness) *flowcontrol.FlowController {
 	b.Helper()
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
-			{Priority: 0, RequestCapacity: capacity.Bounded(1 << 20)},
+			{Priority: 0, RequestCapacity: capacity.Bounded(1 << 20), Fairness: fair},
 		},
 		Gate: gate,
 	})
@@ -122,55 +129,133 @@ func runContended(b *testing.B, op func()) {
 // BenchmarkBacklogDrain queues n waiters behind a closed gate, then opens it
 // and measures until every waiter has been dispatched and called Done. Each
 // waiter calls Done at once, so the drain is a chain of Done → dispatch →
-// wake-up through MaxInFlight(64). It reports dispatches/s.
+// wake-up through MaxInFlight(64). It reports dispatches/s. flows=1000
+// spreads the waiters over a thousand flows under a fair policy.
 func BenchmarkBacklogDrain(b *testing.B) {
 	const n = 100_000
-	b.Run("n=100000", func(b *testing.B) {
-		ctx := context.Background()
-		const slots = 64
-		var elapsed time.Duration
-		for b.Loop() {
-			b.StopTimer()
-			fc := newBenchController(b, flowcontrol.MaxInFlight(slots))
-			// Hold every slot so that the waiters queue.
-			blockers := make([]*flowcontrol.Admission, slots)
-			for i := range blockers {
-				a, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				blockers[i] = a
-			}
-			var wg sync.WaitGroup
-			for range n {
-				wg.Go(func() {
+	for _, bc := range []struct {
+		name  string
+		flows int
+		fair  flowcontrol.Fairness
+	}{
+		{"n=100000", 1, nil},
+		{"n=100000/flows=1000/policy=round-robin", 1000, flowcontrol.RoundRobin()},
+		{"n=100000/flows=1000/policy=deficit-round-robin", 1000, flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{})},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			const slots = 64
+			ids := flowIDs(bc.flows)
+			var elapsed time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				fc := newFairBenchController(b, flowcontrol.MaxInFlight(slots), bc.fair)
+				// Hold every slot so that the waiters queue.
+				blockers := make([]*flowcontrol.Admission, slots)
+				for i := range blockers {
 					a, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{})
 					if err != nil {
-						panic(err)
+						b.Fatal(err)
 					}
-					a.Done()
-				})
-			}
-			for {
-				s, _ := fc.CapacitySnapshot(0)
-				if s.QueuedRequests == n {
-					break
+					blockers[i] = a
 				}
-				runtime.Gosched()
+				var wg sync.WaitGroup
+				for i := range n {
+					req := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: ids[i%len(ids)]}}
+					wg.Go(func() {
+						a, err := fc.EnqueueAndWait(ctx, req)
+						if err != nil {
+							panic(err)
+						}
+						a.Done()
+					})
+				}
+				for {
+					s, _ := fc.CapacitySnapshot(0)
+					if s.QueuedRequests == n {
+						break
+					}
+					runtime.Gosched()
+				}
+				b.StartTimer()
+				start := time.Now()
+				for _, a := range blockers {
+					a.Done()
+				}
+				wg.Wait()
+				elapsed += time.Since(start)
+				b.StopTimer()
+				fc.Close()
+				b.StartTimer()
 			}
-			b.StartTimer()
-			start := time.Now()
-			for _, a := range blockers {
-				a.Done()
+			b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "dispatches/s")
+		})
+	}
+}
+
+// flowIDs returns n distinct flow IDs.
+func flowIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "tenant-" + strconv.Itoa(i)
+	}
+	return ids
+}
+
+// BenchmarkFairness measures one steady-state step of a band holding about
+// four waiters per flow: a Submit that queues, and a Done that dispatches
+// the head the fairness policy picks, through MaxInFlight(1). Its baseline
+// is the same policy at flows=1: a policy's cost per dispatch should not
+// grow with the number of flows. Four waiters per flow make the queue's
+// memory grow with the flows too (40,000 waiters at flows=10000), so
+// flows=1/waiters=40000 is the second baseline: one flow, the same memory,
+// which separates what the policy costs from what a larger queue costs in
+// cache misses.
+func BenchmarkFairness(b *testing.B) {
+	for _, fair := range []flowcontrol.Fairness{
+		flowcontrol.GlobalStrict(),
+		flowcontrol.RoundRobin(),
+		flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{}),
+	} {
+		name := strings.TrimSuffix(fair.TypeName(), "-fairness-policy")
+		for _, bc := range []struct{ flows, waiters int }{{1, 4}, {100, 400}, {10_000, 40_000}, {1, 40_000}} {
+			flows := bc.flows
+			sub := "policy=" + name + "/flows=" + strconv.Itoa(flows)
+			if bc.waiters != 4*flows {
+				sub += "/waiters=" + strconv.Itoa(bc.waiters)
 			}
-			wg.Wait()
-			elapsed += time.Since(start)
-			b.StopTimer()
-			fc.Close()
-			b.StartTimer()
+			b.Run(sub, func(b *testing.B) {
+				fc := newFairBenchController(b, flowcontrol.MaxInFlight(1), fair)
+				defer fc.Close()
+				reqs := make([]flowcontrol.Request, flows)
+				for i, id := range flowIDs(flows) {
+					reqs[i] = flowcontrol.Request{Key: flowcontrol.FlowKey{ID: id}, Cost: int64(1 + i%7)}
+				}
+				var cur *flowcontrol.Admission
+				started := func(a *flowcontrol.Admission, err error) {
+					switch {
+					case errors.Is(err, flowcontrol.ErrRejectedShuttingDown): // the deferred Close
+					case err != nil:
+						panic(err)
+					default:
+						cur = a
+					}
+				}
+				ctx := context.Background()
+				fc.Submit(ctx, reqs[0], started) // takes the one slot
+				for i := range bc.waiters {
+					fc.Submit(ctx, reqs[i%flows], started)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					fc.Submit(ctx, reqs[i%flows], started)
+					cur.Done() // starts the next head
+					i++
+				}
+			})
 		}
-		b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "dispatches/s")
-	})
+	}
 }
 
 // BenchmarkCapacitySnapshot reads one band's snapshot. mode=serial reads an

@@ -352,8 +352,9 @@ func (s *drrScheduler) skipRounds() {
 func (s *drrScheduler) Served(f *Flow, cost int64) {
 	f.deficit -= cost
 	if f.Len() > 0 {
-		s.grow(f.HeadCost())
-		if f.HeadCost() <= f.deficit {
+		head := f.HeadCost()
+		s.grow(head)
+		if head <= f.deficit {
 			return // the turn goes on
 		}
 	}

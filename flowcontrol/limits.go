@@ -34,7 +34,7 @@ func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost i
 	bq, bb, bc := b.queued, b.bytes, b.cost
 	gq, gb, gc := c.queuedRequests, c.queuedBytes, c.queuedCost
 	var fq int64
-	if f != nil {
+	if f != nil && lim.flowRequests.IsBounded() {
 		fq = int64(f.Len())
 	}
 	for _, v := range plan {

@@ -49,7 +49,7 @@ var (
 
 // Classification is what a classifier decides about a request before it is
 // queued. The zero Classification asks for band 0 in flow "" with no TTL of
-// its own.
+// its own, at cost 1.
 type Classification struct {
 	// Key is the flow key the request asks admission under:
 	// [flowcontrol.Request.Key].
@@ -58,12 +58,31 @@ type Classification struct {
 	// zero or negative means none. The controller waits for the smallest of
 	// it and the band's and default TTLs, so it can only shorten the wait.
 	TTL time.Duration
+	// Cost is the request's cost ([flowcontrol.Request.Cost]): what the
+	// cost capacities and a cost-aware fairness policy such as
+	// [flowcontrol.DeficitRoundRobin] count, typically an estimate of its
+	// tokens. Zero or negative counts as 1, so a classifier that sets no
+	// cost (such as [HeaderClassifier]) counts requests.
+	//
+	// A classifier can estimate it without a tokenizer, from the body the
+	// Handler has read: the prompt's bytes divided by 4 (roughly right for
+	// English text and the common BPE tokenizers) plus the request's
+	// max_tokens, the output it may generate. The estimate has to rank
+	// tenants' demands, not bill them; see the example of [ClassifyFunc].
+	Cost int64
 }
 
-// ClassifyFunc classifies a request before it is queued. It must not read
-// the body; the body is sized separately (see [Config.MaxBodyBytes]). A
-// non-nil error refuses the request with 400 Bad Request, before flow
-// control sees it, and its text is the message of the error body.
+// ClassifyFunc classifies a request before it is queued. A non-nil error
+// refuses the request with 400 Bad Request, before flow control sees it,
+// and its text is the message of the error body.
+//
+// The [Handler] has read the body already (up to [Config.MaxBodyBytes]; a
+// longer one is refused with 413 before the classifier runs) and r.Body
+// replays it, so a classifier may read it, for example to estimate the
+// request's cost from the prompt; the wrapped handler still receives the
+// whole body. With a negative MaxBodyBytes the body is not read
+// beforehand, and a classifier that reads it takes it from the wrapped
+// handler.
 type ClassifyFunc func(r *http.Request) (Classification, error)
 
 // HeaderClassifier classifies requests by their headers. It is the default

@@ -82,9 +82,9 @@ func ExampleHeaderClassifier() {
 		fmt.Printf("%+v\n", class)
 	}
 	// Output:
-	// {Key:{ID:tenant-a Priority:5} TTL:0s}
-	// {Key:{ID:tenant-b Priority:-10} TTL:0s}
-	// {Key:{ID:default-flow Priority:10} TTL:30s}
+	// {Key:{ID:tenant-a Priority:5} TTL:0s Cost:0}
+	// {Key:{ID:tenant-b Priority:-10} TTL:0s Cost:0}
+	// {Key:{ID:default-flow Priority:10} TTL:30s Cost:0}
 	// 400: flowhttp: x-llm-d-inference-ttl "0s": not positive
-	// {Key:{ID:default-flow Priority:0} TTL:0s}
+	// {Key:{ID:default-flow Priority:0} TTL:0s Cost:0}
 }

@@ -3,8 +3,8 @@
 // admission when the request arrives, the router's advisory headers when the
 // response headers are written.
 //
-// For each request a [Handler] classifies the request (a flow key and an
-// optional TTL), reads its body to size it, and waits in
+// For each request a [Handler] reads its body to size it, classifies the
+// request (a flow key, an optional TTL and a cost), and waits in
 // [flowcontrol.FlowController.EnqueueAndWait] for as long as the request's
 // context lives: a client that goes away while queued leaves the queue,
 // whatever its protocol and body framing. A rejected request is answered at once and
@@ -25,11 +25,12 @@
 //	x-llm-d-request-dropped-reason        why flow control dropped the request:      dispatched; refused before
 //	                                      rejected-saturated, rejected-ttl-expired,  flow control (400 from the
 //	                                      rejected-context-cancelled,                classifier or a body that
-//	                                      rejected-shutting-down                     cannot be read, 413 for a
-//	                                                                                 body over MaxBodyBytes)
+//	                                      rejected-shutting-down,                    cannot be read, 413 for a
+//	                                      evicted-queue-pressure                     body over MaxBodyBytes)
 //	Retry-After                           whole seconds, rounded up, after which     dispatched; no projection
 //	                                      the band should have room again            (only capacity rejections
-//	                                                                                 carry one); 413
+//	                                                                                 and displacements carry
+//	                                                                                 one); 413
 //
 // Statuses of a request that is not dispatched:
 //
@@ -39,10 +40,16 @@
 //	                          be read
 //	413 Content Too Large     the body is longer than Config.MaxBodyBytes    —
 //	                          (declared or read): refused before queueing
-//	413 Content Too Large     the request's size exceeds a byte capacity,    rejected-saturated
-//	                          so it can never fit (flowcontrol.ErrTooLarge);
-//	                          no Retry-After
-//	429 Too Many Requests     the band is full                               rejected-saturated
+//	413 Content Too Large     the request's size or cost exceeds a byte or   rejected-saturated
+//	                          cost capacity, so it can never fit
+//	                          (flowcontrol.ErrTooLarge); no Retry-After
+//	429 Too Many Requests     the band (or the controller) is full, by       rejected-saturated
+//	                          requests, bytes or cost, and the request's
+//	                          flow holds its share already
+//	429 Too Many Requests     while queued, displaced by a request of a      evicted-queue-pressure
+//	                          flow holding less than its share of the full
+//	                          band (fair admission); Retry-After as for a
+//	                          full band
 //	429 Too Many Requests     the queue-wait TTL expired                     rejected-ttl-expired
 //	503 Service Unavailable   the client went away while queued              rejected-context-cancelled
 //	503 Service Unavailable   the controller shut down                       rejected-shutting-down
@@ -148,17 +155,19 @@ type Config struct {
 //
 // For each request it:
 //
-//   - classifies it ([Config.Classify]; 400 Bad Request on error), then
-//     reads its body whole, up to [Config.MaxBodyBytes] (413 Content Too
+//   - reads its body whole, up to [Config.MaxBodyBytes] (413 Content Too
 //     Large beyond, unread when a Content-Length declares it), to size it
-//     and to replay it to the wrapped handler;
+//     and to replay it to the classifier and the wrapped handler; then
+//     classifies it ([Config.Classify]: flow key, TTL and cost; 400 Bad
+//     Request on error);
 //   - calls EnqueueAndWait with the request's context, so a client that goes
 //     away while queued leaves the queue at once, whatever the protocol and
 //     the body's framing (Content-Length, chunked, none; HTTP/1 or
 //     HTTP/2): it is counted cancelled and never reaches the wrapped
 //     handler;
-//   - on rejection, answers with [RejectionFor]'s status (429, 503, or 413
-//     for a request that can never fit), the x-llm-d-request-dropped-reason
+//   - on rejection or displacement, answers with [RejectionFor]'s status
+//     (429, 503, or 413 for a request that can never fit), the
+//     x-llm-d-request-dropped-reason
 //     header, Retry-After when the controller projects one, and an
 //     OpenAI-shaped JSON body; the wrapped handler is not called;
 //   - on dispatch, records the effective band in the request context
@@ -241,14 +250,22 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 // handler; see [Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
-	class, err := h.classify(r)
-	if err != nil {
-		ClassifyRejection(err).write(w)
-		return
-	}
-	size, replay, status, err := h.readBody(r)
+	size, body, status, err := h.readBody(r)
 	if err != nil {
 		refuse(w, status, err.Error())
+		return
+	}
+	classified := r
+	if body != nil {
+		// The classifier may read the body; it reads a copy of the request
+		// whose body replays the bytes, so the caller's request is
+		// unchanged and the wrapped handler gets the whole body again.
+		classified = r.WithContext(r.Context())
+		classified.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	class, err := h.classify(classified)
+	if err != nil {
+		ClassifyRejection(err).write(w)
 		return
 	}
 
@@ -258,6 +275,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ReceivedTime: received,
 		Header:       r.Header,
 		TTL:          class.TTL,
+		Cost:         class.Cost,
 	})
 	if err != nil {
 		RejectionFor(err).write(w)
@@ -286,8 +304,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// WithContext copies r, so the replayed body does not change the
 	// caller's request.
 	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
-	if replay != nil {
-		admitted.Body = replay
+	if body != nil {
+		admitted.Body = replayBody{Reader: bytes.NewReader(body), Closer: r.Body}
 	}
 	h.next.ServeHTTP(hw, admitted)
 	// A handler that wrote nothing leaves net/http to send the header map
@@ -297,15 +315,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads r's body whole, up to the limit, and returns its length
-// and replay, which serves the same bytes to the wrapped handler; replay is
-// nil when the body was not read (none, or a negative limit). On failure it
-// returns the status to answer with.
+// and its bytes, which the classifier and the wrapped handler read again;
+// body is nil when it was not read (none, or a negative limit), and
+// non-nil, possibly empty, when it was. On failure it returns the status to
+// answer with.
 //
 // Reading to the end is what makes an HTTP/1 server watch the connection
 // while the request waits in the queue: net/http starts its background read,
 // which notices a client that goes away and cancels the request's context,
 // only once the body has hit EOF.
-func (h *Handler) readBody(r *http.Request) (size int64, replay io.ReadCloser, status int, err error) {
+func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int, err error) {
 	switch {
 	case r.Body == nil || r.Body == http.NoBody:
 		return max(r.ContentLength, 0), nil, 0, nil
@@ -330,7 +349,10 @@ func (h *Handler) readBody(r *http.Request) (size int64, replay io.ReadCloser, s
 		return 0, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("flowhttp: request body exceeds the limit of %d bytes", h.maxBody)
 	}
-	return int64(len(buf)), replayBody{Reader: bytes.NewReader(buf), Closer: r.Body}, 0, nil
+	if buf == nil {
+		buf = []byte{}
+	}
+	return int64(len(buf)), buf, 0, nil
 }
 
 // replayBody serves a body that was read before queueing, and closes the
@@ -354,7 +376,7 @@ type Rejection struct {
 	DroppedReason string
 	// RetryAfter is the Retry-After value, whole seconds rounded up; empty
 	// unless the controller projected one (capacity rejections of requests
-	// that can fit only).
+	// that can fit, and displacements, only).
 	RetryAfter string
 	// Body is the OpenAI-shaped JSON error, with a final newline:
 	// {"error":{"message":"...","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}.
@@ -367,11 +389,15 @@ type Rejection struct {
 // RejectionFor returns the answer to a request whose EnqueueAndWait failed
 // with err.
 //
-// The status is the outcome's ([flowcontrol.Outcome.HTTPStatus]), except
-// that a capacity rejection wrapping [flowcontrol.ErrTooLarge] (the
-// request's size exceeds a byte capacity, so it can never fit) is answered
-// 413 Content Too Large, with dropped reason rejected-saturated and no
-// Retry-After: retrying the same request cannot help.
+// The status is the outcome's ([flowcontrol.Outcome.HTTPStatus]): 429 for
+// a full band, an expiry, or a displacement by fair admission
+// (evicted-queue-pressure, with the Retry-After the controller projects
+// for the scope that was full); 503 for cancellation and shutdown. A
+// capacity rejection wrapping [flowcontrol.ErrTooLarge] (the request's
+// size or cost exceeds a byte or cost capacity, so it can never fit) is
+// answered 413 Content Too Large instead, with dropped reason
+// rejected-saturated and no Retry-After: retrying the same request cannot
+// help.
 func RejectionFor(err error) Rejection {
 	r := Rejection{Status: http.StatusServiceUnavailable}
 	var rej *flowcontrol.RejectionError
