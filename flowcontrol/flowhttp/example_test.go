@@ -1,7 +1,9 @@
 package flowhttp_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -87,4 +89,65 @@ func ExampleHeaderClassifier() {
 	// {Key:{ID:default-flow Priority:10} TTL:30s Cost:0}
 	// 400: flowhttp: x-llm-d-inference-ttl "0s": not positive
 	// {Key:{ID:default-flow Priority:0} TTL:0s Cost:0}
+}
+
+// A classifier that sets each request's cost to its estimated tokens — the
+// prompt's bytes / 4 plus max_tokens — read from the body the Handler has
+// already read, so that the band's cost capacity and deficit round robin
+// count tokens, not requests. A request estimated above the band's cost
+// capacity can never fit: 413.
+func ExampleClassifyFunc() {
+	estimate := func(r *http.Request) (flowhttp.Classification, error) {
+		class, err := flowhttp.HeaderClassifier{}.Classify(r) // flow key and TTL from the headers
+		if err != nil {
+			return class, err
+		}
+		var body struct {
+			Prompt    string `json:"prompt"`
+			MaxTokens int64  `json:"max_tokens"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			return class, fmt.Errorf("not a completion request: %w", err)
+		}
+		class.Cost = int64(len(body.Prompt))/4 + body.MaxTokens
+		return class, nil
+	}
+
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{
+			Priority:     0,
+			CostCapacity: capacity.Bounded(4096), // tokens waiting
+			Fairness:     flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{}),
+		}},
+		Gate: flowcontrol.MaxInFlight(8),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+	model := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body) // the whole body, replayed
+		fmt.Fprintf(w, "model read %d bytes", n)
+	})
+	gateway, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: estimate}, model)
+	if err != nil {
+		panic(err)
+	}
+
+	for _, req := range []struct{ promptBytes, maxTokens int }{{2000, 256}, {16000, 512}} {
+		body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d}`, strings.Repeat("a", req.promptBytes), req.maxTokens)
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
+		r.Header.Set(flowhttp.FairnessIDHeader, "tenant-a")
+		rec := httptest.NewRecorder()
+		gateway.ServeHTTP(rec, r)
+		fmt.Printf("cost %d: %d %s\n", req.promptBytes/4+req.maxTokens, rec.Code, firstLine(rec.Body.String()))
+	}
+	// Output:
+	// cost 756: 200 model read 2030 bytes
+	// cost 4512: 413 {"error":{"message":"flowcontrol: priority 0: rejected-saturated: band 0 cost capacity 4096 exceeded","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -119,7 +119,8 @@ type Config struct {
 	// different registry of the same bands.
 	Capacity capacity.Reader
 	// Classify classifies each request: the flow key it asks admission
-	// under and its own TTL. Nil means Headers.Classify.
+	// under, its own TTL and its cost. Nil means Headers.Classify, which
+	// sets no cost.
 	Classify ClassifyFunc
 	// Headers configures the default classifier. It must be left zero when
 	// Classify is set.

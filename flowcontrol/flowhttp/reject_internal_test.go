@@ -50,6 +50,7 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 	// ErrTooLarge rides beside the RejectionError; the controller may also
 	// report a RetryAfter, which waiting cannot honour.
 	tooLarge := fmt.Errorf("%w: %w", capacityErr, flowcontrol.ErrTooLarge)
+	evicted := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeEvictedQueuePressure, RetryAfter: 1500 * time.Millisecond}
 	cases := []struct {
 		name string
 		err  error
@@ -65,6 +66,11 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 		{"too large, bare sentinel", flowcontrol.ErrTooLarge,
 			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
 			wantBody("invalid_request_error", "rejected-saturated", flowcontrol.ErrTooLarge.Error())},
+		// Displaced by fair admission: the client may come back when the
+		// band has room, as after a capacity rejection.
+		{"displaced", evicted,
+			Rejection{Status: 429, DroppedReason: "evicted-queue-pressure", RetryAfter: "2"},
+			wantBody("rate_limit_exceeded", "evicted-queue-pressure", evicted.Error())},
 		{"expired", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired},
 			Rejection{Status: 429, DroppedReason: "rejected-ttl-expired"},
 			wantBody("rate_limit_exceeded", "rejected-ttl-expired", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired}).Error())},
