@@ -103,9 +103,6 @@ func (f *Flow) ID() string { return f.id }
 // Len returns the number of the flow's waiters in the band.
 func (f *Flow) Len() int { return f.queue.Len() }
 
-// Cost returns the summed cost of the flow's waiters.
-func (f *Flow) Cost() int64 { return f.cost }
-
 // HeadCost returns the cost of the flow's head, the request it would offer.
 func (f *Flow) HeadCost() int64 { return f.head().cost }
 

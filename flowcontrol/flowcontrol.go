@@ -1,51 +1,71 @@
 // Package flowcontrol is the admission gate a router puts in front of its
-// model servers: a [FlowController] queues requests in priority bands, orders
-// each band by its policy, and dispatches them one at a time through a
-// [Gate], strictly by priority, reporting for each request which band really
-// handled it.
+// model servers: a [FlowController] queues requests in priority bands, keeps
+// one queue per flow (tenant) inside each band, and dispatches them one at a
+// time through a [Gate] — strictly by priority across bands, by the band's
+// [Fairness] policy among its flows, and by its ordering policy within a
+// flow — reporting for each request which band really handled it.
 //
 // # Outcomes
 //
 // [FlowController.EnqueueAndWait] blocks until exactly one outcome;
 // [FlowController.Submit] is its non-blocking form, which hands the same
-// outcome to a callback:
+// outcome to a callback. An outcome's String is its dropped reason, the
+// value of the x-llm-d-request-dropped-reason header
+// ([DroppedReasonHeader]); see [Outcome] for the naming rule.
 //
-//	outcome                   error wraps   dropped reason               HTTP
-//	OutcomeDispatched         (none)        -                            200
-//	OutcomeRejectedSaturated   ErrRejectedSaturated  rejected-saturated           429  (+ RetryAfter)
-//	OutcomeRejectedTTLExpired            ErrRejectedTTLExpired    rejected-ttl-expired         429
-//	OutcomeRejectedContextCancelled          ErrRejectedContextCancelled  rejected-context-cancelled   503
-//	OutcomeRejectedShuttingDown   ErrRejectedShuttingDown     rejected-shutting-down       503
-//
-// The dropped reason is the value of the x-llm-d-request-dropped-reason
-// header ([DroppedReasonHeader]).
+//	outcome                          error wraps                  HTTP
+//	OutcomeDispatched                (none)                       200
+//	OutcomeRejectedSaturated         ErrRejectedSaturated         429 + RetryAfter (413 with ErrTooLarge)
+//	OutcomeEvictedQueuePressure      ErrEvictedQueuePressure      429 + RetryAfter
+//	OutcomeRejectedTTLExpired        ErrRejectedTTLExpired        429
+//	OutcomeRejectedContextCancelled  ErrRejectedContextCancelled  503
+//	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
 //
 // # Bands and fallback
 //
 // A band has a priority (higher is more important; negative bands are
-// sheddable), a request capacity and a byte capacity bounding what waits in
-// it, a queue-wait TTL and an ordering policy. A request asks for a priority;
-// if that band is not provisioned it is queued in the fallback band
-// ([Config.FallbackPriority], 0 unless set) — or, with [Config.NeverPromote],
-// in the nearest band at or below its priority, and rejected for capacity if
-// there is none. The band is chosen once, at enqueue: the admission reports
-// both the requested and the effective key, and provisioning the requested
-// band later changes neither.
+// sheddable), request, byte and cost capacities bounding what waits in it, a
+// queue-wait TTL, an ordering policy and a fairness policy. A request asks
+// for a priority; if that band is not provisioned it is queued in the
+// fallback band ([Config.FallbackPriority], 0 unless set) — or, with
+// [Config.NeverPromote], in the nearest band at or below its priority, and
+// rejected for capacity if there is none. The band is chosen once, at
+// enqueue: the admission reports both the requested and the effective key,
+// and provisioning the requested band later changes neither.
 //
 // Capacities bound waiting requests. A request enters its band only if the
-// band and the controller, with it added, stay within their request and
-// byte capacities; this is checked at enqueue, also for a request that would
-// start at once, so a bounded capacity of 0 closes a band and a request larger
-// than a byte capacity is always refused. Capacity rejections carry a
-// Retry-After projection from the band's measured dispatch rate.
+// band, its flow ([BandConfig.FlowRequestCapacity]) and the controller,
+// with it added, stay within their request, byte and cost capacities; this
+// is checked at enqueue, also for a request that would start at once, so a
+// bounded capacity of 0 closes a band. A request larger than a byte or cost
+// capacity can never fit: it is refused with [ErrTooLarge] and no
+// Retry-After. When a band or the controller is full, a request whose flow
+// holds less than its share may displace another flow's newest request
+// instead of being refused (fair admission; see [Config.NoDisplacement]).
+//
+// # Retry-After
+//
+// [RejectionError.RetryAfter] is set on OutcomeRejectedSaturated and
+// OutcomeEvictedQueuePressure once the scope that refused the request (its
+// band, or the controller's capacities) has a measured drain rate: the
+// dispatches from its queue per second of busy time — time with waiters,
+// so an idle stretch changes nothing — as a moving average. Each refusal is
+// promised the moment one more place should have freed after the moment
+// promised to the refusal before it, one drain interval (1/rate) apart and
+// never sooner than one interval from now, so refused clients come back
+// spread over the time the scope needs rather than all at once; when the
+// band and the controller both refuse, the longer wins. Whole seconds,
+// rounded up, between 1s and 30s. A simulation with clients that honour it
+// chose this design (examples/retryafter).
 //
 // # Dispatch and strict priority
 //
 // Dispatch is driven by events — an enqueue, a Done, an expiry or
 // cancellation, and [FlowController.Nudge] — never by a ticker. On each event
-// the controller offers the head of the highest waiting band to the gate, and
-// repeats until the gate refuses or nothing waits. Within a band, the band's
-// ordering policy picks the head.
+// the controller asks the gate for a slot for the highest waiting band, and
+// repeats until the gate refuses or nothing waits. Within a band, the
+// band's fairness policy picks the flow, and the ordering policy the flow's
+// head.
 //
 // Priority is strict: while the highest waiting band cannot dispatch, nothing
 // below it does, even if the gate would take a lower band's request. There is

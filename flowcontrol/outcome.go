@@ -142,10 +142,13 @@ type RejectionError struct {
 	// band could take it ([Config.NeverPromote] with no band at or below
 	// the requested priority), Effective equals Requested.
 	Effective FlowKey
-	// RetryAfter projects when the effective band will have dispatched what
-	// waits in it now, at its measured dispatch rate: whole seconds, rounded
-	// up, between 1s and 30s. It is set for capacity rejections only, and
-	// only once the band has a measured rate; otherwise it is 0 (none).
+	// RetryAfter is when the caller may come back: the moment the scope
+	// that refused the request should have a place for it, after the places
+	// promised to earlier refusals (see the package doc's Retry-After
+	// section). Whole seconds, rounded up, between 1s and 30s. It is set on
+	// OutcomeRejectedSaturated and OutcomeEvictedQueuePressure once that
+	// scope has a measured drain rate, never for a request that can never
+	// fit; otherwise it is 0 (none).
 	RetryAfter time.Duration
 	// QueueTime is how long the request waited in its band before it was
 	// dropped; 0 for a request that was never queued.
