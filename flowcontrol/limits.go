@@ -118,7 +118,10 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	if first.limit == limitNone {
 		return nil
 	}
-	var plan []*waiter
+	var (
+		plan   []*waiter
+		global []bool // for each of plan: a controller-wide limit displaced it
+	)
 	defer func() {
 		for _, v := range plan {
 			v.planned = false
@@ -133,16 +136,17 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 			return c.capacityRejection(b, w.requested, first)
 		}
 		v.planned = true
-		// Displaced requests may come back when the scope that made them
+		plan = append(plan, v)
+		global = append(global, r.global)
+	}
+	for i, v := range plan {
+		// A displaced request may come back when the scope that made it
 		// leave has room.
-		if r.global {
+		if global[i] {
 			v.retryAfter = c.drain.retryAfter(now)
 		} else {
 			v.retryAfter = v.band.drain.retryAfter(now)
 		}
-		plan = append(plan, v)
-	}
-	for _, v := range plan {
 		c.unqueue(v, now)
 		c.decide(v, OutcomeEvictedQueuePressure, now)
 	}
