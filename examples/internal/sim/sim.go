@@ -65,6 +65,9 @@ type Config struct {
 	// sees every change of every queue: a queue grows only on a Submit and
 	// shrinks only with an outcome.
 	Submitted func(*Sim, *Record)
+	// Cost, if set, gives each attempt's flowcontrol.Request.Cost (its
+	// estimated tokens, say); nil leaves it 0, which counts as 1.
+	Cost func(*Record) int64
 	// RetryAfter, if set, is the Retry-After a client receives with a
 	// capacity rejection or an eviction, in place of the controller's RetryAfter; 0 means
 	// none. It is called as the rejection is decided, so it may read the
@@ -319,6 +322,9 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 		ByteSize: int64(r.PromptTokens) * bytesPerToken,
 		Header:   s.headers[r.Tenant],
 		TTL:      t.TTL,
+	}
+	if s.cfg.Cost != nil {
+		req.Cost = s.cfg.Cost(r)
 	}
 	s.fc.Submit(context.Background(), req, func(a *flowcontrol.Admission, err error) {
 		if err == nil {
