@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,16 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicegate/sluice/headroom/window"
 	"github.com/sluicegate/sluice/headroom"
-)
-
-// Response headers and reason of the router's contract (flowcontrol and
-// flowcontrol/flowhttp).
-const (
-	droppedReasonHeader = "x-llm-d-request-dropped-reason"
-	queueDurationHeader = "x-llm-d-flow-queue-duration-ms"
-	reasonSaturated     = "rejected-saturated"
+	"github.com/sluicegate/sluice/headroom/window"
 )
 
 // Defaults of the live mode's flags. The band defaults to the gateway
@@ -41,12 +32,7 @@ const (
 	defaultLiveDuration = time.Minute
 )
 
-const (
-	liveReportInterval = time.Second
-	// maxRetryAfterHonored bounds the closure a Retry-After can impose
-	// (flowcontrol sends at most 30 s).
-	maxRetryAfterHonored = 60 * time.Second
-)
+const liveReportInterval = time.Second
 
 // liveConfig configures the live dispatcher.
 type liveConfig struct {
@@ -259,69 +245,27 @@ func dispatchOne(ctx context.Context, cfg liveConfig, client *http.Client, url s
 	_, copyErr := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	h := resp.Header
-	fb.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
-
-	dropped := h.Get(droppedReasonHeader)
+	status := resp.StatusCode
+	if copyErr != nil && status/100 == 2 {
+		status = http.StatusBadGateway // the body broke off: not a success
+	}
+	fb = window.Read(status, h, time.Now())
 	switch {
-	case resp.StatusCode/100 == 2 && copyErr == nil:
-		fb.Signal = window.Accepted
-	case dropped == reasonSaturated, resp.StatusCode == http.StatusTooManyRequests && dropped == "":
-		// A 429 without a reason comes from something other than the flow
-		// controller that is just as full.
-		fb.Signal = window.Saturated
-	case dropped != "":
-		reason = dropped
+	case fb.Signal == window.Accepted, fb.Signal == window.Saturated:
+	case fb.Reason != "":
+		reason = fb.Reason
 	case copyErr != nil:
 		reason = "body"
 	default:
 		reason = "status " + strconv.Itoa(resp.StatusCode)
 	}
-
-	if cfg.useHeadroom {
-		switch n, err := headroom.Parse(h); {
-		case err == nil:
-			fb.Headroom, fb.HeadroomKnown = uint64(n), true // Parse never returns a negative value
-			headroomValue = strconv.FormatInt(n, 10)
-		case errors.Is(err, headroom.ErrMalformed):
-			malformed = true
-		}
+	if _, err := headroom.Parse(h); errors.Is(err, headroom.ErrMalformed) {
+		malformed = true
 	}
-	if d, ok := parseMillis(h.Get(queueDurationHeader)); ok {
-		fb.QueueDelay, fb.QueueDelayKnown = d, true
+	if !cfg.useHeadroom {
+		fb.Headroom, fb.HeadroomKnown = 0, false
+	} else if fb.HeadroomKnown {
+		headroomValue = strconv.FormatInt(fb.Headroom, 10)
 	}
 	return fb, reason, malformed, headroomValue
-}
-
-// parseMillis reads a non-negative integer number of milliseconds, digits
-// only.
-func parseMillis(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n > math.MaxInt64/int64(time.Millisecond) {
-		return 0, false
-	}
-	return time.Duration(n) * time.Millisecond, true
-}
-
-// parseRetryAfter reads Retry-After as delay-seconds or an HTTP date,
-// honouring at most maxRetryAfterHonored; anything else is no Retry-After.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if strings.TrimLeft(v, "0123456789") == "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return maxRetryAfterHonored
-		}
-		d = time.Duration(min(n, int64(maxRetryAfterHonored/time.Second))) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), maxRetryAfterHonored)
 }

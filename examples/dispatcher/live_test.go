@@ -13,8 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicegate/sluice/headroom/window"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/headroom/window"
 )
 
 // fakeBand is an http.RoundTripper that plays a router with one band:
@@ -65,7 +65,7 @@ func (b *fakeBand) RoundTrip(req *http.Request) (*http.Response, error) {
 			b.rejections = append(b.rejections, time.Now())
 			b.mu.Unlock()
 			return response(http.StatusTooManyRequests, http.Header{
-				"X-Llm-D-Request-Dropped-Reason": {reasonSaturated},
+				"X-Llm-D-Request-Dropped-Reason": {window.ReasonSaturated},
 				"Retry-After":                    {b.retryAfter},
 			}), nil
 		}
@@ -184,7 +184,7 @@ func TestDispatchOneClassifies(t *testing.T) {
 		header    http.Header
 		signal    window.Signal
 		reason    string
-		headroom  uint64
+		headroom  int64
 		known     bool
 		malformed bool
 		queue     time.Duration
@@ -203,7 +203,7 @@ func TestDispatchOneClassifies(t *testing.T) {
 		{"429 without a reason", 429, http.Header{},
 			window.Saturated, "", 0, false, false, 0, 0},
 		{"ttl expired", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"}},
-			window.Failed, "rejected-ttl-expired", 0, false, false, 0, 0},
+			window.Expired, "rejected-ttl-expired", 0, false, false, 0, 0},
 		{"shutting down", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-shutting-down"}},
 			window.Failed, "rejected-shutting-down", 0, false, false, 0, 0},
 		{"server error", 500, http.Header{},
@@ -226,39 +226,6 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Duration{
-		"":                              0,
-		"0":                             0,
-		" 7 ":                           7 * time.Second,
-		"120":                           maxRetryAfterHonored,
-		"99999999999999999999":          maxRetryAfterHonored,
-		"-1":                            0,
-		"1.5":                           0,
-		"soon":                          0,
-		"Wed, 01 Jan 2025 00:00:05 GMT": 5 * time.Second,
-		"Tue, 31 Dec 2024 23:00:00 GMT": 0,
-	} {
-		if got := parseRetryAfter(in, now); got != want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
-		}
-	}
-}
-
-func TestParseMillis(t *testing.T) {
-	for in, want := range map[string]time.Duration{"0": 0, "12": 12 * time.Millisecond, " 3 ": 3 * time.Millisecond} {
-		if got, ok := parseMillis(in); !ok || got != want {
-			t.Errorf("parseMillis(%q) = %v, %v; want %v", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"", "-1", "+1", "1.5", "1e3", "9223372036854775807"} {
-		if got, ok := parseMillis(in); ok {
-			t.Errorf("parseMillis(%q) = %v, want rejected", in, got)
-		}
-	}
-}
-
 // Over real loopback HTTP: headers travel, every job completes.
 func TestLiveOverLoopback(t *testing.T) {
 	var mu sync.Mutex
@@ -268,7 +235,7 @@ func TestLiveOverLoopback(t *testing.T) {
 		bands[r.Header.Get(defaultPriorityHdr)]++
 		mu.Unlock()
 		w.Header().Set(headroom.HeaderName, "5")
-		w.Header().Set(queueDurationHeader, "0")
+		w.Header().Set(window.QueueDurationHeader, "0")
 		io.WriteString(w, `{"choices":[]}`)
 	}))
 	defer srv.Close()

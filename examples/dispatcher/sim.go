@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
-	"github.com/sluicegate/sluice/headroom/window"
 	"github.com/sluicegate/sluice/examples/internal/sim"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/headroom/window"
 )
 
 // SimConfig describes one band of a router, the other tenants that share it
@@ -339,7 +339,7 @@ func (d *dispatcher) respond(r *sim.Record, t window.Ticket, resp sim.Response) 
 		fb = window.Feedback{Signal: window.Accepted, QueueDelay: resp.QueueTime, QueueDelayKnown: true}
 		if d.useHeadroom {
 			if n, ok := headroom.Sample(d.s.Controller(), headroom.Admitted(resp.Effective)); ok {
-				fb.Headroom, fb.HeadroomKnown = uint64(n), true
+				fb.Headroom, fb.HeadroomKnown = n, true
 			}
 		}
 	case resp.Rejection != nil && resp.Rejection.Outcome == flowcontrol.OutcomeRejectedSaturated:

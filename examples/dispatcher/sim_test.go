@@ -164,5 +164,5 @@ func Example() {
 	// dispatcher  goodput req/s  completed  capacity rejections  mean queue ms  p95 queue ms  decreases  others served  others rejected
 	//       fixed concurrency          20.82       1249                  837           1296          1729          -           1154              150
 	//   AIMD without headroom          19.37       1162                    9            683          1585          7           1205              105
-	//      AIMD with headroom          21.70       1302                    3            929          1649          3           1056              266
+	//      AIMD with headroom          20.55       1233                    0           1427          1736          0           1134              180
 }

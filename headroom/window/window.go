@@ -1,34 +1,3 @@
-// Package window sizes the dispatch window of an upstream asynchronous
-// dispatcher for one priority band of a router, from the feedback the router
-// puts on its responses.
-//
-// The window is AIMD, in the manner of TCP congestion control, and also
-// heeds what a router says that TCP never hears: Retry-After, the band's
-// headroom and the time spent queued.
-//
-//   - Slow start: from the initial size the window grows by one per accepted
-//     request (doubling per round trip) until the slow-start threshold.
-//   - Additive increase: above the threshold it grows by 1/size per accepted
-//     request, about one per round trip.
-//   - Multiplicative decrease, once per flight: a capacity rejection
-//     (`x-llm-d-request-dropped-reason: rejected-saturated`) multiplies the
-//     window by the backoff factor. Rejections of requests sent before that
-//     decrease belong to the same flight and do not shrink it again.
-//   - Retry-After closes the window: no request may start until it has passed.
-//   - Headroom: when a response carries `x-llm-d-flow-band-headroom-requests`,
-//     the requests the window admits are capped at the requests in flight plus
-//     that headroom, so the dispatcher fills the room the band reports instead
-//     of probing for it with rejections. While the cap binds the window does
-//     not grow. A capacity rejection counts as an observation of no headroom;
-//     a success without the header lifts the cap. The cap is advisory, like
-//     the header: other tenants may take the same room.
-//   - Queue delay: an accepted request that waited longer than the target in
-//     the router's queue (`x-llm-d-flow-queue-duration-ms`) holds growth and
-//     ends slow start.
-//
-// A [Window] never reads the clock: every method that needs the time takes it
-// as a parameter, so the window runs the same on a wall clock and in a
-// simulation.
 package window
 
 import (
@@ -45,34 +14,45 @@ type Signal int
 const (
 	// Accepted: the router admitted the request and it completed.
 	Accepted Signal = iota + 1
-	// Saturated: the router rejected the request because the band (or the
-	// router) was at capacity. It is the only signal that shrinks the window.
+	// Saturated: the router refused the request for want of room
+	// (rejected-saturated, evicted-queue-pressure, or a 429 without a
+	// reason). The window shrinks.
 	Saturated
-	// Failed: any other failure (an expired TTL, a server error, a transport
-	// error). The window frees the request's slot and infers nothing else.
+	// Expired: the request waited in the router's queue for its whole TTL
+	// (rejected-ttl-expired). The window shrinks: it queues more than the
+	// band starts in time.
+	Expired
+	// Failed: any other failure (a cancellation, a shutdown, a server or
+	// transport error). The window frees the request's slot and infers
+	// nothing else.
 	Failed
 )
 
-// String returns "accepted", "saturated" or "failed".
+// String returns "accepted", "saturated", "expired" or "failed".
 func (s Signal) String() string {
 	switch s {
 	case Accepted:
 		return "accepted"
 	case Saturated:
 		return "saturated"
+	case Expired:
+		return "expired"
 	case Failed:
 		return "failed"
 	}
 	return fmt.Sprintf("Signal(%d)", int(s))
 }
 
-// Feedback is what one response told the dispatcher.
+// Feedback is what one response told the dispatcher. [Read] builds it from
+// a response's status and headers.
 type Feedback struct {
 	// Signal classifies the response.
 	Signal Signal
+	// Reason is the router's x-llm-d-request-dropped-reason, "" if none.
+	Reason string
 	// Headroom is the band headroom the router reported, valid when
-	// HeadroomKnown is true.
-	Headroom      uint64
+	// HeadroomKnown is true. A negative value counts as 0.
+	Headroom      int64
 	HeadroomKnown bool
 	// QueueDelay is the time the request spent in the router's queue, valid
 	// when QueueDelayKnown is true.
@@ -84,7 +64,7 @@ type Feedback struct {
 
 // Config configures a [Window]. Zero fields take the defaults named below.
 type Config struct {
-	// Initial is the starting window size. Default 1.
+	// Initial is the starting window size. Default Min.
 	Initial int
 	// Min is the smallest size the window takes, whatever the feedback:
 	// with Min 1 a dispatcher keeps probing with one request even when the
@@ -92,14 +72,21 @@ type Config struct {
 	Min int
 	// Max is the largest size the window grows to. Default: no limit.
 	Max int
-	// SlowStartThreshold is where slow start ends at first. Default: no
-	// threshold (slow start lasts until the first decrease or held growth).
-	SlowStartThreshold int
 	// Backoff is the factor a decrease multiplies the window by, in (0, 1).
 	// Default 0.5.
 	Backoff float64
-	// TargetQueueDelay is the queue delay above which growth is held.
-	// Default 0: queue delay never holds growth.
+	// Share is the part of the reported headroom the window may fill, in
+	// (0, 1]: after a response reporting headroom h with n requests in
+	// flight, at most n + ⌊Share × h⌋ may be in flight. Default 0.5. With
+	// 1 the window fills the band to the last place, and any request that
+	// reaches the band first (another tenant's, another dispatcher's) turns
+	// its next request into a refusal; with 0.5 it approaches the limit
+	// geometrically and leaves the last place free.
+	Share float64
+	// TargetQueueDelay is the time in the router's queue above which an
+	// accepted request shrinks the window by a tenth (once per flight).
+	// Default 0: queue delay is not read. Set it below the band's TTL to
+	// keep requests from expiring in the queue.
 	TargetQueueDelay time.Duration
 }
 
@@ -120,8 +107,8 @@ type State struct {
 	// SlowStartThreshold is where additive increase takes over; +Inf when
 	// none has been set.
 	SlowStartThreshold float64
-	// HeadroomCap is the cap from the last headroom observation, valid when
-	// Capped is true.
+	// HeadroomCap is the cap from the last headroom observation (requests in
+	// flight then, plus the headroom), valid when Capped is true.
 	HeadroomCap int64
 	Capped      bool
 	// ClosedUntil is the end of the last Retry-After closure (zero if none).
@@ -149,8 +136,9 @@ type Window struct {
 
 	inFlight int
 	// Requests are numbered as they are sent. A decrease sets recoverSeq to
-	// the next number: rejections of requests numbered below it belong to
-	// the flight that caused the decrease and are not counted again.
+	// the next number: congestion signals of requests numbered below it
+	// belong to the flight that caused the decrease and are not counted
+	// again.
 	nextSeq    uint64
 	recoverSeq uint64
 
@@ -170,6 +158,9 @@ func New(cfg Config) (*Window, error) {
 	if cfg.Backoff == 0 {
 		cfg.Backoff = 0.5
 	}
+	if cfg.Share == 0 {
+		cfg.Share = 0.5
+	}
 	switch {
 	case cfg.Min < 1:
 		return nil, fmt.Errorf("window: Min %d is below 1", cfg.Min)
@@ -179,23 +170,19 @@ func New(cfg Config) (*Window, error) {
 		return nil, fmt.Errorf("window: Max %d is below Min %d", cfg.Max, cfg.Min)
 	case cfg.Initial < cfg.Min || (cfg.Max > 0 && cfg.Initial > cfg.Max):
 		return nil, fmt.Errorf("window: Initial %d is outside [Min %d, Max %d]", cfg.Initial, cfg.Min, cfg.Max)
-	case cfg.SlowStartThreshold < 0:
-		return nil, fmt.Errorf("window: SlowStartThreshold %d is negative", cfg.SlowStartThreshold)
 	case !(cfg.Backoff > 0 && cfg.Backoff < 1):
 		return nil, fmt.Errorf("window: Backoff %v is outside (0, 1)", cfg.Backoff)
+	case !(cfg.Share > 0 && cfg.Share <= 1):
+		return nil, fmt.Errorf("window: Share %v is outside (0, 1]", cfg.Share)
 	case cfg.TargetQueueDelay < 0:
 		return nil, fmt.Errorf("window: TargetQueueDelay %v is negative", cfg.TargetQueueDelay)
 	}
-	w := &Window{cfg: cfg, cwnd: float64(cfg.Initial), ssthresh: math.Inf(1)}
-	if cfg.SlowStartThreshold > 0 {
-		w.ssthresh = float64(cfg.SlowStartThreshold)
-	}
-	return w, nil
+	return &Window{cfg: cfg, cwnd: float64(cfg.Initial), ssthresh: math.Inf(1)}, nil
 }
 
 // TryAcquire reports whether one more request may be sent at now and, if so,
-// counts it in flight and returns its ticket. It refuses while a Retry-After
-// closure lasts and while the requests in flight fill the limit.
+// counts it in flight and returns its ticket. It refuses while the requests
+// in flight fill the limit, and until the latest Retry-After has passed.
 func (w *Window) TryAcquire(now time.Time) (Ticket, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -210,6 +197,18 @@ func (w *Window) TryAcquire(now time.Time) (Ticket, bool) {
 
 // Done records the response to the request of ticket t, received at now, and
 // frees its slot. Calling Done more often than TryAcquire succeeded panics.
+//
+// What each part of fb does:
+//   - Retry-After closes the window until it has passed (a later closure is
+//     never shortened); the window's size is not reset.
+//   - Headroom caps the limit at the requests now in flight plus
+//     ⌊Share × headroom⌋; a success without headroom lifts the cap, and a
+//     refusal for capacity, which carries none, counts as headroom 0.
+//   - Saturated and Expired multiply the window by Backoff; an accepted
+//     request that queued longer than TargetQueueDelay multiplies it by 0.9;
+//     each at most once per flight (the requests sent before the previous
+//     decrease). Any other accepted request grows it, unless the headroom cap
+//     binds. Failed changes nothing but the count in flight.
 func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -217,48 +216,57 @@ func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 		panic("window: Done without a request in flight")
 	}
 	w.inFlight--
-
 	if fb.RetryAfter > 0 {
 		if until := now.Add(fb.RetryAfter); until.After(w.closedUntil) {
 			w.closedUntil = until
 		}
 	}
+
 	switch {
 	case fb.HeadroomKnown:
-		w.capLimit = satAdd(int64(w.inFlight), fb.Headroom)
+		room := int64(w.cfg.Share * float64(max(fb.Headroom, 0)))
+		w.capLimit = satAdd(int64(w.inFlight), room)
 		w.capped = true
 	case fb.Signal == Accepted:
 		// A success without the header: the band stopped advertising
 		// (unbounded, or a router without the feature).
 		w.capped = false
 	case fb.Signal == Saturated && w.capped:
-		// Rejections carry no header, but a capacity rejection is itself an
-		// observation: the band had no room. Without this the cap would
-		// keep the room of an older response, and a dispatcher reopening
-		// after Retry-After would spend it on more rejections.
+		// Refusals carry no header, but a refusal is itself an
+		// observation: the band had no room.
 		w.capLimit = int64(w.inFlight)
 	}
 
 	switch fb.Signal {
 	case Accepted:
-		w.grow(fb)
-	case Saturated:
-		if t.seq >= w.recoverSeq {
-			w.ssthresh = max(w.cwnd*w.cfg.Backoff, float64(w.cfg.Min))
-			w.cwnd = w.ssthresh
-			w.recoverSeq = w.nextSeq
-			w.decreases++
+		if fb.QueueDelayKnown && w.cfg.TargetQueueDelay > 0 && fb.QueueDelay > w.cfg.TargetQueueDelay {
+			w.decrease(t, queueDelayBackoff)
+		} else {
+			w.grow()
 		}
+	case Saturated, Expired:
+		w.decrease(t, w.cfg.Backoff)
 	}
 }
 
-func (w *Window) grow(fb Feedback) {
-	if fb.QueueDelayKnown && w.cfg.TargetQueueDelay > 0 && fb.QueueDelay > w.cfg.TargetQueueDelay {
-		// The band is queueing our requests longer than we want: hold, and
-		// leave slow start so growth resumes additively once it drains.
-		w.ssthresh = min(w.ssthresh, w.cwnd)
+// queueDelayBackoff is the decrease for a request that queued longer than
+// the target: gentler than for a refusal, because the band still took it.
+const queueDelayBackoff = 0.9
+
+// decrease multiplies the window by the backoff, unless t belongs to the
+// flight a decrease has already answered. w.mu must be held.
+func (w *Window) decrease(t Ticket, factor float64) {
+	if t.seq < w.recoverSeq {
 		return
 	}
+	w.ssthresh = max(w.cwnd*factor, float64(w.cfg.Min))
+	w.cwnd = w.ssthresh
+	w.recoverSeq = w.nextSeq
+	w.decreases++
+}
+
+// grow opens the window after an unmarked success. w.mu must be held.
+func (w *Window) grow() {
 	if w.capped && w.cwnd >= float64(w.capLimit) {
 		// The headroom cap, not the window, limits us: growing the window
 		// would only let it run away from what the band can take.
@@ -323,10 +331,10 @@ func (w *Window) State() State {
 	}
 }
 
-// satAdd returns a + b, saturating at the largest int64.
-func satAdd(a int64, b uint64) int64 {
-	if b > uint64(math.MaxInt64-a) {
+// satAdd returns a + b for b >= 0, saturating at the largest int64.
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
 		return math.MaxInt64
 	}
-	return a + int64(b)
+	return a + b
 }

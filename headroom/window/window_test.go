@@ -3,6 +3,7 @@ package window_test
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -66,8 +67,10 @@ func TestSlowStartDoublesPerRound(t *testing.T) {
 	}
 }
 
-func TestAdditiveIncreaseAboveThreshold(t *testing.T) {
-	w := newWindow(t, window.Config{Initial: 10, SlowStartThreshold: 10})
+func TestAdditiveIncreaseAfterDecrease(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 20})
+	tk, _ := w.TryAcquire(t0)
+	w.Done(t0, tk, saturated()) // 20 → 10, slow start over
 	var got []int
 	for range 4 {
 		got = append(got, round(t, w, t0))
@@ -136,6 +139,16 @@ func TestFailedChangesNothing(t *testing.T) {
 	}
 }
 
+func TestExpiredShrinksOncePerFlight(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 8})
+	for _, tk := range fill(t, w, t0) {
+		w.Done(t0, tk, window.Feedback{Signal: window.Expired})
+	}
+	if st := w.State(); st.Decreases != 1 || st.Limit != 4 {
+		t.Errorf("after a flight of expiries: %+v, want one decrease to 4", st)
+	}
+}
+
 func TestRetryAfterClosesWindow(t *testing.T) {
 	w := newWindow(t, window.Config{Initial: 4})
 	flight := fill(t, w, t0)
@@ -156,7 +169,7 @@ func TestRetryAfterClosesWindow(t *testing.T) {
 }
 
 func TestHeadroomCapsWindow(t *testing.T) {
-	w := newWindow(t, window.Config{Initial: 20})
+	w := newWindow(t, window.Config{Initial: 20, Share: 1})
 	flight := fill(t, w, t0) // 20 in flight
 	// The band reports room for 3 more: 19 still in flight + 3.
 	w.Done(t0, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 3, HeadroomKnown: true})
@@ -194,7 +207,7 @@ func TestHeadroomZeroKeepsOneProbe(t *testing.T) {
 }
 
 func TestRejectionMeansNoHeadroom(t *testing.T) {
-	w := newWindow(t, window.Config{Initial: 10})
+	w := newWindow(t, window.Config{Initial: 10, Share: 1})
 	flight := fill(t, w, t0)
 	w.Done(t0, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 50, HeadroomKnown: true})
 	w.Done(t0, flight[1], saturated())
@@ -211,8 +224,23 @@ func TestRejectionMeansNoHeadroom(t *testing.T) {
 	}
 }
 
+func TestHalfTheHeadroom(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 20})
+	flight := fill(t, w, t0)
+	// 19 in flight, room for 5 more: the window takes ⌊5/2⌋ = 2 of them.
+	w.Done(t0, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 5, HeadroomKnown: true})
+	if got := len(fill(t, w, t0)); got != 2 {
+		t.Errorf("sent %d more with headroom 5, want 2", got)
+	}
+	// Room for 1: half of it rounds down to none.
+	w.Done(t0, flight[1], window.Feedback{Signal: window.Accepted, Headroom: 1, HeadroomKnown: true})
+	if _, ok := w.TryAcquire(t0); ok {
+		t.Error("took the last place in the band")
+	}
+}
+
 func TestHeadroomCapHoldsGrowth(t *testing.T) {
-	w := newWindow(t, window.Config{Initial: 4})
+	w := newWindow(t, window.Config{Initial: 4, Share: 1})
 	for range 10 {
 		ts := fill(t, w, t0)
 		for _, tk := range ts {
@@ -226,25 +254,23 @@ func TestHeadroomCapHoldsGrowth(t *testing.T) {
 	}
 }
 
-func TestQueueDelayHoldsGrowth(t *testing.T) {
-	w := newWindow(t, window.Config{Initial: 4, TargetQueueDelay: 100 * time.Millisecond})
+func TestQueueDelayShrinksByATenth(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 10, TargetQueueDelay: 100 * time.Millisecond})
 	slow := window.Feedback{Signal: window.Accepted, QueueDelay: 150 * time.Millisecond, QueueDelayKnown: true}
-	for range 3 {
-		for _, tk := range fill(t, w, t0) {
-			w.Done(t0, tk, slow)
-		}
+	for _, tk := range fill(t, w, t0) {
+		w.Done(t0, tk, slow)
 	}
 	st := w.State()
-	if st.Limit != 4 || st.SlowStartThreshold != 4 {
-		t.Fatalf("after slow responses: %+v, want the window held at 4 and slow start ended", st)
+	if st.Decreases != 1 || st.CongestionWindow != 9 {
+		t.Fatalf("after a slow flight: %+v, want one decrease to 9", st)
 	}
-	// At the target, growth resumes, additively.
+	// At the target the window grows again, additively.
 	fast := window.Feedback{Signal: window.Accepted, QueueDelay: 100 * time.Millisecond, QueueDelayKnown: true}
 	for _, tk := range fill(t, w, t0) {
 		w.Done(t0, tk, fast)
 	}
-	if got := w.State().CongestionWindow; got < 4.9 || got >= 5.1 {
-		t.Errorf("congestion window %.2f after one round at the target, want about 5", got)
+	if got := w.State().CongestionWindow; got < 9.9 || got >= 10.1 {
+		t.Errorf("congestion window %.2f after one round at the target, want about 10", got)
 	}
 }
 
@@ -268,7 +294,9 @@ func TestConfigErrors(t *testing.T) {
 		{"Max", window.Config{Min: 4, Max: 2}},
 		{"Initial", window.Config{Initial: 8, Max: 4}},
 		{"Initial", window.Config{Initial: 1, Min: 2, Max: 4}},
-		{"SlowStartThreshold", window.Config{SlowStartThreshold: -1}},
+		{"Share", window.Config{Share: 1.5}},
+		{"Share", window.Config{Share: -0.5}},
+		{"Share", window.Config{Share: math.NaN()}},
 		{"Backoff", window.Config{Backoff: 1}},
 		{"Backoff", window.Config{Backoff: -0.5}},
 		{"Backoff", window.Config{Backoff: math.NaN()}},
@@ -307,18 +335,23 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// A random mix of sends and responses never breaks the window's invariants.
+// A random mix of sends and responses never breaks the window's invariants:
+// the limit stays within [Min, Max]; right after a response with headroom h
+// and n requests left in flight, the limit is at most max(Min, n + ⌊Share×h⌋);
+// the window answers each signal in its documented direction (a refusal, an
+// expiry or a slow success never widens it, a prompt success never narrows
+// it, a failure changes nothing); a Retry-After never shortens a closure.
 func TestWindowInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		minW := rapid.IntRange(1, 4).Draw(rt, "min")
 		maxW := rapid.IntRange(minW, 64).Draw(rt, "max")
-		w, err := window.New(window.Config{Min: minW, Max: maxW, TargetQueueDelay: time.Second})
+		share := rapid.SampledFrom([]float64{0.25, 0.5, 1}).Draw(rt, "share")
+		w, err := window.New(window.Config{Min: minW, Max: maxW, Share: share, TargetQueueDelay: time.Second})
 		if err != nil {
 			rt.Fatal(err)
 		}
 		now := t0
 		var flight []window.Ticket
-		decreases := 0
 		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
 			now = now.Add(rapid.SampledFrom([]time.Duration{0, time.Millisecond, time.Second}).Draw(rt, "advance"))
 			if rapid.Bool().Draw(rt, "send") || len(flight) == 0 {
@@ -336,20 +369,21 @@ func TestWindowInvariants(t *testing.T) {
 				continue
 			}
 			i := rapid.IntRange(0, len(flight)-1).Draw(rt, "which")
-			fb := window.Feedback{Signal: rapid.SampledFrom([]window.Signal{window.Accepted, window.Saturated, window.Failed}).Draw(rt, "signal")}
+			fb := window.Feedback{Signal: rapid.SampledFrom([]window.Signal{window.Accepted, window.Saturated, window.Expired, window.Failed}).Draw(rt, "signal")}
 			if rapid.Bool().Draw(rt, "headroom known") {
-				fb.Headroom, fb.HeadroomKnown = rapid.Uint64Range(0, 20).Draw(rt, "headroom"), true
+				fb.Headroom, fb.HeadroomKnown = rapid.Int64Range(-2, 20).Draw(rt, "headroom"), true
 			}
 			if rapid.Bool().Draw(rt, "queue delay known") {
 				fb.QueueDelay, fb.QueueDelayKnown = rapid.SampledFrom([]time.Duration{0, 2 * time.Second}).Draw(rt, "queue delay"), true
 			}
 			if rapid.Bool().Draw(rt, "retry after") {
-				fb.RetryAfter = time.Second
+				fb.RetryAfter = rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second}).Draw(rt, "retry after value")
 			}
+			before := w.State()
 			w.Done(now, flight[i], fb)
 			flight = append(flight[:i], flight[i+1:]...)
-
 			st := w.State()
+
 			if st.InFlight != len(flight) {
 				rt.Fatalf("in flight %d, want %d", st.InFlight, len(flight))
 			}
@@ -359,21 +393,45 @@ func TestWindowInvariants(t *testing.T) {
 			if st.CongestionWindow < float64(minW) || st.CongestionWindow > float64(maxW) {
 				rt.Fatalf("congestion window %.2f outside [%d, %d]", st.CongestionWindow, minW, maxW)
 			}
-			if st.Decreases > decreases+1 {
-				rt.Fatalf("decreases jumped from %d to %d on one response", decreases, st.Decreases)
+			if fb.HeadroomKnown {
+				bound := len(flight) + int(share*float64(max(fb.Headroom, 0)))
+				if st.Limit > max(minW, bound) {
+					rt.Fatalf("limit %d after headroom %d with %d in flight (share %v): above %d", st.Limit, fb.Headroom, len(flight), share, max(minW, bound))
+				}
 			}
-			decreases = st.Decreases
-			if fb.HeadroomKnown && (!st.Capped || st.HeadroomCap != int64(len(flight))+int64(fb.Headroom)) {
-				rt.Fatalf("cap %d (capped %v) after headroom %d with %d in flight", st.HeadroomCap, st.Capped, fb.Headroom, len(flight))
+			if st.Decreases > before.Decreases+1 {
+				rt.Fatalf("decreases jumped from %d to %d on one response", before.Decreases, st.Decreases)
+			}
+			slow := fb.QueueDelayKnown && fb.QueueDelay > time.Second
+			switch {
+			case fb.Signal == window.Saturated || fb.Signal == window.Expired || (fb.Signal == window.Accepted && slow):
+				if st.CongestionWindow > before.CongestionWindow {
+					rt.Fatalf("%v (slow %v) widened the window from %.2f to %.2f", fb.Signal, slow, before.CongestionWindow, st.CongestionWindow)
+				}
+			case fb.Signal == window.Accepted:
+				if st.CongestionWindow < before.CongestionWindow {
+					rt.Fatalf("a prompt success narrowed the window from %.2f to %.2f", before.CongestionWindow, st.CongestionWindow)
+				}
+			default:
+				if st.CongestionWindow != before.CongestionWindow || st.Decreases != before.Decreases {
+					rt.Fatalf("a failure changed the window: %+v, was %+v", st, before)
+				}
+			}
+			if st.ClosedUntil.Before(before.ClosedUntil) {
+				rt.Fatalf("closure shortened from %v to %v", before.ClosedUntil, st.ClosedUntil)
+			}
+			if fb.RetryAfter > 0 && st.ClosedUntil.Before(now.Add(fb.RetryAfter)) {
+				rt.Fatalf("Retry-After %v at %v: closed only until %v", fb.RetryAfter, now, st.ClosedUntil)
 			}
 		}
 	})
 }
 
-// A dispatcher sends what the window allows and feeds each response back.
-// Time is a parameter, so the example runs on a fixed clock.
+// A dispatcher reads each response with Read, sends what the window allows
+// and feeds the response back. Time is a parameter, so the example runs on a
+// fixed clock.
 func Example() {
-	w, err := window.New(window.Config{Initial: 4})
+	w, err := window.New(window.Config{Initial: 8})
 	if err != nil {
 		panic(err)
 	}
@@ -389,28 +447,36 @@ func Example() {
 	}
 	fmt.Println("sent:", len(flight))
 
-	// The router accepted the first request and reported room for 2 more
-	// requests in the band; 3 of ours are still in flight.
-	w.Done(now, flight[0], window.Feedback{Signal: window.Accepted, Headroom: 2, HeadroomKnown: true})
-	fmt.Println("limit after headroom 2:", w.Limit())
+	// The router accepted the first request; its band has room for 4 more.
+	ok := http.Header{}
+	ok.Set("x-llm-d-flow-band-headroom-requests", "4")
+	ok.Set("x-llm-d-flow-queue-duration-ms", "120")
+	w.Done(now, flight[0], window.Read(http.StatusOK, ok, now))
+	fmt.Println("limit after headroom 4:", w.Limit(), "(7 in flight + half of 4)")
 
-	// The second was rejected: the band was full. The window halves, once
-	// for this flight, the cap drops to the 2 requests still in flight, and
-	// the window stays closed for the Retry-After.
-	w.Done(now, flight[1], window.Feedback{Signal: window.Saturated, RetryAfter: time.Second})
-	fmt.Println("limit after rejection:", w.Limit())
+	// The second was refused: the band was full. The window halves, once for
+	// this flight, and stays closed for the Retry-After.
+	full := http.Header{}
+	full.Set("x-llm-d-request-dropped-reason", "rejected-saturated")
+	full.Set("Retry-After", "1")
+	fb := window.Read(http.StatusTooManyRequests, full, now)
+	w.Done(now, flight[1], fb)
+	fmt.Println(fb.Signal, "limit:", w.Limit())
 
-	// The third is accepted half a second later, with room for 1 more.
+	// Three more complete half a second later, with room to spare.
 	now = now.Add(500 * time.Millisecond)
-	w.Done(now, flight[2], window.Feedback{Signal: window.Accepted, Headroom: 1, HeadroomKnown: true})
-	_, ok := w.TryAcquire(now)
-	fmt.Println("limit:", w.Limit(), "open:", ok)
-	_, ok = w.TryAcquire(now.Add(500 * time.Millisecond))
-	fmt.Println("open after Retry-After:", ok)
+	ok.Set("x-llm-d-flow-band-headroom-requests", "10")
+	for _, t := range flight[2:5] {
+		w.Done(now, t, window.Read(http.StatusOK, ok, now))
+	}
+	_, open := w.TryAcquire(now)
+	fmt.Println("in flight:", w.InFlight(), "limit:", w.Limit(), "open before Retry-After:", open)
+	_, open = w.TryAcquire(now.Add(500 * time.Millisecond))
+	fmt.Println("open after Retry-After:", open)
 	// Output:
-	// sent: 4
-	// limit after headroom 2: 5
-	// limit after rejection: 2
-	// limit: 2 open: false
+	// sent: 8
+	// limit after headroom 4: 9 (7 in flight + half of 4)
+	// saturated limit: 4
+	// in flight: 3 limit: 5 open before Retry-After: false
 	// open after Retry-After: true
 }

@@ -1,0 +1,51 @@
+// Package window sizes the dispatch window of an upstream asynchronous
+// dispatcher for one priority band of a router, from what the router says
+// on its responses: the band's headroom (x-llm-d-flow-band-headroom-requests,
+// or the provisional x-llm-d-flow-band-headroom), the time the request
+// queued (x-llm-d-flow-queue-duration-ms), why it was refused
+// (x-llm-d-request-dropped-reason) and Retry-After.
+//
+// Most callers want three calls: [Window.TryAcquire] before sending,
+// [Read] on the response, and [Window.Done] with what Read returned.
+//
+// # How a dispatcher should read the router's signals
+//
+// The rules below are what the comparison in examples/consumers measured
+// (the real flow controller on a simulated band, seeds 1–20); its README
+// section has the tables.
+//
+//   - Headroom: fill part of it, not all of it. The window lets at most the
+//     requests in flight plus half the reported headroom be in flight
+//     ([Config.Share]). Capping at in-flight + all the headroom keeps the
+//     band full to the last place, so whatever reaches the band first —
+//     another tenant's request, another dispatcher's — turns the next send
+//     into a refusal; taking half approaches the limit geometrically and
+//     leaves the last place free. Stopping growth when the headroom falls
+//     below a fixed share of the band's capacity, without shrinking, did
+//     not reduce refusals.
+//   - Retry-After: pause, do not reset. A Retry-After closes the window
+//     until it has passed, and the refused request waits as long; the
+//     window keeps its size apart from the one multiplicative decrease the
+//     refusal earns. Resetting the window to its minimum on every
+//     Retry-After (as llm-d-async's gate does) throws away the size the
+//     band had room for; ignoring Retry-After lets several dispatchers
+//     sharing a band run into each other's refusals.
+//   - Refusals and expiries shrink the window once per flight: the
+//     refusals of requests sent before a decrease are answers to the same
+//     excess and are not counted again.
+//   - Queue duration is a latency knob, not a capacity signal: a target
+//     ([Config.TargetQueueDelay]) shortens the queue the dispatcher keeps
+//     in the band, and with it the dispatcher's own goodput.
+//   - Several dispatchers on one band read the same headroom: nothing is
+//     reserved, and each one's share of it is what the others leave. With
+//     half the headroom each they stay nearly free of refusals at the
+//     band's full goodput.
+//   - In a band shared with interactive tenants, the band's goodput is
+//     fixed once it is busy: what a batch window gains, the interactive
+//     tenants lose. Compare windows on refusals, on the band's goodput and
+//     on the other tenants' service together.
+//
+// A [Window] never reads the clock: every method that needs the time takes
+// it as a parameter, so the window runs the same on a wall clock and in a
+// simulation.
+package window

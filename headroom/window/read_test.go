@@ -1,0 +1,68 @@
+package window_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/headroom/window"
+)
+
+func TestRead(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		status int
+		header http.Header
+		want   window.Feedback
+	}{
+		{"accepted", 200, http.Header{"X-Llm-D-Flow-Band-Headroom-Requests": {"19"}, "X-Llm-D-Flow-Queue-Duration-Ms": {"250"}},
+			window.Feedback{Signal: window.Accepted, Headroom: 19, HeadroomKnown: true, QueueDelay: 250 * time.Millisecond, QueueDelayKnown: true}},
+		{"provisional headroom name", 200, http.Header{"X-Llm-D-Flow-Band-Headroom": {"4"}},
+			window.Feedback{Signal: window.Accepted, Headroom: 4, HeadroomKnown: true}},
+		{"malformed headroom", 200, http.Header{"X-Llm-D-Flow-Band-Headroom-Requests": {"-3"}},
+			window.Feedback{Signal: window.Accepted}},
+		{"malformed queue duration", 200, http.Header{"X-Llm-D-Flow-Queue-Duration-Ms": {"1.5"}},
+			window.Feedback{Signal: window.Accepted}},
+		{"saturated", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-saturated"}, "Retry-After": {"2"}},
+			window.Feedback{Signal: window.Saturated, Reason: "rejected-saturated", RetryAfter: 2 * time.Second}},
+		{"evicted", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-queue-pressure"}, "Retry-After": {"1"}},
+			window.Feedback{Signal: window.Saturated, Reason: "evicted-queue-pressure", RetryAfter: time.Second}},
+		{"429 without a reason", 429, http.Header{},
+			window.Feedback{Signal: window.Saturated}},
+		{"expired", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"}},
+			window.Feedback{Signal: window.Expired, Reason: "rejected-ttl-expired"}},
+		{"shutting down", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-shutting-down"}},
+			window.Feedback{Signal: window.Failed, Reason: "rejected-shutting-down"}},
+		{"cancelled", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-context-cancelled"}},
+			window.Feedback{Signal: window.Failed, Reason: "rejected-context-cancelled"}},
+		{"server error", 500, http.Header{},
+			window.Feedback{Signal: window.Failed}},
+	} {
+		if got := window.Read(tc.status, tc.header, now); got != tc.want {
+			t.Errorf("%s: Read = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReadRetryAfter(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Duration{
+		"":                              0,
+		"0":                             0,
+		" 7 ":                           7 * time.Second,
+		"120":                           window.MaxRetryAfter,
+		"99999999999999999999":          window.MaxRetryAfter,
+		"-1":                            0,
+		"1.5":                           0,
+		"soon":                          0,
+		"Wed, 01 Jan 2025 00:00:05 GMT": 5 * time.Second,
+		"Tue, 31 Dec 2024 23:00:00 GMT": 0,
+		"Wed, 01 Jan 2025 01:00:00 GMT": window.MaxRetryAfter,
+	} {
+		h := http.Header{"Retry-After": {in}}
+		if got := window.Read(http.StatusTooManyRequests, h, now).RetryAfter; got != want {
+			t.Errorf("Retry-After %q read as %v, want %v", in, got, want)
+		}
+	}
+}
