@@ -1,5 +1,19 @@
 // Command consumers compares how upstream dispatchers read a Sluice
-// router's signals.
+// router's signals, on the shared simulator with the real flow controller
+// inside: Sluice's window (package headroom/window), a re-implementation of
+// llm-d-async's AIMD gate from its documented behaviour, and variants that
+// isolate each signal (headroom, queue duration, Retry-After).
+//
+// Four scenarios share one pool of 16 slots: an endless backlog beside
+// interactive tenants whose load switches (one band); a batch band with a
+// 2 s TTL below the interactive band; and 2 and 4 dispatchers sharing the
+// band of the first. Each variant runs on each scenario for each seed, and
+// every cell prints the median over the seeds with the minimum and maximum.
+//
+//	go run ./examples/consumers              # seeds 1–20
+//	go run ./examples/consumers -from 1 -to 5
+//
+// The same seeds print the same bytes.
 package main
 
 import (
@@ -12,6 +26,10 @@ func main() {
 	from := flag.Uint64("from", 1, "first seed")
 	to := flag.Uint64("to", 20, "last seed")
 	flag.Parse()
+	if *from == 0 || *to < *from {
+		fmt.Fprintf(os.Stderr, "consumers: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
+		os.Exit(2)
+	}
 	c, err := Compare(Scenarios, Variants, seedRange(*from, *to))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

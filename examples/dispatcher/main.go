@@ -1,6 +1,6 @@
 // Command dispatcher is an upstream asynchronous dispatcher that sizes its
 // dispatch window for one priority band from the router's response feedback
-// (see package window).
+// (see package github.com/sluicegate/sluice/headroom/window).
 //
 // With no flags it runs a deterministic simulation of one band shared with
 // other tenants and compares three dispatchers on the same workload: fixed
