@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,9 @@ type bandSpec struct {
 }
 
 // bands are the gateway's priority bands, highest first. Priority 0 is also
-// the fallback band of requests whose priority has no band.
+// the fallback band of requests whose priority has no band. Every band
+// schedules its flows (its tenants) by the fairness policy of -fairness,
+// and admits fairly unless -no-displacement.
 var bands = []bandSpec{
 	{priority: 10, name: "interactive", policy: ordering.SLODeadline(), capacity: 32, ttl: 2 * time.Second},
 	{priority: 0, name: "standard", policy: ordering.FCFS(), capacity: 64, ttl: 5 * time.Second},
@@ -65,8 +68,9 @@ type system struct {
 
 // startSystem starts servers model servers of concurrency slots each on
 // loopback, and the gateway on gatewayAddr (a loopback address; port 0
-// picks one).
-func startSystem(servers, concurrency int, gatewayAddr string) (s *system, err error) {
+// picks one), its bands scheduling flows by fairness, displacing the
+// heaviest flow's newest request when full unless noDisplacement.
+func startSystem(servers, concurrency int, gatewayAddr string, fairness flowcontrol.Fairness, noDisplacement bool) (s *system, err error) {
 	s = &system{counters: map[int]*bandCounters{}, slots: servers * concurrency}
 	defer func() {
 		if err != nil {
@@ -81,10 +85,12 @@ func startSystem(servers, concurrency int, gatewayAddr string) (s *system, err e
 			RequestCapacity: capacity.Bounded(b.capacity),
 			TTL:             b.ttl,
 			Policy:          b.policy,
+			Fairness:        fairness,
 		})
-		s.counters[b.priority] = &bandCounters{}
+		s.counters[b.priority] = newBandCounters(b.priority)
 	}
 	cfg.FallbackPriority = fallbackPriority
+	cfg.NoDisplacement = noDisplacement
 	// The gate keeps the servers' own queues empty: flow control, not the
 	// servers, decides who goes next.
 	cfg.Gate = flowcontrol.MaxInFlight(s.slots)
@@ -119,7 +125,7 @@ func startSystem(servers, concurrency int, gatewayAddr string) (s *system, err e
 	}
 	gateway, err := flowhttp.New(flowhttp.Config{
 		Controller: s.fc,
-		Headers:    flowhttp.HeaderClassifier{PriorityHeader: priorityHeader},
+		Classify:   classify,
 	}, pool.wrap(proxy))
 	if err != nil {
 		return s, err
@@ -163,16 +169,44 @@ func (s *system) close(ctx context.Context) {
 	}
 }
 
+// headers is the gateway's header classifier: the flow is the
+// x-llm-d-inference-fairness-id, the priority x-llm-d-priority.
+var headers = flowhttp.HeaderClassifier{PriorityHeader: priorityHeader}
+
+// classify is the gateway's classifier: the flow key and TTL of its
+// headers, and as cost the request's estimated tokens, so that the fairness
+// policy shares tokens, not requests.
+func classify(r *http.Request) (flowhttp.Classification, error) {
+	class, err := headers.Classify(r)
+	if err != nil {
+		return class, err
+	}
+	class.Cost, err = estimateTokens(r.Body)
+	return class, err
+}
+
+// estimateTokens estimates the tokens of a completion request from its
+// body, as a router without a tokenizer can: the prompt's bytes / 4 plus
+// max_tokens. A body that is not a completion request counts its bytes / 4.
+func estimateTokens(body io.Reader) (int64, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return 0, err
+	}
+	var req completionRequest
+	if json.Unmarshal(b, &req) != nil {
+		return int64(len(b))/4 + 1, nil
+	}
+	return int64(len(req.Prompt))/4 + int64(max(req.MaxTokens, 0)) + 1, nil
+}
+
 // observe counts one flow-control outcome; it is the controller's Observer.
 func (s *system) observe(ev flowcontrol.Event) {
 	c := s.counters[ev.Effective.Priority]
-	if c == nil || int(ev.Outcome) >= len(c.outcomes) {
+	if c == nil || int(ev.Outcome) >= numOutcomes {
 		return // not a band of this demo, or an outcome it does not know
 	}
-	c.outcomes[ev.Outcome].Add(1)
-	if ev.Requested.Priority != ev.Effective.Priority {
-		c.fallback.Add(1)
-	}
+	c.flow(ev.Requested.ID).count(ev)
 }
 
 // leastLoaded sends each request to the model server with the fewest

@@ -38,8 +38,12 @@ var classes = []class{
 		slosMS: []int{2000}, prompt: [2]int{200, 1500}, output: [2]int{16, 48}},
 	{name: "unprovisioned", tenant: "legacy-app", priority: 5, band: fallbackPriority, share: 0.10,
 		prompt: [2]int{200, 800}, output: [2]int{16, 32}},
-	{name: "batch", tenant: "batch-etl", priority: -10, band: -10, share: 0.40,
+	// Two tenants share the sheddable band: a heavy batch job and a light
+	// evaluation suite, with a tenth of its rate and short prompts.
+	{name: "batch", tenant: "batch-etl", priority: -10, band: -10, share: 0.36,
 		prompt: [2]int{1000, 3000}, output: [2]int{32, 64}},
+	{name: "eval", tenant: "eval-suite", priority: -10, band: -10, share: 0.04,
+		prompt: [2]int{50, 300}, output: [2]int{8, 24}},
 }
 
 // meanServiceTime is the mean time a model server works on a request of the

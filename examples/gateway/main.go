@@ -8,12 +8,23 @@
 // traffic: interactive requests with x-llm-d-slo-ttft-ms, standard, batch,
 // and some for priority 5, which has no band and falls back to band 0.
 //
+// Two tenants of very different rates share the sheddable band: a heavy
+// batch job and a light evaluation suite (x-llm-d-inference-fairness-id
+// batch-etl and eval-suite). Every band schedules its flows by deficit round
+// robin over each request's estimated tokens (the prompt's bytes / 4 plus
+// max_tokens, which the gateway's classifier reads from the body), and a
+// full band admits fairly: a request of a flow holding less than its share
+// displaces the newest request of the flow holding the most. So the heavy
+// tenant absorbs the band's overload, and the light one is served.
+//
 // Every second it prints each band's queue, capacity and headroom (and the
-// headroom the clients last received), its outcomes and its SLO attainment;
-// at the end, a summary of what each class of clients saw.
+// headroom the clients last received), and for each tenant its requests,
+// outcomes, 95th-percentile queue time and SLO attainment; at the end, a
+// summary of what each class of clients saw.
 //
 //	go run ./examples/gateway
 //	go run ./examples/gateway -duration 30s -rate 80 -servers 3
+//	go run ./examples/gateway -fairness global-strict-fairness-policy -no-displacement  # one queue per band, as before
 //
 // With -listen it runs only the model servers and the gateway, until
 // interrupted (or for -duration, if given), for curl or for
@@ -35,8 +46,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 const (
@@ -81,6 +95,8 @@ type options struct {
 	concurrency int
 	listen      string
 	seed        uint64
+	fairness    flowcontrol.Fairness
+	noDisplace  bool
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -93,6 +109,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 4, "requests each model server works on at once")
 	fs.StringVar(&o.listen, "listen", "", "run only the gateway and the servers, listening on this loopback `address`, e.g. 127.0.0.1:8080")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the traffic mix")
+	fairness := fs.String("fairness", flowcontrol.DeficitRoundRobinFairnessName, "the bands' fairness policy: "+
+		flowcontrol.GlobalStrictFairnessName+", "+flowcontrol.RoundRobinFairnessName+" or "+flowcontrol.DeficitRoundRobinFairnessName)
+	fs.BoolVar(&o.noDisplace, "no-displacement", false, "turn fair admission off: a full band rejects, whatever the flow")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -112,6 +131,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("-servers %d: must be between 1 and 64", o.servers)}
 	case o.concurrency < 1 || o.concurrency > 256:
 		return o, usageError{fmt.Errorf("-concurrency %d: must be between 1 and 256", o.concurrency)}
+	}
+	var err error
+	if o.fairness, err = flowcontrol.FairnessByName(*fairness); err != nil {
+		return o, usageError{fmt.Errorf("-fairness: %w", err)}
 	}
 	if o.listen != "" {
 		addr, err := checkLoopback(o.listen)
@@ -135,7 +158,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.listen != "" {
 		addr = o.listen
 	}
-	sys, err := startSystem(o.servers, o.concurrency, addr)
+	sys, err := startSystem(o.servers, o.concurrency, addr, o.fairness, o.noDisplace)
 	if err != nil {
 		return err
 	}
@@ -169,7 +192,7 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 		fmt.Fprintf(stdout, "%s %.0f%% %s (priority %d)", sep, 100*c.share, c.name, c.priority)
 	}
 	fmt.Fprintln(stdout)
-	printBands(stdout, sys.slots)
+	printBands(stdout, o)
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true}
 	defer tr.CloseIdleConnections()
@@ -232,12 +255,17 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 }
 
 // printBands describes the gateway's bands.
-func printBands(w io.Writer, slots int) {
-	fmt.Fprintf(w, "gateway: MaxInFlight(%d);", slots)
+func printBands(w io.Writer, o options) {
+	fmt.Fprintf(w, "gateway: MaxInFlight(%d);", o.servers*o.concurrency)
 	for _, b := range bands {
 		fmt.Fprintf(w, " band %d %s (%s, capacity %d, TTL %v);", b.priority, b.name, b.policy.TypeName(), b.capacity, b.ttl)
 	}
 	fmt.Fprintf(w, " fallback band %d\n", fallbackPriority)
+	admission := "fair admission (a full band displaces the newest request of the flow holding the most)"
+	if o.noDisplace {
+		admission = "no displacement (a full band rejects)"
+	}
+	fmt.Fprintf(w, "every band: flows by x-llm-d-inference-fairness-id, %s, cost = estimated tokens; %s\n", o.fairness.TypeName(), admission)
 }
 
 // serveOnly runs the gateway and the servers without load until ctx ends
@@ -250,7 +278,7 @@ func serveOnly(ctx context.Context, o options, sys *system, stdout io.Writer) er
 		defer cancel()
 	}
 	fmt.Fprintf(stdout, "gateway listening on %s with %d model servers × %d slots\n", sys.gatewayURL, o.servers, o.concurrency)
-	printBands(stdout, sys.slots)
+	printBands(stdout, o)
 	fmt.Fprintf(stdout, "try: curl -sS -D - -o /dev/null -H '%s: 10' -H '%s: 500' -d '{\"model\":\"sim\",\"prompt\":\"hello world\",\"max_tokens\":8}' %s/v1/completions\n",
 		priorityHeader, sloHeader, sys.gatewayURL)
 
@@ -277,9 +305,10 @@ func serveOnly(ctx context.Context, o options, sys *system, stdout io.Writer) er
 	}
 }
 
+// changed reports whether anything moved from a to b, or anything waits.
 func changed(a, b []bandRow) bool {
 	for i := range a {
-		if a[i] != b[i] || b[i].queued > 0 {
+		if b[i].queued > 0 || a[i].headroom != b[i].headroom || !slices.Equal(a[i].flows, b[i].flows) {
 			return true
 		}
 	}

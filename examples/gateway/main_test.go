@@ -22,29 +22,38 @@ import (
 	"github.com/sluicegate/sluice/headroom"
 )
 
-// TestRunTwoSeconds runs the demo for two seconds in-process: it exits
-// cleanly, prints the table and the summary, serves every class (priority 5
-// through the fallback band), never lets a model server's headroom value
-// through, and leaves no goroutine behind.
-func TestRunTwoSeconds(t *testing.T) {
+// TestRunFourSeconds runs the demo for four seconds in-process, long
+// enough for the sheddable band to fill: it exits cleanly, prints the table
+// and the summary, serves every class (priority 5 through the fallback
+// band), lets the light tenant of the sheddable band in whenever the heavy
+// one fills it, never lets a model server's headroom value through, and
+// leaves no goroutine behind.
+func TestRunFourSeconds(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	out := newSyncBuffer()
-	if err := run(context.Background(), []string{"-duration", "2s"}, out); err != nil {
+	if err := run(context.Background(), []string{"-duration", "4s"}, out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	verifyNoLeak(t, before)
 
 	text := out.String()
 	t.Logf("output:\n%s", text)
-	for _, want := range []string{tableHeader, "\n  1s    10 ", "\n  2s    10 ", "\nsummary: "} {
+	for _, want := range []string{tableHeader, "\n  1s    10 ", "\n  4s    10 ", "\nsummary: "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	summary := regexp.MustCompile(`(?m)^(\S+)\s+(-?\d+)→(-?\d+)\s+(\d+)\s+(\d+)`)
+	// class, priority→band, tenant, sent, completed, success, saturated,
+	// evicted, expired
+	summary := regexp.MustCompile(`(?m)^(\S+)\s+(-?\d+)→(-?\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)`)
 	completed := map[string]int{}
+	refused := map[string]int{} // saturated, evicted or expired
 	for _, m := range summary.FindAllStringSubmatch(text, -1) {
-		completed[m[1]], _ = strconv.Atoi(m[5])
+		completed[m[1]], _ = strconv.Atoi(m[6])
+		for _, f := range m[8:11] {
+			n, _ := strconv.Atoi(f)
+			refused[m[1]] += n
+		}
 	}
 	for _, c := range classes {
 		if _, ok := completed[c.name]; !ok {
@@ -58,6 +67,18 @@ func TestRunTwoSeconds(t *testing.T) {
 			t.Errorf("no %s request completed", name)
 		}
 	}
+	// The light tenant of the sheddable band holds less than its share of
+	// it, so fair admission lets every one of its requests in, displacing
+	// the heavy tenant's if the band is full: the heavy tenant absorbs the
+	// overload. (Its requests still queued when the run stops are not
+	// counted.)
+	if refused["eval"] != 0 {
+		t.Errorf("the light tenant (eval) had %d requests rejected, displaced or expired; the heavy one %d: want none of the light's",
+			refused["eval"], refused["batch"])
+	}
+	if refused["batch"] == 0 {
+		t.Logf("the sheddable band was never full: the run does not show the heavy tenant absorbing the overload")
+	}
 	// Every band is bounded, so every completed response carries the
 	// router's value, and none a model server's 999.
 	m := regexp.MustCompile(`on (\d+) of (\d+) completed responses; (\d+) malformed`).FindStringSubmatch(text)
@@ -66,6 +87,23 @@ func TestRunTwoSeconds(t *testing.T) {
 	}
 	if m[1] != m[2] || m[1] == "0" || m[3] != "0" {
 		t.Errorf("headroom on %s of %s completed responses, %s malformed; want all, none malformed", m[1], m[2], m[3])
+	}
+}
+
+// The classifier's cost is the request's estimated tokens: the prompt's
+// bytes / 4 plus max_tokens, or the body's bytes / 4 for a body that is not
+// a completion request, plus 1 so that no request is free.
+func TestEstimateTokens(t *testing.T) {
+	for body, want := range map[string]int64{
+		`{"model":"sim","prompt":"` + strings.Repeat("lorem ", 100) + `","max_tokens":32}`: 600/4 + 32 + 1,
+		`{"prompt":"hi"}`:   0 + 0 + 1,
+		`not json at all`:   15/4 + 1,
+		``:                  1,
+		`{"max_tokens":-5}`: 1,
+	} {
+		if got, err := estimateTokens(strings.NewReader(body)); got != want || err != nil {
+			t.Errorf("estimateTokens(%.40q) = %d, %v; want %d", body, got, err, want)
+		}
 	}
 }
 
@@ -157,6 +195,7 @@ func TestFlags(t *testing.T) {
 		{"-listen", "example.com:8080"},
 		{"-listen", "8080"},
 		{"-nosuchflag"},
+		{"-fairness", "fair-please"},
 		{"extra"},
 	}
 	for _, args := range bad {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,18 +12,65 @@ import (
 	"github.com/sluicegate/sluice/headroom"
 )
 
-// bandCounters counts the flow-control outcomes of one band, as the
-// controller's Observer reports them.
-type bandCounters struct {
-	outcomes [flowcontrol.OutcomeRejectedShuttingDown + 1]atomic.Int64 // by Outcome
-	fallback atomic.Int64                                              // requests for an unprovisioned priority
+// numOutcomes is the number of flow-control outcomes the demo counts.
+const numOutcomes = int(flowcontrol.OutcomeEvictedQueuePressure) + 1
+
+// flowCounters counts the flow-control outcomes of one flow in one band, as
+// the controller's Observer reports them, and keeps the queue times of its
+// dispatched requests.
+type flowCounters struct {
+	outcomes [numOutcomes]atomic.Int64 // by Outcome
+
+	mu         sync.Mutex
+	queueTimes []time.Duration
 }
 
-// bandRow is one band's line of the per-second table.
+func (f *flowCounters) count(ev flowcontrol.Event) {
+	f.outcomes[ev.Outcome].Add(1)
+	if ev.Outcome == flowcontrol.OutcomeDispatched {
+		f.mu.Lock()
+		f.queueTimes = append(f.queueTimes, ev.QueueTime)
+		f.mu.Unlock()
+	}
+}
+
+// bandCounters holds the counters of one band's flows: one per tenant of
+// the classes it serves, and one for every other flow (curl, say).
+type bandCounters struct {
+	flows map[string]*flowCounters // read-only after start
+	other flowCounters
+}
+
+func newBandCounters(priority int) *bandCounters {
+	c := &bandCounters{flows: map[string]*flowCounters{}}
+	for _, cl := range classes {
+		if cl.band == priority {
+			c.flows[cl.tenant] = &flowCounters{}
+		}
+	}
+	return c
+}
+
+// flow returns the counters of flow id.
+func (c *bandCounters) flow(id string) *flowCounters {
+	if f := c.flows[id]; f != nil {
+		return f
+	}
+	return &c.other
+}
+
+// flowRow is one tenant's line of the per-second table.
+type flowRow struct {
+	tenant   string
+	class    int // index in classes; -1 for the other flows
+	counts   [numOutcomes]int64
+	p95Queue time.Duration
+}
+
+// bandRow is one band's lines of the per-second table.
 type bandRow struct {
 	queued, capacity, headroom int64
-	counts                     [flowcontrol.OutcomeRejectedShuttingDown + 1]int64
-	fallback                   int64
+	flows                      []flowRow
 }
 
 // rows reads every band now, in the order of bands.
@@ -36,31 +84,64 @@ func (s *system) rows() []bandRow {
 			r.headroom, _ = headroom.FromSnapshot(snap)
 		}
 		c := s.counters[b.priority]
-		for o := range r.counts {
-			r.counts[o] = c.outcomes[o].Load()
+		for ci, cl := range classes {
+			if cl.band == b.priority {
+				r.flows = append(r.flows, readFlow(cl.tenant, ci, c.flows[cl.tenant]))
+			}
 		}
-		r.fallback = c.fallback.Load()
+		if other := readFlow("(other)", -1, &c.other); other.counts != ([numOutcomes]int64{}) {
+			r.flows = append(r.flows, other)
+		}
 	}
 	return rows
 }
 
-const tableHeader = "time  band  queued/cap  headroom  seen  dispatched  saturated  expired  cancelled  fallback  SLO met"
+func readFlow(tenant string, class int, f *flowCounters) flowRow {
+	r := flowRow{tenant: tenant, class: class}
+	for o := range r.counts {
+		r.counts[o] = f.outcomes[o].Load()
+	}
+	f.mu.Lock()
+	r.p95Queue = percentile(f.queueTimes, 0.95)
+	f.mu.Unlock()
+	return r
+}
 
-// printTable prints one block of the per-second table: a row per band. stats
-// is nil when there is no load generator.
+const tableHeader = "time  band  queued/cap  headroom  seen  tenant       sent  dispatched  saturated  evicted  expired  queue p95  SLO met"
+
+// printTable prints one block of the per-second table: a line per tenant,
+// under its band's queue, capacity and headroom. stats is nil when there is
+// no load generator.
 func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats clientStats) {
 	for i, b := range bands {
 		r := rows[i]
-		when := ""
-		if i == 0 {
-			when = strconv.Itoa(int(elapsed.Round(time.Second)/time.Second)) + "s"
+		for j, f := range r.flows {
+			when, band, queued, room, seen := "", "", "", "", ""
+			if i == 0 && j == 0 {
+				when = strconv.Itoa(int(elapsed.Round(time.Second)/time.Second)) + "s"
+			}
+			if j == 0 {
+				band, queued = strconv.Itoa(b.priority), fmt.Sprintf("%d/%d", r.queued, r.capacity)
+				room, seen = strconv.FormatInt(r.headroom, 10), stats.seen(b.priority)
+			}
+			fmt.Fprintf(w, "%4s  %4s  %10s  %8s  %4s  %-11s  %4s  %10d  %9d  %7d  %7d  %9s  %7s\n",
+				when, band, queued, room, seen, f.tenant, stats.sent(f.class),
+				f.counts[flowcontrol.OutcomeDispatched], f.counts[flowcontrol.OutcomeRejectedSaturated],
+				f.counts[flowcontrol.OutcomeEvictedQueuePressure], f.counts[flowcontrol.OutcomeRejectedTTLExpired],
+				queueP95(f), stats.sloMet(f.class))
 		}
-		fmt.Fprintf(w, "%4s  %4d  %10s  %8d  %4s  %10d  %9d  %7d  %9d  %8d  %7s\n",
-			when, b.priority, fmt.Sprintf("%d/%d", r.queued, r.capacity), r.headroom, stats.seen(b.priority),
-			r.counts[flowcontrol.OutcomeDispatched], r.counts[flowcontrol.OutcomeRejectedSaturated],
-			r.counts[flowcontrol.OutcomeRejectedTTLExpired], r.counts[flowcontrol.OutcomeRejectedContextCancelled],
-			r.fallback, stats.sloMet(b.priority))
 	}
+}
+
+// sent returns the requests the clients of class sent, or "-".
+func (cs clientStats) sent(class int) string {
+	if cs == nil || class < 0 {
+		return "-"
+	}
+	s := cs[class]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strconv.Itoa(s.sent)
 }
 
 // seen returns the headroom value a client last received from band, or "-".
@@ -83,23 +164,16 @@ func (cs clientStats) seen(band int) string {
 	return value
 }
 
-// sloMet returns the share of requests with an SLO served by band that met
+// sloMet returns the share of the requests with an SLO of class that met
 // it, or "-". A request that was rejected or failed missed its SLO.
-func (cs clientStats) sloMet(band int) string {
-	met, done := 0, 0
-	if cs == nil {
+func (cs clientStats) sloMet(class int) string {
+	if cs == nil || class < 0 || len(classes[class].slosMS) == 0 {
 		return "-"
 	}
-	for i, c := range classes {
-		if c.band != band || len(c.slosMS) == 0 {
-			continue
-		}
-		s := cs[i]
-		s.mu.Lock()
-		met, done = met+s.sloMet, done+s.sloDone
-		s.mu.Unlock()
-	}
-	return percent(met, done)
+	s := cs[class]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return percent(s.sloMet, s.sloDone)
 }
 
 func percent(n, of int) string {
@@ -122,7 +196,7 @@ func printSummary(w io.Writer, elapsed, drained time.Duration, stats clientStats
 	fmt.Fprintf(w, "\nsummary: sent %d in %.1fs (%.1f/s); completed %d by %.1fs (%.1f/s); capacity for this mix about %.1f/s\n",
 		sent, elapsed.Seconds(), float64(sent)/elapsed.Seconds(),
 		completed, drained.Seconds(), float64(completed)/drained.Seconds(), capacity)
-	fmt.Fprintln(w, "class          priority→band  sent  completed  saturated  expired  cancelled  shutdown  failed  SLO met  TTFT p50    p95")
+	fmt.Fprintln(w, "class          priority→band  tenant       sent  completed  success  saturated  evicted  expired  cancelled  shutdown  failed  SLO met  TTFT p50    p95")
 	for i, c := range classes {
 		s := stats[i]
 		s.mu.Lock()
@@ -130,13 +204,17 @@ func printSummary(w io.Writer, elapsed, drained time.Duration, stats clientStats
 		if len(c.slosMS) > 0 {
 			slo = percent(s.sloMet, s.sloDone)
 		}
-		fmt.Fprintf(w, "%-13s  %13s  %4d  %9d  %9d  %7d  %9d  %8d  %6d  %7s  %8s  %5s\n",
-			c.name, fmt.Sprintf("%d→%d", c.priority, c.band), s.sent, s.completed,
+		shutdown := s.dropped[flowcontrol.OutcomeRejectedShuttingDown.String()]
+		// Requests still queued when the load stopped say nothing of the
+		// gateway: success counts the others.
+		fmt.Fprintf(w, "%-13s  %13s  %-11s  %4d  %9d  %7s  %9d  %7d  %7d  %9d  %8d  %6d  %7s  %8s  %5s\n",
+			c.name, fmt.Sprintf("%d→%d", c.priority, c.band), c.tenant, s.sent, s.completed,
+			percent(s.completed, s.sent-shutdown),
 			s.dropped[flowcontrol.OutcomeRejectedSaturated.String()],
+			s.dropped[flowcontrol.OutcomeEvictedQueuePressure.String()],
 			s.dropped[flowcontrol.OutcomeRejectedTTLExpired.String()],
 			s.dropped[flowcontrol.OutcomeRejectedContextCancelled.String()],
-			s.dropped[flowcontrol.OutcomeRejectedShuttingDown.String()],
-			s.failed, slo, millis(percentile(s.ttfts, 0.5)), millis(percentile(s.ttfts, 0.95)))
+			shutdown, s.failed, slo, millis(percentile(s.ttfts, 0.5)), millis(percentile(s.ttfts, 0.95)))
 		s.mu.Unlock()
 	}
 	fmt.Fprintf(w, "%s on %d of %d completed responses; %d malformed or above the band's capacity (the model servers all send 999)\n",
@@ -148,4 +226,13 @@ func millis(d time.Duration) string {
 		return "-"
 	}
 	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
+
+// queueP95 returns the 95th percentile of a flow's queue times, "0ms"
+// included, or "-" when nothing was dispatched.
+func queueP95(f flowRow) string {
+	if f.counts[flowcontrol.OutcomeDispatched] == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(f.p95Queue.Milliseconds(), 10) + "ms"
 }
