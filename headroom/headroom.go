@@ -18,7 +18,11 @@
 //     [ModifyResponse].
 //   - A proxy that does not hand the router an http.Header (an Envoy
 //     external processor): [MutationFor] returns the stamp as plain data.
-//   - A dispatcher reading the header: [Parse].
+//   - A dispatcher reading the header: [Parse], or the window of package
+//     github.com/sluicegate/sluice/headroom/window, which reads every signal
+//     the router sends and sizes a dispatcher's window from them; its doc
+//     says how a dispatcher should read them (fill half the headroom, let
+//     Retry-After pause rather than reset), with the measurements.
 //
 // The rest are the building blocks those use: [Requests] (the clamp),
 // [FromSnapshot] and [Sample] (reading a band), [Stamp] and [Strip]
@@ -54,7 +58,9 @@ import (
 
 // HeaderName is the response header that carries a band's request headroom:
 // a decimal integer of at least 0. The router owns it: stamping removes every
-// copy a backend sent before setting the router's own.
+// copy a backend sent before setting the router's own. It is advisory and
+// shared: every caller of the band reads the same room, so a dispatcher
+// should take a part of it, not all (see package headroom/window).
 const HeaderName = "x-llm-d-flow-band-headroom-requests"
 
 // ProvisionalHeaderName is the provisional name of the same value, which
