@@ -41,6 +41,6 @@ func TestCostReachesController(t *testing.T) {
 	}
 	s := Summarize(recs, nil)
 	if most != 200 || s.CapacityRejections() == 0 {
-		t.Errorf("most queued cost %d with %d rejections; want 200, and rejections at 5x overload", most, s.CapacityRejections())
+		t.Errorf("most queued cost %d with %d rejections; want 200, and rejections at 2x overload", most, s.CapacityRejections())
 	}
 }
