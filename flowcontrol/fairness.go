@@ -230,8 +230,14 @@ type DRRConfig struct {
 	// 0 or less, weighs 1.
 	Weights map[string]int64
 	// Quantum is the cost a flow of weight 1 may be served per round. 0
-	// means adaptive: the largest request cost the band has seen, so that
+	// means adaptive: the largest head cost the band has seen, so that
 	// every visit can serve at least the head and a dispatch stays O(1).
+	// An adaptive quantum only grows: after one outlier (a request of a
+	// million tokens), every turn serves up to that much of one flow before
+	// the next flow's turn, which is fair by the bound but coarse. Where
+	// costs are skewed, set Quantum to about the cost of a typical request;
+	// a quantum smaller than the costs costs no more than a skip of the
+	// rounds in which nothing would fit.
 	Quantum int64
 }
 

@@ -340,6 +340,17 @@ func TestCostCapacity(t *testing.T) {
 	require.Contains(t, err.Error(), "global cost capacity 1500 exceeded")
 	_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("e", 0), Cost: 1001})
 	require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
+	require.Contains(t, err.Error(), "band 0 cost capacity 1000 exceeded by the request alone: it can never fit")
+	// Too large for the cost capacity, while the flow's own capacity is
+	// merely full: the message names the cost capacity.
+	fc2 := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, FlowRequestCapacity: bounded(1), CostCapacity: bounded(10)}},
+		Gate:  flowcontrol.MaxInFlight(0),
+	})
+	submit(context.Background(), fc2, req("x", 0))
+	_, err = fc2.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("x", 0), Cost: 11})
+	require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
+	require.Contains(t, err.Error(), "cost capacity 10 exceeded by the request alone")
 	s, _ := fc.CapacitySnapshot(0)
 	require.Equal(t, capacity.Snapshot{Priority: 0, QueuedRequests: 1, QueuedCost: 800, CostCapacity: bounded(1000)}, s)
 	// A request without a cost counts 1.

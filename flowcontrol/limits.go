@@ -58,7 +58,11 @@ func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost i
 		}
 		if !l.Fits(0, add) {
 			r.never = true
-			r.large = r.large || sized
+			if sized && !r.large {
+				// The limit the request alone exceeds says why it can
+				// never fit: report it rather than one it merely found full.
+				r.limit, r.bound, r.large = kind, limitValue(l), true
+			}
 		}
 	}
 	check(lim.flowRequests, limitFlowRequests, fq, 1, false, false)

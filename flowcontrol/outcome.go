@@ -126,12 +126,14 @@ const (
 	limitDisplaced // the request was displaced by a fairer flow
 )
 
-// RejectionError is the error of [FlowController.EnqueueAndWait] for every
-// outcome but dispatch.
+// RejectionError is the error of [FlowController.EnqueueAndWait] and
+// [FlowController.Submit] for every outcome but dispatch.
 //
-// errors.Is matches the outcome's sentinel ([ErrRejectedSaturated], [ErrRejectedTTLExpired],
-// [ErrRejectedContextCancelled] or [ErrRejectedShuttingDown]) and, when the context ended the wait, the
-// context's error (context.Canceled or context.DeadlineExceeded) and its
+// errors.Is matches the outcome's sentinel ([ErrRejectedSaturated],
+// [ErrEvictedQueuePressure], [ErrRejectedTTLExpired],
+// [ErrRejectedContextCancelled] or [ErrRejectedShuttingDown]); [ErrTooLarge]
+// for a request that can never fit; and, when the context ended the wait,
+// the context's error (context.Canceled or context.DeadlineExceeded) and its
 // cause, if it has a different one.
 type RejectionError struct {
 	// Outcome is the terminal outcome; never OutcomeDispatched.
@@ -212,6 +214,9 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(": displaced by a flow holding less than its share of a full queue")
 	case limitNoBand:
 		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
+	}
+	if e.tooLarge {
+		sb.WriteString(" by the request alone: it can never fit")
 	}
 	if e.QueueTime > 0 {
 		sb.WriteString(" after " + e.QueueTime.String() + " queued")

@@ -227,6 +227,7 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 		Key:    class.Key,
 		Header: header,
 		TTL:    class.TTL,
+		Cost:   class.Cost,
 	}
 	// Bodies are not sent to the adapter, so the declared length is all
 	// there is to book.
