@@ -12,7 +12,9 @@ type Admission struct {
 	requested FlowKey
 	effective int // the priority of the band that dispatched the request
 	queueTime time.Duration
-	done      bool // guarded by c.mu
+	// Guarded by c.mu.
+	done       bool
+	inCallback bool // its Submit callback is running
 }
 
 // Requested returns the flow key the request asked for.

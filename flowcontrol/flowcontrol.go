@@ -186,6 +186,11 @@ type FlowController struct {
 	// enqueuing is the waiter whose own enqueue is dispatching: its outcome
 	// is returned by that call, not delivered.
 	enqueuing *waiter
+	// parked lists outcomes settled by a Done of an admission whose Submit
+	// callback is still running: the goroutine running it delivers them
+	// when the callback returns, so a callback that calls Done does not
+	// deliver, and recurse, from inside itself.
+	parked, parkedTail *waiter
 	// drain measures all bands together, for global-capacity rejections.
 	drain drainMeter
 	// slab holds fresh Admissions for immediate dispatches; see
@@ -524,7 +529,7 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*Admission, *RejectionError) {
 	c.mu.Lock()
 	defer c.unlock()
-	if c.closed {
+	if c.closing.Load() {
 		return nil, c.shutdownRejection(key)
 	}
 	lim := b.limits.Load()
@@ -579,8 +584,12 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 	c.mu.Lock()
 	defer c.unlock()
 	b := w.band
-	if c.closed {
+	if c.closing.Load() {
 		return nil, c.shutdownRejection(w.requested), 0
+	}
+	// now was read before the lock; events since may have been later.
+	if t := c.clock.Now(); t.After(now) {
+		now = t
 	}
 	if rej := c.makeRoom(w, now); rej != nil {
 		return nil, rej, 0
@@ -783,8 +792,8 @@ func (c *FlowController) firstNonEmpty() int {
 // waits. now is the time of the event, or the zero Time to read the clock
 // on the first dispatch. Called with mu held.
 func (c *FlowController) dispatchLocked(now time.Time) {
-	if c.queuedRequests == 0 {
-		return
+	if c.queuedRequests == 0 || c.closing.Load() {
+		return // once Close has begun, the queued requests are its
 	}
 	desc := c.bands.Load().desc
 	for {
@@ -900,40 +909,91 @@ func (c *FlowController) unlock() {
 // deliverAll delivers each waiter of list in order. A delivery that panics
 // (a Submit callback or the Observer) does not strand the rest: they are
 // delivered as the panic unwinds, and the panic goes on.
+//
+// Outcomes that a Submit callback's own Done settles were parked while it
+// ran; deliver hands them back, and they are delivered here after the rest,
+// in a loop, so a chain of callbacks that each call Done runs in constant
+// stack depth.
 func (c *FlowController) deliverAll(list *waiter) {
 	defer func() {
 		if list != nil {
 			c.deliverAll(list)
 		}
 	}()
+	tail := list
+	for tail != nil && tail.next != nil {
+		tail = tail.next
+	}
 	for list != nil {
 		w := list
 		list, w.next = w.next, nil
-		c.deliver(w)
+		if list == nil {
+			tail = nil
+		}
+		more, moreTail := c.deliver(w)
+		if more == nil {
+			continue
+		}
+		if list == nil {
+			list = more
+		} else {
+			tail.next = more
+		}
+		tail = moreTail
 	}
 }
 
-// deliver hands w's settled outcome to its caller. Called without mu.
-func (c *FlowController) deliver(w *waiter) {
+// deliver hands w's settled outcome to its caller, and returns the outcomes
+// parked while a Submit callback ran. Called without mu.
+func (c *FlowController) deliver(w *waiter) (parked, parkedTail *waiter) {
 	if w.withdrawn {
-		return
+		return nil, nil
 	}
 	if w.stopCtx != nil {
 		w.stopCtx()
 	}
 	if w.ready != nil {
 		close(w.ready) // EnqueueAndWait finishes on its own goroutine
-		return
+		return nil, nil
 	}
 	adm, rej := c.result(w)
 	done := w.done
 	recycle(w)
-	c.report(adm, rej)
 	if rej != nil {
-		done(nil, rej)
+		// The caller hears its outcome even if the Observer panics.
+		defer done(nil, rej)
+		c.report(nil, rej)
+		return nil, nil
+	}
+	c.report(adm, nil) // on a panic, releases adm; done is not called
+	c.mu.Lock()
+	adm.inCallback = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		adm.inCallback = false
+		parked, parkedTail = c.parked, c.parkedTail
+		c.parked, c.parkedTail = nil, nil
+		c.mu.Unlock()
+	}()
+	done(adm, nil)
+	return nil, nil
+}
+
+// park moves the outcomes decided in this critical section to the parked
+// list, for the goroutine running a Submit callback to deliver. Called with
+// mu held.
+func (c *FlowController) park() {
+	if c.decided == nil {
 		return
 	}
-	done(adm, nil)
+	if c.parkedTail == nil {
+		c.parked = c.decided
+	} else {
+		c.parkedTail.next = c.decided
+	}
+	c.parkedTail = c.decidedTail
+	c.decided, c.decidedTail = nil, nil
 }
 
 // abandon ends a queued request that expired or was cancelled, unless it
@@ -1014,6 +1074,11 @@ func (c *FlowController) report(adm *Admission, rej *RejectionError) {
 
 // release ends admission a, unless it already ended: it returns the gate
 // slot and dispatches whatever that lets start.
+//
+// When a's Submit callback is still running (it called Done from inside),
+// the outcomes the freed slot settles are parked for that callback's
+// goroutine to deliver once it returns. The dispatch runs even if the gate's
+// Release panics.
 func (c *FlowController) release(a *Admission) {
 	c.mu.Lock()
 	defer c.unlock()
@@ -1022,8 +1087,11 @@ func (c *FlowController) release(a *Admission) {
 	}
 	a.done = true
 	c.inFlight--
+	if a.inCallback {
+		defer c.park()
+	}
+	defer c.dispatchLocked(time.Time{})
 	c.gate.Release(a.effective)
-	c.dispatchLocked(time.Time{})
 }
 
 // Nudge runs dispatch now. Call it when the gate may admit more for a reason

@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -19,12 +20,15 @@ type refusal struct {
 	global bool      // a limit of the controller refuses it
 	never  bool      // it can never fit: larger than a capacity, or a capacity of 0
 	large  bool      // it is larger than a byte or cost capacity: ErrTooLarge
+	// overflow: a counter with an unbounded limit would pass the range of
+	// int64.
+	overflow bool
 }
 
 // displaceable reports whether displacing other flows' requests could make
 // room for the request refused.
 func (r refusal) displaceable() bool {
-	return r.limit != limitNone && r.limit != limitFlowRequests && !r.never
+	return r.limit != limitNone && r.limit != limitFlowRequests && !r.never && !r.overflow
 }
 
 // refusal checks a request of size bytes and cost, of flow f (nil when the
@@ -45,6 +49,15 @@ func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost i
 	}
 	var r refusal
 	check := func(l capacity.Limit, kind limitKind, held, add int64, global, sized bool) {
+		if !l.IsBounded() {
+			// An unbounded limit is still bounded by the counter's range:
+			// a sum that would wrap is refused, and displacing others for
+			// it would be no fairer.
+			if held <= math.MaxInt64-add {
+				return
+			}
+			l, r.overflow = capacity.Bounded(math.MaxInt64), true
+		}
 		if l.Fits(held, add) {
 			return
 		}
@@ -141,7 +154,7 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 		}
 		v.planned = true
 		plan = append(plan, v)
-		global = append(global, r.global)
+		global = append(global, r.limit.global())
 	}
 	for i, v := range plan {
 		// A displaced request may come back when the scope that made it
@@ -196,7 +209,7 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 		return n
 	}
 	bands := []*band{w.band}
-	if r.global {
+	if r.limit.global() {
 		bands = c.bands.Load().desc
 	}
 	var (
@@ -229,19 +242,30 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 	if best == nil || mine >= r.bound/flows || most <= mine+measure(w) {
 		return nil
 	}
-	v := best.newest
-	for v != nil && v.planned {
+	return newestUnplanned(best)
+}
+
+// displaceFirst reports whether g should be displaced before best when both
+// hold the same: g is in a lower band, or in the same band and its newest
+// request not yet chosen was queued more recently.
+func displaceFirst(g, best *Flow) bool {
+	if g.band != best.band {
+		return g.band.priority < best.band.priority
+	}
+	return newestUnplanned(g).seq > newestUnplanned(best).seq
+}
+
+// newestUnplanned returns f's most recently queued request not already
+// chosen for displacement. f holds some that are not.
+func newestUnplanned(f *Flow) *waiter {
+	v := f.newest
+	for v.planned {
 		v = v.older
 	}
 	return v
 }
 
-// displaceFirst reports whether g should be displaced before best when both
-// hold the same: g is in a lower band, or in the same band and queued more
-// recently.
-func displaceFirst(g, best *Flow) bool {
-	if g.band != best.band {
-		return g.band.priority < best.band.priority
-	}
-	return g.newest.seq > best.newest.seq
+// global reports whether k is a limit of the whole controller.
+func (k limitKind) global() bool {
+	return k == limitGlobalRequests || k == limitGlobalBytes || k == limitGlobalCost
 }

@@ -100,7 +100,12 @@ func (m *drainMeter) retryAfter(now time.Time) time.Duration {
 	if m.avg <= 0 {
 		return maxRetryAfter
 	}
-	interval := time.Duration(float64(time.Second) / m.avg)
+	// Compared in seconds first: a rate that has decayed towards 0 gives
+	// an interval past the range of a Duration.
+	interval := maxRetryAfter
+	if secs := 1 / m.avg; secs < maxRetryAfter.Seconds() {
+		interval = time.Duration(secs * float64(time.Second))
+	}
 	at := now
 	if m.promised.After(at) {
 		at = m.promised
