@@ -455,7 +455,10 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 // decides it — another request's [Admission.Done], a [FlowController.Nudge],
 // the clock's timer for an expiry, the context's AfterFunc for a
 // cancellation, or [FlowController.Close]. It may call back into the
-// controller, but it delays that goroutine, so it should be short. A queued
+// controller, but it delays that goroutine, so it should be short; the
+// outcomes that a Done called from inside it settles are delivered when it
+// returns, by the goroutine that ran it, so a chain of callbacks that each
+// call Done runs in constant stack depth. A queued
 // request costs no goroutine: an event loop can keep millions waiting. If
 // the Observer panics on the dispatch, the admission is released and done
 // is not called; if done itself panics, it owns the admission it was
