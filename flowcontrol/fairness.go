@@ -106,11 +106,6 @@ func (f *Flow) Len() int { return f.queue.Len() }
 // HeadCost returns the cost of the flow's head, the request it would offer.
 func (f *Flow) HeadCost() int64 { return f.head().cost }
 
-// HeadBefore reports whether f's head leaves before g's in the order a
-// single queue of the band would keep: the band's ordering policy, then
-// arrival.
-func (f *Flow) HeadBefore(g *Flow) bool { return lessHead(f.headKey(), g.headKey()) }
-
 func (f *Flow) head() *waiter { return f.queue.Peek().Value.(*waiter) }
 
 // headKey is the flow's head in the band's single-queue order.
