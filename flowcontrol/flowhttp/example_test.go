@@ -144,7 +144,7 @@ func ExampleClassifyFunc() {
 	}
 	// Output:
 	// cost 756: 200 model read 2030 bytes
-	// cost 4512: 413 {"error":{"message":"flowcontrol: priority 0: rejected-saturated: band 0 cost capacity 4096 exceeded","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}
+	// cost 4512: 413 {"error":{"message":"flowcontrol: priority 0: rejected-saturated: band 0 cost capacity 4096 exceeded by the request alone: it can never fit","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}
 }
 
 func firstLine(s string) string {
