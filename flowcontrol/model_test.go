@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -813,8 +815,11 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 			Priority: p, QueuedRequests: int64(len(b.queue)), QueuedBytes: b.bytes(), QueuedCost: b.cost(),
 			RequestCapacity: b.reqCap, ByteCapacity: b.byteCap, CostCapacity: b.costCap,
 		}
-		if err != nil || s != want {
-			rt.Fatalf("CapacitySnapshot(%d) = %v, %v; model %v", p, s, err, want)
+		if err != nil {
+			rt.Fatalf("CapacitySnapshot(%d): %v", p, err)
+		}
+		if diff := cmp.Diff(want, s, cmpopts.EquateComparable(capacity.Limit{})); diff != "" {
+			rt.Fatalf("CapacitySnapshot(%d) differs from the model (-model +controller):\n%s", p, diff)
 		}
 	}
 	counts := map[flowcontrol.Outcome]int{}
@@ -864,9 +869,13 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 	}
 	// Every outcome, also those the model has none of: an event the model
 	// never produced is as wrong as a missing one.
+	observed := map[flowcontrol.Outcome]int{}
 	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeEvictedQueuePressure; o++ {
-		if got, n := rec.count(o), counts[o]; got != n {
-			rt.Fatalf("observer saw %d %v, model %d", got, o, n)
+		if n := rec.count(o); n > 0 {
+			observed[o] = n
 		}
+	}
+	if diff := cmp.Diff(counts, observed); diff != "" {
+		rt.Fatalf("observed outcomes differ from the model (-model +observer):\n%s", diff)
 	}
 }
