@@ -509,8 +509,16 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	if cost <= 0 {
 		cost = 1
 	}
-	if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil || rej != nil {
-		return adm, rej, nil, 0
+	// A band with waiters cannot start a request at once: skip the first
+	// attempt, and its lock, under contention. (A stale read only moves
+	// the decision to enqueue, which makes every check again.)
+	if b.queuedRequests.Load() == 0 {
+		if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil {
+			*adm = Admission{c: c, requested: req.Key, effective: b.priority}
+			return adm, nil, nil, 0
+		} else if rej != nil {
+			return nil, rej, nil, 0
+		}
 	}
 
 	now := c.clock.Now()
@@ -531,12 +539,18 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 // let it in: enqueue decides that.
 func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*Admission, *RejectionError) {
 	c.mu.Lock()
-	defer c.unlock()
+	// Nothing is decided here, so there is nothing for unlock to deliver.
+	defer c.mu.Unlock()
 	if c.closing.Load() {
 		return nil, c.shutdownRejection(key)
 	}
 	lim := b.limits.Load()
-	if r := c.refusal(b, lim, b.flows[key.ID], size, cost, nil); r.limit != limitNone {
+	var f *Flow
+	if lim.flowRequests.IsBounded() {
+		f = b.flows[key.ID] // only a per-flow capacity needs the flow
+	}
+	if !c.fitsAll(b, lim, f, size, cost) {
+		r := c.refusal(b, lim, f, size, cost, nil)
 		if c.noDisplacement || !r.displaceable() {
 			return nil, c.capacityRejection(b, key, r)
 		}
@@ -546,9 +560,9 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 		return nil, nil
 	}
 	c.inFlight++
-	a := c.newAdmission()
-	*a = Admission{c: c, requested: key, effective: b.priority}
-	return a, nil
+	// The Admission is filled in by admit, after the lock: nothing else
+	// can see it before then.
+	return c.newAdmission(), nil
 }
 
 // newWaiter prepares the waiter of a request that must queue in band b,
@@ -902,7 +916,9 @@ func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 // held. Every critical section ends here, also when a panic unwinds it.
 func (c *FlowController) unlock() {
 	list := c.decided
-	c.decided, c.decidedTail = nil, nil
+	if list != nil {
+		c.decided, c.decidedTail = nil, nil
+	}
 	c.mu.Unlock()
 	if list != nil {
 		c.deliverAll(list)
@@ -1047,7 +1063,9 @@ func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 // finish reports an outcome to the observer and returns it as
 // EnqueueAndWait's results.
 func (c *FlowController) finish(adm *Admission, rej *RejectionError) (*Admission, error) {
-	c.report(adm, rej)
+	if c.observer != nil {
+		c.report(adm, rej)
+	}
 	if rej != nil {
 		return nil, rej
 	}

@@ -88,6 +88,29 @@ func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost i
 	return r
 }
 
+// fitsAll reports whether a request of size bytes and cost, of flow f (nil
+// when it has no waiters or when no per-flow capacity applies), fits band b
+// and the controller as they are: the common case, which refusal explains
+// when it does not hold. Called with mu held.
+func (c *FlowController) fitsAll(b *band, lim *bandLimits, f *Flow, size, cost int64) bool {
+	var fq int64
+	if f != nil {
+		fq = int64(f.Len())
+	}
+	return fits(lim.flowRequests, fq, 1) && fits(lim.requests, b.queued, 1) && fits(lim.bytes, b.bytes, size) &&
+		fits(lim.cost, b.cost, cost) && fits(c.requestCapacity, c.queuedRequests, 1) &&
+		fits(c.byteCapacity, c.queuedBytes, size) && fits(c.costCapacity, c.queuedCost, cost)
+}
+
+// fits is capacity.Limit.Fits with an unbounded limit still bounded by the
+// range of the counter it limits.
+func fits(l capacity.Limit, held, add int64) bool {
+	if n, bounded := l.Value(); bounded {
+		return held <= n && add <= n-held
+	}
+	return held <= math.MaxInt64-add
+}
+
 // limitValue returns a bounded limit's value; only called on limits that
 // refused a request, which are bounded.
 func limitValue(l capacity.Limit) int64 {
@@ -131,10 +154,10 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	lim := b.limits.Load()
 	f := b.flows[w.requested.ID]
 	size := w.item.ByteSize
-	first := c.refusal(b, lim, f, size, w.cost, nil)
-	if first.limit == limitNone {
+	if c.fitsAll(b, lim, f, size, w.cost) {
 		return nil
 	}
+	first := c.refusal(b, lim, f, size, w.cost, nil)
 	var (
 		plan   []*waiter
 		global []bool // for each of plan: a controller-wide limit displaced it
