@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/internal/header"
 )
 
 // Canonical forms of the header names, as http.Header keys them.
@@ -75,7 +76,7 @@ func strip(h http.Header, names []string, plain bool) {
 		switch {
 		case plain && matchesAny(key, names), isTrailerPrefixed(key, names):
 			delete(h, key)
-		case asciiEqualFold(key, "Trailer"):
+		case header.EqualFold(key, "Trailer"):
 			if kept, changed := undeclare(values, names); changed {
 				if len(kept) == 0 {
 					delete(h, key)
@@ -90,7 +91,7 @@ func strip(h http.Header, names []string, plain bool) {
 // matchesAny reports whether key equals one of names, ignoring ASCII case.
 func matchesAny(key string, names []string) bool {
 	for _, name := range names {
-		if asciiEqualFold(key, name) {
+		if header.EqualFold(key, name) {
 			return true
 		}
 	}
@@ -101,7 +102,7 @@ func matchesAny(key string, names []string) bool {
 // one of names, ignoring ASCII case in both.
 func isTrailerPrefixed(key string, names []string) bool {
 	const prefix = http.TrailerPrefix
-	if len(key) <= len(prefix) || !asciiEqualFold(key[:len(prefix)], prefix) {
+	if len(key) <= len(prefix) || !header.EqualFold(key[:len(prefix)], prefix) {
 		return false
 	}
 	return matchesAny(key[len(prefix):], names)
@@ -138,31 +139,6 @@ func undeclare(values []string, names []string) ([]string, bool) {
 		}
 	}
 	return kept, true
-}
-
-// asciiEqualFold reports whether a and b are equal under ASCII case folding.
-// Header names are ASCII tokens; Unicode folding (strings.EqualFold) would
-// let a non-ASCII letter such as the Kelvin sign match an ASCII one.
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if ca == cb {
-			continue
-		}
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
 }
 
 // Stamp makes h carry the router's headroom for band b, read from r now.

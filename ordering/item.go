@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/internal/dheap"
+	"github.com/sluicegate/sluice/internal/header"
 )
 
 // Item is one queued request as queues and policies see it. The caller fills
@@ -52,51 +53,5 @@ func (it *Item) Queued() bool { return it.owner != nil }
 // or every matching key has no values. When several keys differ only in case,
 // the canonical one wins, then the smallest in byte order.
 func (it *Item) HeaderValue(name string) (value string, ok bool) {
-	return headerValue(it.Header, textproto.CanonicalMIMEHeaderKey(name))
-}
-
-// headerValue looks up canonical, which must be in canonical form, without
-// allocating.
-func headerValue(h http.Header, canonical string) (string, bool) {
-	if vs := h[canonical]; len(vs) > 0 {
-		return vs[0], true
-	}
-	var (
-		bestKey, bestValue string
-		found              bool
-	)
-	for k, vs := range h {
-		if len(vs) == 0 || !asciiEqualFold(k, canonical) {
-			continue
-		}
-		if !found || k < bestKey {
-			bestKey, bestValue, found = k, vs[0], true
-		}
-	}
-	return bestValue, found
-}
-
-// asciiEqualFold reports whether a and b are equal under ASCII case folding.
-// Header names are ASCII tokens; Unicode folding (as in strings.EqualFold)
-// would let "\u212a" (Kelvin) match "k".
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x == y {
-			continue
-		}
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
+	return header.Value(it.Header, textproto.CanonicalMIMEHeaderKey(name))
 }

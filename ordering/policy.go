@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicegate/sluice/internal/header"
 )
 
 // Capability is a property a queue offers and a policy may require.
@@ -178,9 +180,9 @@ func (sloDeadlinePolicy) Key(it *Item) Key {
 // itemSLO returns the item's SLO from its headers, with the precedence of the
 // new header name over the deprecated one.
 func itemSLO(it *Item) (time.Duration, bool) {
-	v, ok := headerValue(it.Header, sloHeaderCanonical)
+	v, ok := header.Value(it.Header, sloHeaderCanonical)
 	if !ok {
-		v, ok = headerValue(it.Header, sloAliasHeaderCanonical)
+		v, ok = header.Value(it.Header, sloAliasHeaderCanonical)
 		if !ok {
 			return 0, false
 		}

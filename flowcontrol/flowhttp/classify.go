@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/header"
 )
 
 // Request headers the default classifier ([HeaderClassifier]) reads.
@@ -201,48 +202,11 @@ func (c HeaderClassifier) isZero() bool {
 	return c.PriorityHeader == "" && c.ObjectiveHeader == "" && len(c.Objectives) == 0 && c.DefaultPriority == 0
 }
 
-// headerValue returns the value of the header canonical (which must be in
-// canonical form) in h, matching keys in any letter case, without
-// allocating. The canonical key wins when it has a value, even an empty
-// one; otherwise the smallest matching key in byte order that has a value.
-// It returns "" when no matching key has a value.
+// headerValue returns the value of the header canonical (in canonical
+// form) in h by header.Value's rule, or "" when there is none.
 func headerValue(h http.Header, canonical string) string {
-	if vs := h[canonical]; len(vs) > 0 {
-		return vs[0]
-	}
-	var best, value string
-	found := false
-	for key, vs := range h {
-		if len(vs) == 0 || !asciiEqualFold(key, canonical) {
-			continue
-		}
-		if !found || key < best {
-			best, value, found = key, vs[0], true
-		}
-	}
-	return value
-}
-
-// asciiEqualFold reports whether a and b are equal under ASCII case folding.
-// Header names are ASCII tokens; Unicode folding (strings.EqualFold) would
-// let a non-ASCII letter such as the Kelvin sign match an ASCII one.
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
+	v, _ := header.Value(h, canonical)
+	return v
 }
 
 // validHeaderName reports whether name is a non-empty HTTP token (RFC 9110,
