@@ -42,15 +42,16 @@ func TestSimulationIsDeterministic(t *testing.T) {
 
 // The comparison the README prints: AIMD with headroom is rejected less
 // often than AIMD without it, at no less than 95% of its goodput, on each of
-// seeds 1–5, and at least 30% less often over them together.
+// seeds 1–5; at most half as often on seed 1 (the bound the simulation had
+// before it ran the real controller) and over the five seeds together.
 //
-// The old simulation asserted 50% fewer on seed 1 alone. Its band sent a
-// Retry-After of its own making (queue ÷ completion rate, about 2 s), which
-// closed the window long enough for the other tenants to fill the band and
-// set AIMD up for a burst of rejections on reopening (77 on seed 1). The real
-// controller's Retry-After is shorter, AIMD without headroom probes into far
-// fewer rejections (19–32 on seeds 1–20), and headroom's saving over it is
-// smaller: 21–77% fewer, at 10–35% more goodput.
+// The old simulation's band sent a Retry-After of its own making (queue ÷
+// completion rate, about 2 s), which closed the window long enough for the
+// other tenants to fill the band and set AIMD up for a burst of rejections on
+// reopening (77 on seed 1). The real controller's Retry-After is shorter, so
+// AIMD without headroom probes into fewer rejections (19–32 on seeds 1–20);
+// the window of headroom/window, which fills half the headroom, is rejected
+// none of the time on seeds 1–5.
 func TestHeadroomFewerRejections(t *testing.T) {
 	var aimdTotal, hrTotal int
 	for seed := uint64(1); seed <= 5; seed++ {
@@ -67,14 +68,17 @@ func TestHeadroomFewerRejections(t *testing.T) {
 		if fixed.Rejections <= aimd.Rejections {
 			t.Errorf("seed %d: capacity rejections: fixed %d, AIMD %d: want the fixed window to probe worst", seed, fixed.Rejections, aimd.Rejections)
 		}
+		if seed == 1 && 2*hr.Rejections > aimd.Rejections {
+			t.Errorf("seed 1: %d rejections with headroom, %d without: want at most half", hr.Rejections, aimd.Rejections)
+		}
 		aimdTotal += aimd.Rejections
 		hrTotal += hr.Rejections
 	}
 	if aimdTotal < 50 {
 		t.Fatalf("AIMD without headroom was rejected %d times on seeds 1–5: the workload no longer exercises the signal", aimdTotal)
 	}
-	if 10*hrTotal > 7*aimdTotal {
-		t.Errorf("seeds 1–5: %d rejections with headroom, %d without: want at least 30%% fewer", hrTotal, aimdTotal)
+	if 2*hrTotal > aimdTotal {
+		t.Errorf("seeds 1–5: %d rejections with headroom, %d without: want at least 50%% fewer", hrTotal, aimdTotal)
 	}
 }
 
