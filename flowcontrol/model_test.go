@@ -436,8 +436,14 @@ func (m *model) displacement(b *modelBand, r *modelReq) ([]*modelReq, bool) {
 				}
 			}
 		}
+		// The flows holding some of the capacity, r's counted once.
 		mine := flowKey{b.priority, r.flow}
-		flows := int64(len(held))
+		var flows int64
+		for _, h := range held {
+			if h > 0 {
+				flows++
+			}
+		}
 		if held[mine] <= 0 {
 			flows++
 		}
@@ -485,6 +491,20 @@ func (m *model) enqueue(r *modelReq, own, deadline time.Duration, alreadyDone bo
 	for _, v := range plan {
 		m.remove(v)
 		m.finish(v, flowcontrol.OutcomeEvictedQueuePressure, m.now-v.enqueued, false)
+	}
+	// With nothing waiting at or above its band and a free slot, the
+	// request starts at once: it never joins a queue, and the fairness
+	// policy never sees it (an adaptive quantum does not grow for it).
+	first := m.inFlight < m.limit
+	for p, in := range m.bands {
+		if p >= b.priority && len(in.queue) > 0 {
+			first = false
+		}
+	}
+	if first {
+		r.enqueued = m.now
+		m.finish(r, flowcontrol.OutcomeDispatched, 0, false)
+		return
 	}
 	ttl := minPositive(minPositive(b.ttl, m.defaultTTL), own)
 	if deadline > 0 && (ttl == 0 || deadline <= ttl) {
