@@ -1,0 +1,16 @@
+module github.com/sluicegate/sluice/examples/deploy
+
+go 1.26.0
+
+replace github.com/sluicegate/sluice => ../..
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.73.1 // indirect
+	github.com/sluicegate/sluice v0.0.0-00010101000000-000000000000 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+)
