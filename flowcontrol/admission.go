@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -12,6 +13,11 @@ type Admission struct {
 	requested FlowKey
 	effective int // the priority of the band that dispatched the request
 	queueTime time.Duration
+	cost      int64     // the request's cost, at least 1
+	start     time.Time // when it was dispatched; set only for a MeteredGate
+	// firstToken is the time from start to the first token, once
+	// FirstToken reported it; 0 before.
+	firstToken atomic.Int64
 	// Guarded by c.mu.
 	done       bool
 	inCallback bool // its Submit callback is running
@@ -31,6 +37,21 @@ func (a *Admission) Effective() FlowKey {
 // QueueTime returns how long the request waited in its band; 0 when it was
 // dispatched at once.
 func (a *Admission) QueueTime() time.Duration { return a.queueTime }
+
+// FirstToken records that the first token of the response has reached the
+// router (for HTTP, the first byte of the response body). The time since
+// dispatch is what a [MeteredGate] hears as [Usage.FirstToken] when Done
+// returns the slot — the latency an adaptive gate learns its limit from.
+// Only the first call counts; a call after Done is ignored. It reads the
+// clock only when the controller's gate is a MeteredGate, and is safe to
+// call from any goroutine.
+func (a *Admission) FirstToken() {
+	if a.c.metered == nil || a.firstToken.Load() != 0 {
+		return
+	}
+	d := max(a.c.clock.Now().Sub(a.start), 1)
+	a.firstToken.CompareAndSwap(0, int64(d))
+}
 
 // Done releases the request's gate slot and lets the next waiting request
 // start. Only the first call has an effect; Done is safe to call from any

@@ -119,6 +119,18 @@ type Config struct {
 	// request's TTL is the smallest of its band's TTL, DefaultTTL, its own
 	// TTL and the time left until its context's deadline.
 	DefaultTTL time.Duration
+	// NoEndpointsTTL bounds how long a request waits while the gate
+	// reports no endpoints at all (see [EndpointGate]): a request that has
+	// waited that long with the pool empty — counted from when it was
+	// queued or when the pool emptied, whichever is later — ends with
+	// [OutcomeRejectedNoEndpoints]. 0 means no bound of its own: the
+	// request waits its TTL, and an expiry while the pool is empty is then
+	// reported as OutcomeRejectedNoEndpoints too. It never extends a
+	// request's TTL (llm-d-router's noEndpointRequestTTL replaces the TTL
+	// while the pool is empty, and may lengthen it; Sluice keeps the
+	// shorter of the two). It has no effect unless the gate is an
+	// EndpointGate.
+	NoEndpointsTTL time.Duration
 	// Gate decides when a request may start. Nil lets every request start
 	// at once (subject to strict priority, which then never holds anything
 	// back).

@@ -20,6 +20,7 @@
 //	OutcomeRejectedTTLExpired        ErrRejectedTTLExpired        429
 //	OutcomeRejectedContextCancelled  ErrRejectedContextCancelled  503
 //	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
+//	OutcomeRejectedNoEndpoints       ErrRejectedNoEndpoints       503
 //
 // # Bands and fallback
 //
@@ -206,8 +207,18 @@ type FlowController struct {
 	// returned; Close waits for it.
 	waiters sync.WaitGroup
 
+	// emptySince is when the gate, an EndpointGate, was last seen to
+	// report no endpoints after reporting some (the zero Time while it
+	// reports endpoints); emptyTimer, if set, is the pending check that
+	// drops requests that waited NoEndpointsTTL with no endpoints.
+	emptySince time.Time
+	emptyTimer Timer
+
 	// Fixed by New.
 	gate            Gate
+	metered         MeteredGate  // gate, when it is one
+	endpoints       EndpointGate // gate, when it is one
+	noEndpointsTTL  time.Duration
 	clock           Clock
 	fallback        *band // nil with NeverPromote
 	neverPromote    bool
@@ -305,6 +316,9 @@ func New(cfg Config) (*FlowController, error) {
 	if err := checkTTL("DefaultTTL", cfg.DefaultTTL); err != nil {
 		return nil, err
 	}
+	if err := checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL); err != nil {
+		return nil, err
+	}
 	if g, ok := cfg.Gate.(*maxInFlight); ok && g.limit < 0 {
 		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "negative limit")
 	}
@@ -337,11 +351,14 @@ func New(cfg Config) (*FlowController, error) {
 		costCapacity:    cfg.CostCapacity,
 		noDisplacement:  cfg.NoDisplacement,
 		defaultTTL:      cfg.DefaultTTL,
+		noEndpointsTTL:  cfg.NoEndpointsTTL,
 		observer:        cfg.Observer,
 	}
 	if c.gate == nil {
 		c.gate = openGate{}
 	}
+	c.metered, _ = c.gate.(MeteredGate)
+	c.endpoints, _ = c.gate.(EndpointGate)
 	if c.clock == nil {
 		c.clock = realClock{}
 	}
@@ -356,6 +373,11 @@ func New(cfg Config) (*FlowController, error) {
 	}
 	if g, ok := c.gate.(*maxInFlight); ok && !g.owner.CompareAndSwap(nil, c) {
 		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "already used by another controller")
+	}
+	if g, ok := c.gate.(BoundGate); ok {
+		if err := g.Bind(c); err != nil {
+			return nil, fmt.Errorf("flowcontrol: Gate %T: %w", g, err)
+		}
 	}
 	return c, nil
 }
@@ -514,7 +536,6 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	// the decision to enqueue, which makes every check again.)
 	if b.queuedRequests.Load() == 0 {
 		if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil {
-			*adm = Admission{c: c, requested: req.Key, effective: b.priority}
 			return adm, nil, nil, 0
 		} else if rej != nil {
 			return nil, rej, nil, 0
@@ -560,9 +581,12 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 		return nil, nil
 	}
 	c.inFlight++
-	// The Admission is filled in by admit, after the lock: nothing else
-	// can see it before then.
-	return c.newAdmission(), nil
+	a := c.newAdmission()
+	*a = Admission{c: c, requested: key, effective: b.priority, cost: cost}
+	if c.metered != nil {
+		c.took(a, time.Time{})
+	}
+	return a, nil
 }
 
 // newWaiter prepares the waiter of a request that must queue in band b,
@@ -612,11 +636,19 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 		return nil, rej, 0
 	}
 	first := c.isFirst(b)
-	if first && c.gate.TryAcquire(b.priority) {
-		c.inFlight++
-		a := c.newAdmission()
-		*a = Admission{c: c, requested: w.requested, effective: b.priority}
-		return a, nil, 0
+	if first {
+		if c.gate.TryAcquire(b.priority) {
+			c.inFlight++
+			a := c.newAdmission()
+			*a = Admission{c: c, requested: w.requested, effective: b.priority, cost: w.cost}
+			if c.metered != nil {
+				c.took(a, now)
+			}
+			return a, nil, 0
+		}
+		if c.endpoints != nil {
+			defer c.checkEndpoints(now) // once w is queued
+		}
 	}
 	c.queue(w, now)
 	if !first {
@@ -696,8 +728,13 @@ func (c *FlowController) withdraw(w *waiter) {
 		return
 	}
 	if w.outcome == OutcomeDispatched {
-		w.admission.done = true
+		a := w.admission
+		a.done = true
 		c.inFlight--
+		if c.metered != nil {
+			c.metered.Returned(Usage{Slot: Slot{Priority: a.effective, Cost: a.cost}, Unused: true})
+			return
+		}
 		c.gate.Release(w.band.priority)
 	}
 }
@@ -820,7 +857,14 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		}
 		b := desc[i]
 		if !c.gate.TryAcquire(b.priority) {
-			return // strict priority: nothing below a refused band starts
+			// Strict priority: nothing below a refused band starts.
+			if c.endpoints != nil {
+				c.checkEndpoints(now)
+			}
+			return
+		}
+		if c.endpoints != nil {
+			c.emptySince = time.Time{} // a granted slot means endpoints
 		}
 		// The fairness policy picks only once there is a slot, so that
 		// offers the gate refuses move none of its state.
@@ -836,6 +880,9 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		c.left(w, now, true, true)
 		c.inFlight++
 		c.decide(w, OutcomeDispatched, now)
+		if c.metered != nil {
+			c.took(w.admission, now)
+		}
 	}
 }
 
@@ -899,7 +946,7 @@ func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.queueTime = now.Sub(w.item.EnqueueTime)
 	if o == OutcomeDispatched {
 		w.admission = c.newAdmission()
-		*w.admission = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime}
+		*w.admission = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, cost: w.cost}
 	}
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
@@ -1029,6 +1076,8 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 	}
 	if c.closing.Load() {
 		o, byContext = OutcomeRejectedShuttingDown, false
+	} else if o == OutcomeRejectedTTLExpired && c.endpoints != nil && c.endpoints.NoEndpoints() {
+		o = OutcomeRejectedNoEndpoints // expired in the empty-pool regime
 	}
 	now := c.clock.Now()
 	c.unqueue(w, now)
@@ -1051,8 +1100,11 @@ func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 		QueueTime:  w.queueTime,
 		RetryAfter: w.retryAfter,
 	}
-	if w.outcome == OutcomeEvictedQueuePressure {
+	switch w.outcome {
+	case OutcomeEvictedQueuePressure:
 		rej.limit = limitDisplaced
+	case OutcomeRejectedNoEndpoints:
+		rej.limit = limitNoEndpoints
 	}
 	if w.byContext {
 		rej.setContext(w.ctx, w.ctx.Err())
@@ -1112,7 +1164,94 @@ func (c *FlowController) release(a *Admission) {
 		defer c.park()
 	}
 	defer c.dispatchLocked(time.Time{})
+	if c.metered != nil {
+		u := Usage{
+			Slot:       Slot{Priority: a.effective, Cost: a.cost},
+			Held:       c.clock.Now().Sub(a.start),
+			FirstToken: time.Duration(a.firstToken.Load()),
+		}
+		c.metered.Returned(u)
+		return
+	}
 	c.gate.Release(a.effective)
+}
+
+// took tells the metered gate which request took the slot it has just
+// granted, and starts a's clock. now is the time of the event, or the zero
+// Time to read the clock. Called with mu held.
+func (c *FlowController) took(a *Admission, now time.Time) {
+	if now.IsZero() {
+		now = c.clock.Now()
+	}
+	a.start = now
+	c.metered.Took(Slot{Priority: a.effective, Cost: a.cost})
+}
+
+// checkEndpoints follows the gate, an EndpointGate, after it refused at
+// now: when it reports no endpoints and requests wait, it notes when the
+// pool emptied and makes sure a check will drop those that wait
+// NoEndpointsTTL with no endpoints. Called with mu held.
+func (c *FlowController) checkEndpoints(now time.Time) {
+	if !c.endpoints.NoEndpoints() {
+		c.emptySince = time.Time{}
+		return
+	}
+	if now.IsZero() {
+		now = c.clock.Now()
+	}
+	if c.emptySince.IsZero() {
+		c.emptySince = now
+	}
+	if c.noEndpointsTTL > 0 && c.emptyTimer == nil && c.queuedRequests > 0 {
+		c.emptyTimer = c.clock.AfterFunc(c.noEndpointsTTL, c.dropNoEndpoints)
+	}
+}
+
+// dropNoEndpoints runs when a request may have waited NoEndpointsTTL with
+// no endpoints: it drops every request that has, and schedules itself again
+// for the next one while the pool stays empty.
+func (c *FlowController) dropNoEndpoints() {
+	c.mu.Lock()
+	defer c.unlock()
+	c.emptyTimer = nil
+	if c.closing.Load() || c.emptySince.IsZero() {
+		return
+	}
+	if !c.endpoints.NoEndpoints() {
+		c.emptySince = time.Time{}
+		c.dispatchLocked(time.Time{})
+		return
+	}
+	now := c.clock.Now()
+	var next time.Time // the earliest deadline of a request kept
+	for _, b := range c.bands.Load().desc {
+		if b.queued == 0 {
+			continue
+		}
+		var due []*waiter
+		for _, f := range b.flows {
+			for w := f.newest; w != nil; w = w.older {
+				since := w.item.EnqueueTime
+				if since.Before(c.emptySince) {
+					since = c.emptySince
+				}
+				switch deadline := since.Add(c.noEndpointsTTL); {
+				case !deadline.After(now):
+					due = append(due, w)
+				case next.IsZero() || deadline.Before(next):
+					next = deadline
+				}
+			}
+		}
+		slices.SortFunc(due, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
+		for _, w := range due {
+			c.unqueue(w, now)
+			c.decide(w, OutcomeRejectedNoEndpoints, now)
+		}
+	}
+	if !next.IsZero() {
+		c.emptyTimer = c.clock.AfterFunc(next.Sub(now), c.dropNoEndpoints)
+	}
 }
 
 // Nudge runs dispatch now. Call it when the gate may admit more for a reason

@@ -2,6 +2,7 @@ package flowcontrol
 
 import (
 	"sync/atomic"
+	"time"
 )
 
 // Gate decides whether one more request may start. The controller asks its
@@ -21,6 +22,99 @@ type Gate interface {
 	// Release returns the slot taken for a request of band priority when
 	// that request's admission is done.
 	Release(priority int)
+}
+
+// A gate may also implement any of three optional interfaces, which the
+// controller discovers once, in [New]:
+//   - [MeteredGate], to learn the cost of the request each slot carries and
+//     how each admission used it (its time to first token, its hold time) —
+//     a token budget or a gate that learns its limit from latency;
+//   - [BoundGate], to learn the controller it serves — to call
+//     [FlowController.Nudge] when its own state changes, or to refuse a
+//     second controller;
+//   - [EndpointGate], to say that there is nothing to send requests to, so
+//     that they end [OutcomeRejectedNoEndpoints] after
+//     [Config.NoEndpointsTTL] instead of waiting out their TTL.
+//
+// Package [github.com/sluicegate/sluice/gate] holds gates built on them.
+
+// Slot is what a [MeteredGate] learns about the request that took a slot.
+type Slot struct {
+	// Priority is the band that dispatched the request (its effective
+	// priority).
+	Priority int
+	// Cost is the request's [Request.Cost], at least 1.
+	Cost int64
+}
+
+// Usage is how one admission used its slot, as a [MeteredGate] hears it
+// when the slot comes back.
+type Usage struct {
+	Slot
+	// Unused is true when the slot comes back without the request having
+	// run: its caller panicked out of the enqueue that dispatched it. Held
+	// and FirstToken are then 0.
+	Unused bool
+	// Held is how long the admission was held, from dispatch to
+	// [Admission.Done], on the controller's clock.
+	Held time.Duration
+	// FirstToken is the time from dispatch to the first token of the
+	// response, as the caller reported it through [Admission.FirstToken];
+	// 0 when it did not. For LLM traffic it is the latency that tracks a
+	// model server's saturation: the total time grows with the output.
+	FirstToken time.Duration
+}
+
+// MeteredGate is a [Gate] that weighs requests by cost and hears how each
+// admission ended. For such a gate the controller, with its lock held:
+//   - calls TryAcquire as for any gate, and right after each TryAcquire
+//     that returns true, Took with the request that took the slot (its cost
+//     is known only then: the band's fairness policy picks the request once
+//     the gate has granted a slot, so refused offers move none of its
+//     state);
+//   - calls Returned, never Release, when the admission ends.
+//
+// Release is then called by nobody but the gate's own composers: a
+// combinator that took a slot from one gate and was refused by the next
+// hands the first one back with Release, before any Took. A gate that
+// counts cost therefore decides on what is in flight, not on the cost of
+// the request it is offered, as llm-d-router's concurrency detector does:
+// it admits while under its budget, and the last request admitted may
+// overshoot it by at most its own cost.
+type MeteredGate interface {
+	Gate
+	// Took tells the gate which request took the slot the last TryAcquire
+	// granted.
+	Took(s Slot)
+	// Returned gives back the slot of an admission that ended, with how
+	// it was used.
+	Returned(u Usage)
+}
+
+// BoundGate is a [Gate] that must know the controller it serves. [New]
+// calls Bind once, before any other method, and fails with the error Bind
+// returns (a gate whose counts are guarded by one controller's lock refuses
+// a second controller, say). A gate whose state changes for reasons the
+// controller cannot see — fresh metrics, a limit that grows — keeps c and
+// calls c.Nudge when it may admit more, never while holding a lock its
+// TryAcquire takes (TryAcquire runs under the controller's lock, and Nudge
+// takes it).
+type BoundGate interface {
+	Gate
+	Bind(c *FlowController) error
+}
+
+// EndpointGate is a [Gate] that can tell there is nothing to send requests
+// to: no model server at all. While NoEndpoints reports true and the gate
+// refuses, a waiting request is dropped with [OutcomeRejectedNoEndpoints]
+// once it has waited [Config.NoEndpointsTTL] with no endpoints, counted
+// from when it was queued or when the pool emptied, whichever is later;
+// its own TTL still applies. The gate calls [FlowController.Nudge] when
+// endpoints come back (see [BoundGate]). NoEndpoints is called with the
+// controller's lock held.
+type EndpointGate interface {
+	Gate
+	NoEndpoints() bool
 }
 
 // MaxInFlight returns a gate that lets at most n requests, of any band, be

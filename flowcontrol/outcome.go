@@ -40,6 +40,10 @@ const (
 	// displaced by a request of a flow holding less than its share of a
 	// full band or controller (see [Config.NoDisplacement]).
 	OutcomeEvictedQueuePressure
+	// OutcomeRejectedNoEndpoints: the gate reported no endpoints at all
+	// (see [EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
+	// while it waited.
+	OutcomeRejectedNoEndpoints
 )
 
 // DroppedReasonHeader is the response header in which a gateway reports why
@@ -49,8 +53,8 @@ const DroppedReasonHeader = "x-llm-d-request-dropped-reason"
 // String returns the outcome's name: "dispatched", or for every other
 // outcome the value of [DroppedReasonHeader] that llm-d-router defines for
 // it — "rejected-saturated", "rejected-ttl-expired",
-// "rejected-context-cancelled", "rejected-shutting-down" or
-// "evicted-queue-pressure".
+// "rejected-context-cancelled", "rejected-shutting-down",
+// "evicted-queue-pressure" or "rejected-no-endpoints".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeDispatched:
@@ -65,6 +69,8 @@ func (o Outcome) String() string {
 		return "rejected-shutting-down"
 	case OutcomeEvictedQueuePressure:
 		return "evicted-queue-pressure"
+	case OutcomeRejectedNoEndpoints:
+		return "rejected-no-endpoints"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -72,14 +78,15 @@ func (o Outcome) String() string {
 // HTTPStatus returns the status a gateway should answer with: 200 for
 // OutcomeDispatched, 429 (Too Many Requests) for capacity rejections and
 // expiry — the router is busy, the client may come back — and 503 (Service
-// Unavailable) for cancellation and shutdown. It is 0 for an unknown Outcome.
+// Unavailable) for cancellation, shutdown and an empty pool. It is 0 for an
+// unknown Outcome.
 func (o Outcome) HTTPStatus() int {
 	switch o {
 	case OutcomeDispatched:
 		return http.StatusOK
 	case OutcomeRejectedSaturated, OutcomeRejectedTTLExpired, OutcomeEvictedQueuePressure:
 		return http.StatusTooManyRequests
-	case OutcomeRejectedContextCancelled, OutcomeRejectedShuttingDown:
+	case OutcomeRejectedContextCancelled, OutcomeRejectedShuttingDown, OutcomeRejectedNoEndpoints:
 		return http.StatusServiceUnavailable
 	}
 	return 0
@@ -108,6 +115,8 @@ var (
 	ErrRejectedShuttingDown = errors.New("flowcontrol: rejected-shutting-down")
 	// ErrEvictedQueuePressure is wrapped for [OutcomeEvictedQueuePressure].
 	ErrEvictedQueuePressure = errors.New("flowcontrol: evicted-queue-pressure")
+	// ErrRejectedNoEndpoints is wrapped for [OutcomeRejectedNoEndpoints].
+	ErrRejectedNoEndpoints = errors.New("flowcontrol: rejected-no-endpoints")
 )
 
 // limitKind says which limit refused a request, for the error message.
@@ -123,7 +132,8 @@ const (
 	limitBandCost
 	limitGlobalCost
 	limitFlowRequests
-	limitDisplaced // the request was displaced by a fairer flow
+	limitDisplaced   // the request was displaced by a fairer flow
+	limitNoEndpoints // the gate had no endpoints for NoEndpointsTTL
 )
 
 // RejectionError is the error of [FlowController.EnqueueAndWait] and
@@ -131,7 +141,8 @@ const (
 //
 // errors.Is matches the outcome's sentinel ([ErrRejectedSaturated],
 // [ErrEvictedQueuePressure], [ErrRejectedTTLExpired],
-// [ErrRejectedContextCancelled] or [ErrRejectedShuttingDown]); [ErrTooLarge]
+// [ErrRejectedContextCancelled], [ErrRejectedShuttingDown] or
+// [ErrRejectedNoEndpoints]); [ErrTooLarge]
 // for a request that can never fit; and, when the context ended the wait,
 // the context's error (context.Canceled or context.DeadlineExceeded) and its
 // cause, if it has a different one.
@@ -176,6 +187,8 @@ func (o Outcome) sentinel() error {
 		return ErrRejectedShuttingDown
 	case OutcomeEvictedQueuePressure:
 		return ErrEvictedQueuePressure
+	case OutcomeRejectedNoEndpoints:
+		return ErrRejectedNoEndpoints
 	}
 	return nil
 }
@@ -212,6 +225,8 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(": flow " + strconv.Quote(e.Requested.ID) + " request capacity " + val + " in " + band + " reached")
 	case limitDisplaced:
 		sb.WriteString(": displaced by a flow holding less than its share of a full queue")
+	case limitNoEndpoints:
+		sb.WriteString(": the gate has no endpoints to send it to")
 	case limitNoBand:
 		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
 	}

@@ -297,7 +297,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	effective := adm.Effective().Priority
 	band := headroom.Admitted(effective)
 	queueMillis := strconv.FormatInt(int64(adm.QueueTime()/time.Millisecond), 10)
-	hw := headroom.NewHeaderWriter(w, func(hdr http.Header) {
+	hw := headroom.NewHeaderWriter(&firstByteWriter{ResponseWriter: w, adm: adm}, func(hdr http.Header) {
 		headroom.Strip(hdr, QueueDurationHeader)
 		headroom.Stamp(hdr, h.capacity, band, h.stampOpts...) // strips the headroom names, then samples the band now
 		hdr[canonicalQueueDurationHeader] = []string{queueMillis}
@@ -314,6 +314,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// here too, before net/http sends them.
 	hw.Finish()
 }
+
+// firstByteWriter reports the first byte of the response body to the
+// admission as its first token ([flowcontrol.Admission.FirstToken]), for a
+// gate that learns from time to first token. For a streamed completion the
+// first body byte is the first token's event; for one that is not streamed
+// it is the whole answer, the best a proxy can see.
+type firstByteWriter struct {
+	http.ResponseWriter
+	adm  *flowcontrol.Admission
+	seen bool
+}
+
+func (fw *firstByteWriter) Write(p []byte) (int, error) {
+	if !fw.seen && len(p) > 0 {
+		fw.seen = true
+		fw.adm.FirstToken()
+	}
+	return fw.ResponseWriter.Write(p)
+}
+
+// FlushError flushes the wrapped writer, for http.ResponseController.
+func (fw *firstByteWriter) FlushError() error {
+	return http.NewResponseController(fw.ResponseWriter).Flush()
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (fw *firstByteWriter) Unwrap() http.ResponseWriter { return fw.ResponseWriter }
 
 // readBody reads r's body whole, up to the limit, and returns its length
 // and its bytes, which the classifier and the wrapped handler read again;

@@ -1,0 +1,226 @@
+package flowcontrol_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// meterGate is a MeteredGate with n slots that records every call.
+type meterGate struct {
+	n, used  int
+	took     []flowcontrol.Slot
+	returned []flowcontrol.Usage
+	released int
+}
+
+func (g *meterGate) TryAcquire(int) bool {
+	if g.used >= g.n {
+		return false
+	}
+	g.used++
+	return true
+}
+func (g *meterGate) Release(int)                  { g.used--; g.released++ }
+func (g *meterGate) Took(s flowcontrol.Slot)      { g.took = append(g.took, s) }
+func (g *meterGate) Returned(u flowcontrol.Usage) { g.used--; g.returned = append(g.returned, u) }
+
+func TestMeteredGateHearsCostAndUsage(t *testing.T) {
+	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := &meterGate{n: 1}
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 5}},
+		Gate:  g,
+		Clock: clock,
+	})
+	ctx := context.Background()
+
+	// Immediate start: Took with the request's cost.
+	first := submit(ctx, fc, flowcontrol.Request{Key: key("a", 5), Cost: 700})
+	if first.outcome(t) != flowcontrol.OutcomeDispatched {
+		t.Fatalf("first: %v", first.err)
+	}
+	// Queued: a non-positive cost counts as 1; the gate hears it when the
+	// request is dispatched, not when it is offered.
+	second := submit(ctx, fc, flowcontrol.Request{Key: key("b", 0), Cost: -3})
+	if second.finished() {
+		t.Fatal("second started with the only slot taken")
+	}
+	if len(g.took) != 1 || g.took[0] != (flowcontrol.Slot{Priority: 5, Cost: 700}) {
+		t.Fatalf("took = %+v, want one slot {5 700}", g.took)
+	}
+
+	clock.Advance(40 * time.Millisecond)
+	first.adm.FirstToken()
+	clock.Advance(60 * time.Millisecond)
+	first.adm.FirstToken() // only the first report counts
+	first.adm.Done()
+	if second.outcome(t) != flowcontrol.OutcomeDispatched {
+		t.Fatalf("second: %v", second.err)
+	}
+	want := flowcontrol.Usage{
+		Slot:       flowcontrol.Slot{Priority: 5, Cost: 700},
+		Held:       100 * time.Millisecond,
+		FirstToken: 40 * time.Millisecond,
+	}
+	if len(g.returned) != 1 || g.returned[0] != want {
+		t.Fatalf("returned = %+v, want [%+v]", g.returned, want)
+	}
+	if len(g.took) != 2 || g.took[1] != (flowcontrol.Slot{Priority: 0, Cost: 1}) {
+		t.Fatalf("took = %+v, want the second slot {0 1}", g.took)
+	}
+
+	// No first token reported: FirstToken is 0, Held still measured.
+	clock.Advance(5 * time.Second)
+	second.adm.Done()
+	second.adm.Done()
+	want = flowcontrol.Usage{Slot: flowcontrol.Slot{Priority: 0, Cost: 1}, Held: 5 * time.Second}
+	if len(g.returned) != 2 || g.returned[1] != want {
+		t.Fatalf("returned = %+v, want second %+v", g.returned, want)
+	}
+	if g.released != 0 || g.used != 0 {
+		t.Fatalf("released %d, used %d: want Release never called and every slot back", g.released, g.used)
+	}
+}
+
+// boundGate records the controller it is bound to, and may refuse it.
+type boundGate struct {
+	flowcontrol.Gate
+	bound []*flowcontrol.FlowController
+	err   error
+}
+
+func (g *boundGate) Bind(c *flowcontrol.FlowController) error {
+	g.bound = append(g.bound, c)
+	return g.err
+}
+
+func TestBoundGateIsBoundOnce(t *testing.T) {
+	g := &boundGate{Gate: flowcontrol.MaxInFlight(1)}
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	if len(g.bound) != 1 || g.bound[0] != fc {
+		t.Fatalf("bound to %v, want once to %p", g.bound, fc)
+	}
+
+	refusing := &boundGate{Gate: flowcontrol.MaxInFlight(1), err: errors.New("serves one controller")}
+	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: refusing})
+	if err == nil || !errors.Is(err, refusing.err) || !strings.Contains(err.Error(), "Gate") {
+		t.Fatalf("New with a refusing Bind: %v, want an error naming Gate and wrapping %v", err, refusing.err)
+	}
+}
+
+// poolGate is an EndpointGate over a number of endpoints, each with one
+// slot; it nudges its controller when endpoints come and go.
+type poolGate struct {
+	endpoints, used int
+	fc              *flowcontrol.FlowController
+}
+
+func (g *poolGate) TryAcquire(int) bool {
+	if g.used >= g.endpoints {
+		return false
+	}
+	g.used++
+	return true
+}
+func (g *poolGate) Release(int)                              { g.used-- }
+func (g *poolGate) NoEndpoints() bool                        { return g.endpoints == 0 }
+func (g *poolGate) Bind(c *flowcontrol.FlowController) error { g.fc = c; return nil }
+
+// set changes the number of endpoints; the caller holds no lock the gate's
+// methods take (the test is single-threaded), so it may nudge.
+func (g *poolGate) set(n int) {
+	g.endpoints = n
+	g.fc.Nudge()
+}
+
+func TestNoEndpointsTTL(t *testing.T) {
+	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := &poolGate{endpoints: 1}
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:          []flowcontrol.BandConfig{{Priority: 0, TTL: time.Minute}},
+		Gate:           g,
+		Clock:          clock,
+		NoEndpointsTTL: 10 * time.Second,
+	})
+	ctx := context.Background()
+
+	running := submit(ctx, fc, req("run", 0))
+	early := submit(ctx, fc, req("early", 0)) // waits: the one endpoint is busy
+	clock.Advance(30 * time.Second)
+	g.set(0) // the pool empties at 30s: early has waited 30s, but none of it without endpoints
+	clock.Advance(5 * time.Second)
+	late := submit(ctx, fc, req("late", 0)) // queued at 35s, with no endpoints
+	clock.Advance(5*time.Second - time.Nanosecond)
+	if early.finished() || late.finished() {
+		t.Fatal("a request dropped before waiting NoEndpointsTTL with no endpoints")
+	}
+	clock.Advance(time.Nanosecond) // 40s: early has waited 10s with no endpoints
+	if !early.finished() || late.finished() {
+		t.Fatalf("at 40s: early finished %v, late finished %v; want only early", early.finished(), late.finished())
+	}
+	rej := early.rejection(t)
+	if rej.Outcome != flowcontrol.OutcomeRejectedNoEndpoints || !errors.Is(rej, flowcontrol.ErrRejectedNoEndpoints) {
+		t.Fatalf("early: %v, want rejected-no-endpoints", rej)
+	}
+	if got := rej.Outcome.HTTPStatus(); got != http.StatusServiceUnavailable {
+		t.Fatalf("HTTPStatus = %d, want 503", got)
+	}
+	if rej.QueueTime != 40*time.Second || rej.RetryAfter != 0 {
+		t.Fatalf("QueueTime %v RetryAfter %v, want 40s and none", rej.QueueTime, rej.RetryAfter)
+	}
+
+	// Endpoints come back before late's time is up: it waits for the slot,
+	// and the empty spell no longer counts.
+	clock.Advance(2 * time.Second)
+	g.set(1)
+	clock.Advance(20 * time.Second)
+	if late.finished() {
+		t.Fatalf("late dropped with endpoints back: %v", late.err)
+	}
+	running.adm.Done()
+	if late.outcome(t) != flowcontrol.OutcomeDispatched {
+		t.Fatalf("late: %v", late.err)
+	}
+	late.adm.Done()
+}
+
+func TestExpiryWithNoEndpointsIsReportedAsSuch(t *testing.T) {
+	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := &poolGate{}
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: 3 * time.Second}},
+		Gate:  g,
+		Clock: clock,
+	})
+	g.fc = fc
+	c := submit(context.Background(), fc, req("a", 0))
+	clock.Advance(3 * time.Second)
+	if got := c.outcome(t); got != flowcontrol.OutcomeRejectedNoEndpoints {
+		t.Fatalf("outcome %v, want rejected-no-endpoints: the TTL ran out with no endpoints", got)
+	}
+	g.endpoints = 1
+	g.used = 1
+	d := submit(context.Background(), fc, req("b", 0))
+	clock.Advance(3 * time.Second)
+	if got := d.outcome(t); got != flowcontrol.OutcomeRejectedTTLExpired {
+		t.Fatalf("outcome %v, want rejected-ttl-expired with an endpoint present", got)
+	}
+}
+
+func TestFirstTokenWithoutMeteredGateIsFree(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}})
+	adm, err := fc.EnqueueAndWait(context.Background(), req("a", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, adm.FirstToken); n != 0 {
+		t.Fatalf("FirstToken allocates %v", n)
+	}
+	adm.Done()
+}
