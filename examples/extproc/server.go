@@ -171,6 +171,12 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				return err
 			}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			if st.admission != nil {
+				// The closest an ext_proc filter without bodies sees to
+				// the first token: a gate that learns from time to first
+				// token hears it (flowcontrol.Admission.FirstToken).
+				st.admission.FirstToken()
+			}
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
 					HeaderMutation: s.responseMutation(&st),

@@ -62,7 +62,7 @@ Band keys (-band, comma-separated key=value; priority is required):
   queue=KIND    fifo or heap (default: what the policy needs)
 
 Example:
-  sluice-extproc -listen :9002 -max-inflight 64 \
+  sluice-extproc -listen 127.0.0.1:9002 -max-inflight 64 \
     -band priority=10,capacity=100,policy=slo-deadline-ordering-policy \
     -band priority=0,capacity=200 \
     -band priority=-10,capacity=50,ttl=30s \
@@ -195,7 +195,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		logLevel     string
 		neverPromote bool
 	)
-	fs.StringVar(&o.listen, "listen", ":9002", "gRPC listen `address` for Envoy's ext_proc filter")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:9002", "gRPC listen `address` for Envoy's ext_proc filter (loopback unless told otherwise)")
 	fs.Var(bandsFlag{&bands}, "band", "a priority `band`, repeatable (keys below; default "+strconv.Quote(defaultBand)+")")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "requests admitted at once across all bands; 0 admits everything at once")
 	fs.StringVar(&globalCap, "capacity", "unbounded", "queued-request capacity across all bands, or \"unbounded\"")

@@ -18,6 +18,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -79,6 +81,11 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, li
 	// Stop waits for handlers, so every admission is released before serve returns.
 	g := grpc.NewServer(grpc.WaitForHandlers(true))
 	extprocv3.RegisterExternalProcessorServer(g, srv)
+	// grpc.health.v1: SERVING while the controller admits, for the
+	// overall server ("") and the ext_proc service by name.
+	health := grpchealth.NewServer()
+	healthpb.RegisterHealthServer(g, health)
+	health.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
@@ -93,6 +100,7 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, li
 		return err
 	}
 
+	health.Shutdown() // NOT_SERVING from now on: a health-checking Envoy stops sending
 	fc.Close()
 	drained := make(chan struct{})
 	go func() {
