@@ -13,8 +13,10 @@ type Admission struct {
 	requested FlowKey
 	effective int // the priority of the band that dispatched the request
 	queueTime time.Duration
-	cost      int64     // the request's cost, at least 1
-	start     time.Time // when it was dispatched; set only for a MeteredGate
+	cost      int64 // the request's cost, at least 1
+	// start is when it was dispatched, as time since the controller's
+	// epoch; set only for a MeteredGate.
+	start time.Duration
 	// firstToken is the time from start to the first token, once
 	// FirstToken reported it; 0 before.
 	firstToken atomic.Int64
@@ -49,7 +51,7 @@ func (a *Admission) FirstToken() {
 	if a.c.metered == nil || a.firstToken.Load() != 0 {
 		return
 	}
-	d := max(a.c.clock.Now().Sub(a.start), 1)
+	d := max(a.c.sinceEpoch(time.Time{})-a.start, 1)
 	a.firstToken.CompareAndSwap(0, int64(d))
 }
 
