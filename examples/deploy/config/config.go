@@ -1,0 +1,334 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// Form names which of the two accepted shapes a file has.
+type Form string
+
+const (
+	// FormSluice is Sluice's own shape: a controller section (or none).
+	FormSluice Form = "sluice"
+	// FormLLMD is llm-d-router's EndpointPickerConfig: a flowControl
+	// section, its plugins, and sibling sections that are accepted unread.
+	FormLLMD Form = "llm-d"
+)
+
+// Defaults of the gateway section.
+const (
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultScrapeInterval = 50 * time.Millisecond
+	DefaultScrapeTimeout  = 100 * time.Millisecond
+	DefaultGracePeriod    = 30 * time.Second
+)
+
+// llm-d-router's defaults, which the llm-d form applies as llm-d-router
+// does.
+const (
+	// LLMDDefaultRequestTTL is flowControl.defaultRequestTTL when it is
+	// omitted.
+	LLMDDefaultRequestTTL = 60 * time.Second
+	// LLMDDefaultBandMaxRequests is a band's maxRequests when it is
+	// omitted or 0.
+	LLMDDefaultBandMaxRequests = 5000
+	// LLMDDefaultBandMaxBytes is a band's maxBytes when it is omitted or
+	// 0 (1G).
+	LLMDDefaultBandMaxBytes = 1_000_000_000
+)
+
+// File is a parsed configuration: what a binary needs to build a
+// [flowcontrol.FlowController], its gate, and the gateway around it.
+type File struct {
+	// Form is the shape the file was written in.
+	Form Form
+	// Gateway holds the server settings, with defaults filled in.
+	Gateway Gateway
+	// Flow is the controller's configuration, every field but Gate, Clock
+	// and Observer, which are the binary's: [File.Controller] adds a
+	// freshly built gate. flowcontrol.New accepts it.
+	Flow flowcontrol.Config
+	// DefaultBand and DefaultNegativeBand are, in the llm-d form, the
+	// bands llm-d-router provisions on first sight for a priority the file
+	// does not list (defaultPriorityBand, and defaultNegativePriorityBand
+	// for priorities below 0); see [File.DynamicBand]. Nil in Sluice's
+	// form, and DefaultNegativeBand is nil when the file sets none.
+	DefaultBand, DefaultNegativeBand *flowcontrol.BandConfig
+	// Gate holds the gate's settings; [Gate.Build] or [File.Controller]
+	// builds it.
+	Gate Gate
+	// Warnings lists what the file asks for and Sluice accepts but does
+	// not do (llm-d-router's in-flight eviction, say), each prefixed with
+	// its line and path. A binary should log them.
+	Warnings []string
+}
+
+// Gateway holds the settings of the sluice-gateway binary: where it
+// listens, which model servers it forwards to, how it reads their metrics
+// and how long it drains on shutdown.
+type Gateway struct {
+	// Listen is the address to listen on, host:port; DefaultListen
+	// (loopback only) unless set.
+	Listen string
+	// Backends are the model servers' base URLs (http or https), in file
+	// order; none unless set.
+	Backends []*url.URL
+	// ScrapeInterval is how often each backend's metrics are read;
+	// DefaultScrapeInterval unless set. It must be shorter than the
+	// saturation gate's metricsStalenessThreshold, or every endpoint
+	// reads as stale and the gate never admits.
+	ScrapeInterval time.Duration
+	// ScrapeTimeout bounds one read of a backend's metrics;
+	// DefaultScrapeTimeout unless set.
+	ScrapeTimeout time.Duration
+	// GracePeriod is how long shutdown waits for requests in flight;
+	// DefaultGracePeriod unless set. Keep it below the orchestrator's
+	// kill deadline.
+	GracePeriod time.Duration
+}
+
+// DynamicBand returns the band llm-d-router would provision for a priority
+// the file does not list: the defaultNegativePriorityBand template for a
+// negative priority when the file sets one, else the defaultPriorityBand
+// template, with the priority filled in. It reports false in Sluice's
+// form, where such a request goes to the fallback band instead. A gateway
+// that wants llm-d-router's per-priority bands calls
+// [flowcontrol.FlowController.ProvisionBand] with it before the first
+// request of a new priority; one that does not gets the fallback band (the
+// template's band at priority 0).
+func (f *File) DynamicBand(priority int) (flowcontrol.BandConfig, bool) {
+	t := f.DefaultBand
+	if priority < 0 && f.DefaultNegativeBand != nil {
+		t = f.DefaultNegativeBand
+	}
+	if t == nil {
+		return flowcontrol.BandConfig{}, false
+	}
+	bc := *t
+	bc.Priority = priority
+	return bc, true
+}
+
+// Load reads and parses the file at path; errors name the file. See
+// [Parse].
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return parse(data, path)
+}
+
+// Parse parses a configuration in either form (see the package doc). Every
+// problem is reported, each as an [*Error] with its line and path; the
+// errors are joined with [errors.Join].
+func Parse(data []byte) (*File, error) { return parse(data, "") }
+
+func parse(data []byte, file string) (*File, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &Error{File: file, Msg: yamlMessage(err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, &Error{File: file, Msg: yamlMessage(err)}
+		}
+		return nil, &Error{File: file, Line: extra.Line, Column: extra.Column, Msg: "more than one YAML document; a configuration is one"}
+	}
+	d := &decoder{}
+	f := d.document(&doc)
+	if err := d.err(file); err != nil {
+		return nil, err
+	}
+	f.Warnings = d.warns
+	return f, nil
+}
+
+// yamlMessage turns a YAML syntax error into a message; yaml.v3's text
+// already names the line.
+func yamlMessage(err error) string {
+	return "invalid YAML: " + err.Error()
+}
+
+// topKeys are every top-level key, in the order they are read (plugins
+// before the sections that refer to them).
+var topKeys = []string{
+	"apiVersion", "kind", "gateway", "controller", "gate",
+	"featureGates", "plugins", "schedulingProfiles", "dataLayer",
+	"requestHandler", "parser", "saturationDetector", "flowControl",
+}
+
+// llmdKeys are the top-level keys that only llm-d-router's
+// EndpointPickerConfig has.
+var llmdKeys = []string{
+	"featureGates", "plugins", "schedulingProfiles", "dataLayer",
+	"requestHandler", "parser", "saturationDetector", "flowControl",
+}
+
+// document reads the whole file.
+func (d *decoder) document(doc *yaml.Node) *File {
+	f := &File{
+		Form: FormSluice,
+		Gateway: Gateway{
+			Listen:         DefaultListen,
+			ScrapeInterval: DefaultScrapeInterval,
+			ScrapeTimeout:  DefaultScrapeTimeout,
+			GracePeriod:    DefaultGracePeriod,
+		},
+		Flow: flowcontrol.Config{Bands: []flowcontrol.BandConfig{{}}},
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return f // an empty file: every default
+	}
+	root := resolve(doc.Content[0])
+	if isNull(root) {
+		return f
+	}
+
+	top := map[string]*yaml.Node{}
+	keys := map[string]*yaml.Node{}
+	fields := make([]field, len(topKeys))
+	for i, k := range topKeys {
+		fields[i] = field{key: k}
+	}
+	d.entries(root, "", func(k, v *yaml.Node) {
+		for _, known := range topKeys {
+			if k.Value == known {
+				keys[known] = k
+				d.remember(known, k)
+				if !isNull(v) {
+					top[known] = resolve(v)
+				}
+				return
+			}
+		}
+		d.unknownKey(k, "", fields)
+	})
+
+	var llmdKey *yaml.Node
+	for _, k := range llmdKeys {
+		if keys[k] != nil {
+			llmdKey = keys[k]
+			break
+		}
+	}
+	if n := top["kind"]; n != nil {
+		if s, ok := d.str(n, "kind"); ok && s != "EndpointPickerConfig" {
+			d.errorf(n, "kind", "want EndpointPickerConfig (llm-d-router's) or no kind (Sluice's form), got %q", truncate(s))
+		}
+		if llmdKey == nil {
+			llmdKey = keys["kind"]
+		}
+	}
+	if n := top["apiVersion"]; n != nil {
+		d.str(n, "apiVersion") // any version: the fields are what counts
+	}
+	if llmdKey != nil {
+		f.Form = FormLLMD
+		if k := keys["controller"]; k != nil {
+			d.errorf(k, "controller", "Sluice's controller section cannot be mixed with llm-d-router's (%s at line %d): write one form", llmdKey.Value, llmdKey.Line)
+		}
+	}
+
+	if n := top["gateway"]; n != nil {
+		d.gateway(n, "gateway", &f.Gateway)
+	}
+	gateSet := false
+	if n := top["gate"]; n != nil {
+		f.Gate, gateSet = d.gate(n, "gate"), true
+	}
+	if f.Form == FormLLMD {
+		d.llmd(top, keys, f, gateSet)
+	} else if n := top["controller"]; n != nil {
+		f.Flow = d.controller(n, "controller")
+	}
+	d.checkScrape(f, keys)
+	return f
+}
+
+// gateway reads the gateway section.
+func (d *decoder) gateway(n *yaml.Node, path string, g *Gateway) {
+	d.mapping(n, path, []field{
+		{"listen", func(n *yaml.Node, p string) {
+			if s, ok := d.str(n, p); ok {
+				if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+					d.errorf(n, p, "want host:port, such as %q, got %q", DefaultListen, truncate(s))
+					return
+				}
+				g.Listen = s
+			}
+		}},
+		{"backends", func(n *yaml.Node, p string) {
+			seen := map[string]string{}
+			d.sequence(n, p, func(_ int, item *yaml.Node, p string) {
+				s, ok := d.str(item, p)
+				if !ok {
+					return
+				}
+				u, err := url.Parse(s)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					d.errorf(item, p, "want an http or https URL such as \"http://127.0.0.1:8000\", got %q", truncate(s))
+					return
+				}
+				if first, dup := seen[u.String()]; dup {
+					d.errorf(item, p, "duplicates %s", first)
+					return
+				}
+				seen[u.String()] = p
+				g.Backends = append(g.Backends, u)
+			})
+		}},
+		{"scrapeInterval", d.positiveDuration(&g.ScrapeInterval)},
+		{"scrapeTimeout", d.positiveDuration(&g.ScrapeTimeout)},
+		{"gracePeriod", func(n *yaml.Node, p string) {
+			if v, ok := d.duration(n, p); ok {
+				g.GracePeriod = v
+			}
+		}},
+	})
+}
+
+// positiveDuration returns a reader that stores a duration above zero.
+func (d *decoder) positiveDuration(dst *time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, p string) {
+		v, ok := d.duration(n, p)
+		if !ok {
+			return
+		}
+		if v <= 0 {
+			d.errorf(n, p, "must be above zero")
+			return
+		}
+		*dst = v
+	}
+}
+
+// checkScrape refuses a scrape interval that leaves every endpoint's
+// metrics stale before the next read: the saturation gate would then
+// never admit.
+func (d *decoder) checkScrape(f *File, keys map[string]*yaml.Node) {
+	s := f.Gate.Saturation
+	if s == nil || f.Gateway.ScrapeInterval < s.MetricsStalenessThreshold {
+		return
+	}
+	where := d.at["gateway.scrapeInterval"]
+	if where == nil {
+		where = keys["gateway"]
+	}
+	d.errorf(where, "gateway.scrapeInterval",
+		"%s is not below the saturation gate's metricsStalenessThreshold %s: every endpoint would read as stale and the gate would never admit",
+		f.Gateway.ScrapeInterval, s.MetricsStalenessThreshold)
+}

@@ -1,0 +1,406 @@
+package config
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// llm-d-router's plugin types that the llm-d form reads.
+const (
+	utilizationDetectorType = "utilization-detector"
+	concurrencyDetectorType = "concurrency-detector"
+	staticUsageLimitType    = "static-usage-limit-policy"
+	flowControlFeatureGate  = "flowControl"
+)
+
+var detectorTypes = []string{utilizationDetectorType, concurrencyDetectorType}
+
+// plugin is one entry of llm-d-router's plugins list.
+type plugin struct {
+	name, typ string
+	params    *yaml.Node // nil when absent
+	path      string     // plugins[i]
+
+	// The parameters, read once, of the types the llm-d form reads.
+	saturation  *Saturation
+	concurrency *Concurrency
+	drr         fairnessSpec
+	threshold   float64 // static-usage-limit-policy
+}
+
+// llmdBand is one of llm-d-router's PriorityBandConfig, its policy
+// references still unresolved.
+type llmdBand struct {
+	path        string
+	priority    int
+	maxRequests int64 // 0: the default
+	maxBytes    int64 // 0: the default
+	ordering    ref
+	fairness    ref
+}
+
+// ref is a reference to a plugin, by name, as a file writes it.
+type ref struct {
+	name string
+	node *yaml.Node
+	path string
+}
+
+// llmd reads llm-d-router's EndpointPickerConfig: its flowControl section,
+// the plugins it refers to, and the deprecated top-level
+// saturationDetector. The other sections are llm-d-router's scheduling and
+// data layer, which Sluice accepts and does not read.
+func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
+	gates := map[string]bool{}
+	if n := top["featureGates"]; n != nil {
+		d.sequence(n, "featureGates", func(_ int, item *yaml.Node, p string) {
+			s, ok := d.str(item, p)
+			if !ok {
+				return
+			}
+			name, val, hasVal := strings.Cut(s, "=")
+			switch {
+			case name == "":
+				d.errorf(item, p, "want a gate name, optionally with =true or =false, got %q", truncate(s))
+			case !hasVal || val == "true":
+				gates[name] = true
+			case val == "false":
+				gates[name] = false
+			default:
+				d.errorf(item, p, "want %s, %s=true or %s=false, got %q", name, name, name, truncate(s))
+			}
+		})
+	}
+
+	plugins := map[string]*plugin{}
+	if n := top["plugins"]; n != nil {
+		d.sequence(n, "plugins", func(_ int, item *yaml.Node, p string) {
+			pl := &plugin{path: p}
+			d.mapping(item, p, []field{
+				{"name", func(n *yaml.Node, p string) { pl.name, _ = d.str(n, p) }},
+				{"type", func(n *yaml.Node, p string) { pl.typ, _ = d.str(n, p) }},
+				{"parameters", func(n *yaml.Node, _ string) { pl.params = n }},
+			})
+			if item.Kind != yaml.MappingNode {
+				return
+			}
+			if pl.typ == "" {
+				d.errorf(item, join(p, "type"), "required")
+				return
+			}
+			if pl.name == "" {
+				pl.name = pl.typ // as llm-d-router names an unnamed plugin
+			}
+			if first, dup := plugins[pl.name]; dup {
+				d.errorf(d.pos(p), join(p, "name"), "plugin name %q is already used by %s", truncate(pl.name), first.path)
+				return
+			}
+			plugins[pl.name] = pl
+			d.checkParams(pl)
+		})
+	}
+
+	var detector, usageLimit ref
+	if n := top["saturationDetector"]; n != nil { // deprecated by llm-d-router for flowControl.saturationDetector
+		detector = d.detectorRef(n, "saturationDetector")
+	}
+
+	fc := flowcontrol.Config{DefaultTTL: LLMDDefaultRequestTTL, NoDisplacement: true}
+	var bands []llmdBand
+	var defaultBand, negativeBand *llmdBand
+	var noEndpointTTL *time.Duration
+	evict := false
+	hasQueueing := false
+	if n := top["flowControl"]; n != nil {
+		const p0 = "flowControl"
+		d.mapping(n, p0, []field{
+			{"maxBytes", func(n *yaml.Node, p string) { fc.ByteCapacity = d.llmdGlobal(n, p) }},
+			{"maxRequests", func(n *yaml.Node, p string) { fc.RequestCapacity = d.llmdGlobal(n, p) }},
+			{"defaultRequestTTL", func(n *yaml.Node, p string) {
+				if v, ok := d.duration(n, p); ok {
+					fc.DefaultTTL = v
+				}
+			}},
+			{"noEndpointRequestTTL", func(n *yaml.Node, p string) {
+				if v, ok := d.duration(n, p); ok {
+					noEndpointTTL = &v
+				}
+			}},
+			{"defaultPriorityBand", func(n *yaml.Node, p string) {
+				b := d.llmdBand(n, p)
+				defaultBand = &b
+			}},
+			{"defaultNegativePriorityBand", func(n *yaml.Node, p string) {
+				b := d.llmdBand(n, p)
+				negativeBand = &b
+			}},
+			{"priorityBands", func(n *yaml.Node, p string) {
+				d.sequence(n, p, func(_ int, item *yaml.Node, p string) {
+					bands = append(bands, d.llmdBand(item, p))
+				})
+			}},
+			{"usageLimitPolicyPluginRef", func(n *yaml.Node, p string) {
+				if s, ok := d.str(n, p); ok {
+					usageLimit = ref{name: s, node: n, path: p}
+				}
+			}},
+			{"saturationDetector", func(n *yaml.Node, p string) {
+				if r := d.detectorRef(n, p); r.node != nil {
+					detector = r // wins over the deprecated top-level one
+				}
+			}},
+			{"enableEviction", func(n *yaml.Node, p string) { evict, _ = d.boolean(n, p) }},
+		})
+		for _, k := range []string{"maxBytes", "maxRequests", "defaultRequestTTL", "noEndpointRequestTTL",
+			"defaultPriorityBand", "defaultNegativePriorityBand", "priorityBands", "usageLimitPolicyPluginRef", "enableEviction"} {
+			hasQueueing = hasQueueing || d.at[join(p0, k)] != nil
+		}
+		if hasQueueing && !gates[flowControlFeatureGate] {
+			d.warnf(keys["flowControl"], p0, "llm-d-router applies this section only with the %q feature gate, which this file does not enable; Sluice applies it regardless", flowControlFeatureGate)
+		}
+		if evict {
+			d.warnf(d.at[join(p0, "enableEviction")], join(p0, "enableEviction"), "accepted and unused: Sluice does not evict requests in flight")
+		}
+	}
+
+	// The TTL with no endpoints: llm-d-router's replaces the TTL while the
+	// pool is empty; Sluice's bounds the wait within it.
+	if noEndpointTTL != nil {
+		p := "flowControl.noEndpointRequestTTL"
+		fc.NoEndpointsTTL = *noEndpointTTL
+		if fc.DefaultTTL > 0 && (*noEndpointTTL == 0 || *noEndpointTTL > fc.DefaultTTL) {
+			fc.NoEndpointsTTL = 0
+			d.warnf(d.at[p], p, "Sluice never lengthens a request's TTL: with no endpoints a request still waits at most defaultRequestTTL (%s), and is then dropped as rejected-no-endpoints", fc.DefaultTTL)
+		}
+	}
+
+	// Policies, resolved through the plugins.
+	template := d.resolveBand(plugins, defaultBand, 0)
+	f.DefaultBand = &template
+	if negativeBand != nil {
+		nb := d.resolveBand(plugins, negativeBand, 0)
+		f.DefaultNegativeBand = &nb
+	}
+	paths := make([]string, 0, len(bands)+1)
+	fc.Bands = make([]flowcontrol.BandConfig, 0, len(bands)+1)
+	for i := range bands {
+		fc.Bands = append(fc.Bands, d.resolveBand(plugins, &bands[i], bands[i].priority))
+		paths = append(paths, bands[i].path)
+	}
+	d.checkPriorities(fc.Bands, paths)
+	if !hasPriority(fc.Bands, 0) {
+		// llm-d-router would provision band 0 from the template on the
+		// first request of priority 0; Sluice provisions it at start and
+		// makes it the fallback for every priority the file does not list.
+		b := template
+		b.Priority = 0
+		fc.Bands = append(fc.Bands, b)
+	}
+	f.Flow = fc
+
+	// The gate: Sluice's gate section, or llm-d-router's saturation
+	// detector (the utilization-detector with its defaults unless named).
+	if gateSet {
+		if detector.node != nil {
+			d.errorf(detector.node, detector.path, "the gate section and llm-d-router's saturationDetector both configure the gate: keep one")
+		}
+	} else {
+		f.Gate = d.resolveDetector(plugins, detector)
+	}
+	if usageLimit.node != nil {
+		d.resolveUsageLimit(plugins, usageLimit)
+	}
+}
+
+// llmdGlobal reads a controller-wide maxRequests or maxBytes: a quantity,
+// where 0 means no bound.
+func (d *decoder) llmdGlobal(n *yaml.Node, p string) capacity.Limit {
+	v, ok := d.quantity(n, p)
+	if !ok || v == 0 {
+		return capacity.Unbounded()
+	}
+	return capacity.Bounded(v)
+}
+
+// llmdBand reads one PriorityBandConfig.
+func (d *decoder) llmdBand(n *yaml.Node, path string) llmdBand {
+	b := llmdBand{path: path}
+	d.mapping(n, path, []field{
+		{"priority", func(n *yaml.Node, p string) { b.priority, _ = d.intValue(n, p, math.MinInt32, math.MaxInt32) }},
+		{"maxBytes", func(n *yaml.Node, p string) { b.maxBytes, _ = d.quantity(n, p) }},
+		{"maxRequests", func(n *yaml.Node, p string) { b.maxRequests, _ = d.quantity(n, p) }},
+		{"orderingPolicyRef", func(n *yaml.Node, p string) {
+			if s, ok := d.str(n, p); ok {
+				b.ordering = ref{name: s, node: n, path: p}
+			}
+		}},
+		{"fairnessPolicyRef", func(n *yaml.Node, p string) {
+			if s, ok := d.str(n, p); ok {
+				b.fairness = ref{name: s, node: n, path: p}
+			}
+		}},
+	})
+	return b
+}
+
+// resolveBand turns a PriorityBandConfig into a band, with llm-d-router's
+// defaults: 5000 requests, 1G bytes, FCFS ordering, global-strict
+// fairness. A nil b is the system default band.
+func (d *decoder) resolveBand(plugins map[string]*plugin, b *llmdBand, priority int) flowcontrol.BandConfig {
+	bc := flowcontrol.BandConfig{
+		Priority:        priority,
+		RequestCapacity: capacity.Bounded(LLMDDefaultBandMaxRequests),
+		ByteCapacity:    capacity.Bounded(LLMDDefaultBandMaxBytes),
+		Policy:          ordering.FCFS(),
+		Fairness:        flowcontrol.GlobalStrict(),
+	}
+	if b == nil {
+		return bc
+	}
+	if b.maxRequests > 0 {
+		bc.RequestCapacity = capacity.Bounded(b.maxRequests)
+	}
+	if b.maxBytes > 0 {
+		bc.ByteCapacity = capacity.Bounded(b.maxBytes)
+	}
+	if b.ordering.node != nil {
+		if typ, _, ok := d.resolveRef(plugins, b.ordering, "ordering policy", OrderingPolicies); ok {
+			bc.Policy, _ = d.orderingPolicy(b.ordering.node, b.ordering.path, typ)
+		}
+	}
+	if b.fairness.node != nil {
+		if typ, pl, ok := d.resolveRef(plugins, b.fairness, "fairness policy", FairnessPolicies); ok {
+			s := fairnessSpec{name: typ, node: b.fairness.node, path: b.fairness.path}
+			if pl != nil {
+				s.quantum, s.weights = pl.drr.quantum, pl.drr.weights
+			}
+			if f, ok := d.buildFairness(s); ok {
+				bc.Fairness = f
+			}
+		}
+	}
+	return bc
+}
+
+// resolveRef finds the plugin a reference names and returns its type,
+// which must be one of known. As llm-d-router does, a reference names a
+// plugin by its name (its type when it has none); a reference to no plugin
+// is taken as a type name, as llm-d-router does for the defaults it
+// registers itself (fcfs-ordering-policy, global-strict-fairness-policy,
+// utilization-detector) and Sluice does for every type it has.
+func (d *decoder) resolveRef(plugins map[string]*plugin, r ref, what string, known []string) (string, *plugin, bool) {
+	if pl, ok := plugins[r.name]; ok {
+		for _, k := range known {
+			if pl.typ == k {
+				return pl.typ, pl, true
+			}
+		}
+		d.errorf(r.node, r.path, "plugin %q (%s) has type %q, which is not a%s %s Sluice has (%s)",
+			truncate(r.name), pl.path, truncate(pl.typ), article(what), what, strings.Join(known, ", "))
+		return "", nil, false
+	}
+	for _, k := range known {
+		if r.name == k {
+			return k, nil, true
+		}
+	}
+	candidates := append([]string(nil), known...)
+	for name := range plugins {
+		candidates = append(candidates, name)
+	}
+	if best := closest(r.name, candidates); best != "" {
+		d.errorf(r.node, r.path, "no plugin named %q and no %s of that type (did you mean %q?)", truncate(r.name), what, best)
+		return "", nil, false
+	}
+	d.errorf(r.node, r.path, "no plugin named %q and no %s of that type (known types: %s)", truncate(r.name), what, strings.Join(known, ", "))
+	return "", nil, false
+}
+
+func article(what string) string {
+	if strings.ContainsAny(what[:1], "aeiou") {
+		return "n"
+	}
+	return ""
+}
+
+// detectorRef reads a SaturationDetectorConfig: {pluginRef: name}.
+func (d *decoder) detectorRef(n *yaml.Node, path string) ref {
+	var r ref
+	d.mapping(n, path, []field{
+		{"pluginRef", func(n *yaml.Node, p string) {
+			if s, ok := d.str(n, p); ok {
+				r = ref{name: s, node: n, path: p}
+			}
+		}},
+	})
+	return r
+}
+
+// resolveDetector returns the gate a saturation detector reference names:
+// llm-d-router's utilization-detector with its defaults when r is unset.
+func (d *decoder) resolveDetector(plugins map[string]*plugin, r ref) Gate {
+	typ, pl := utilizationDetectorType, plugins[utilizationDetectorType]
+	if r.node != nil {
+		var ok bool
+		if typ, pl, ok = d.resolveRef(plugins, r, "saturation detector", detectorTypes); !ok {
+			return Gate{}
+		}
+	}
+	switch {
+	case pl != nil:
+		return Gate{Saturation: pl.saturation, Concurrency: pl.concurrency}
+	case typ == concurrencyDetectorType:
+		return Gate{Concurrency: d.concurrency(nil, "", true)}
+	default:
+		return Gate{Saturation: d.saturation(nil, "", true)}
+	}
+}
+
+// resolveUsageLimit accepts llm-d-router's static usage-limit policy with
+// no ceiling below 1, the default, which gates nothing; Sluice has no
+// other usage-limit policy.
+func (d *decoder) resolveUsageLimit(plugins map[string]*plugin, r ref) {
+	_, pl, ok := d.resolveRef(plugins, r, "usage-limit policy", []string{staticUsageLimitType})
+	if ok && pl != nil && pl.threshold < 1 {
+		p := join(pl.path, "parameters.threshold")
+		d.errorf(d.pos(p), p, "%v: Sluice has no usage-limit ceiling below 1; lower the gate's thresholds instead", pl.threshold)
+	}
+}
+
+// checkParams reads the parameters of a plugin of a type the llm-d form
+// reads, whether or not anything refers to it, as llm-d-router builds
+// every plugin it lists.
+func (d *decoder) checkParams(pl *plugin) {
+	path := join(pl.path, "parameters")
+	switch pl.typ {
+	case utilizationDetectorType:
+		pl.saturation = d.saturation(pl.params, path, true)
+	case concurrencyDetectorType:
+		pl.concurrency = d.concurrency(pl.params, path, true)
+	case flowcontrol.DeficitRoundRobinFairnessName:
+		if pl.params != nil {
+			d.mapping(pl.params, path, d.drrFields(&pl.drr))
+		}
+	case staticUsageLimitType:
+		pl.threshold = 1
+		if pl.params != nil {
+			d.mapping(pl.params, path, []field{{"threshold", func(n *yaml.Node, p string) {
+				if v, ok := d.float(n, p); ok {
+					pl.threshold = v
+				}
+			}}})
+		}
+	case ordering.FCFSPolicyName, ordering.EDFPolicyName, ordering.SLODeadlinePolicyName,
+		flowcontrol.GlobalStrictFairnessName, flowcontrol.RoundRobinFairnessName:
+		if pl.params != nil {
+			d.errorf(d.pos(path), path, "%s takes no parameters", pl.typ)
+		}
+	}
+}
