@@ -255,7 +255,7 @@ func (d *decoder) document(doc *yaml.Node) *File {
 	} else if n := top["controller"]; n != nil {
 		f.Flow = d.controller(n, "controller")
 	}
-	d.checkScrape(f, keys)
+	d.checkScrape(f)
 	return f
 }
 
@@ -319,14 +319,14 @@ func (d *decoder) positiveDuration(dst *time.Duration) func(*yaml.Node, string) 
 // checkScrape refuses a scrape interval that leaves every endpoint's
 // metrics stale before the next read: the saturation gate would then
 // never admit.
-func (d *decoder) checkScrape(f *File, keys map[string]*yaml.Node) {
+func (d *decoder) checkScrape(f *File) {
 	s := f.Gate.Saturation
 	if s == nil || f.Gateway.ScrapeInterval < s.MetricsStalenessThreshold {
 		return
 	}
 	where := d.at["gateway.scrapeInterval"]
 	if where == nil {
-		where = keys["gateway"]
+		where = d.staleness
 	}
 	d.errorf(where, "gateway.scrapeInterval",
 		"%s is not below the saturation gate's metricsStalenessThreshold %s: every endpoint would read as stale and the gate would never admit",

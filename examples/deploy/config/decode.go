@@ -62,10 +62,18 @@ type decoder struct {
 	at      map[string]*yaml.Node
 	errs    []*Error
 	dropped int
+	// staleness is where a metricsStalenessThreshold was last read.
+	staleness *yaml.Node
+	// work counts the values walked, aliases counted each time they are
+	// followed; past maxWork the walk stops.
+	work int
 	warns   []string
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	if d.work > maxWork {
+		return // past the budget, what is left unread would only mislead
+	}
 	if len(d.errs) >= maxErrors {
 		d.dropped++
 		return
@@ -102,6 +110,26 @@ func (d *decoder) err(file string) error {
 		errs = append(errs, fmt.Errorf("config: %d more problems not shown", d.dropped))
 	}
 	return errors.Join(errs...)
+}
+
+// maxWork bounds the values one Parse walks. Aliases let a small file name
+// a great many values (each band an alias of one with a thousand weights,
+// a thousand times); no real configuration comes near.
+const maxWork = 100_000
+
+// spend counts n more values walked at node at, and reports false, once
+// with an error, when the walk has gone past maxWork.
+func (d *decoder) spend(at *yaml.Node, path string, n int) bool {
+	if d.work > maxWork {
+		return false
+	}
+	if d.work+n > maxWork {
+		d.errorf(at, path, "the file holds, through its aliases, more than %d values", maxWork)
+		d.work = maxWork + 1
+		return false
+	}
+	d.work += n
+	return true
 }
 
 // maxAliasDepth bounds a chain of aliases (an alias of an alias...).
@@ -198,6 +226,9 @@ func (d *decoder) entries(n *yaml.Node, path string, each func(k, v *yaml.Node))
 		d.errorf(n, path, "want a mapping, got %s", kindName(n))
 		return false
 	}
+	if !d.spend(n, path, len(n.Content)/2) {
+		return false
+	}
 	seen := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -247,7 +278,9 @@ func (d *decoder) unknownKey(k *yaml.Node, path string, fields []field) {
 }
 
 // closest returns the name nearest to s by edit distance, if it is within
-// a third of s's length (at least 1 and at most 3), else "".
+// a third of s's length (at least 1 and at most 3); else a name that s is
+// a good part of (a prefix left out, letters left out: "params" for
+// "parameters"); else "".
 func closest(s string, names []string) string {
 	limit := min(max(len(s)/3, 1), 3)
 	best, bestDist := "", limit+1
@@ -256,7 +289,25 @@ func closest(s string, names []string) string {
 			best, bestDist = n, dist
 		}
 	}
-	return best
+	if best != "" {
+		return best
+	}
+	for _, n := range names {
+		if len(s) >= 5 && 2*len(s) >= len(n) && isSubsequence(strings.ToLower(s), strings.ToLower(n)) {
+			return n
+		}
+	}
+	return ""
+}
+
+// isSubsequence reports whether s is t with some bytes left out.
+func isSubsequence(s, t string) bool {
+	for i := 0; i < len(t) && s != ""; i++ {
+		if t[i] == s[0] {
+			s = s[1:]
+		}
+	}
+	return s == ""
 }
 
 // editDistance is the Levenshtein distance of a and b, or limit+1 when it
@@ -292,6 +343,9 @@ func editDistance(a, b string, limit int) int {
 func (d *decoder) sequence(n *yaml.Node, path string, each func(i int, item *yaml.Node, path string)) {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, path, "want a list, got %s", kindName(n))
+		return
+	}
+	if !d.spend(n, path, len(n.Content)) {
 		return
 	}
 	for i, item := range n.Content {

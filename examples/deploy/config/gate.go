@@ -109,7 +109,10 @@ func (d *decoder) saturation(n *yaml.Node, path string, llmd bool) *Saturation {
 				s.KVCacheUtilThreshold = v
 			}
 		}},
-		{"metricsStalenessThreshold", d.positiveDuration(&s.MetricsStalenessThreshold)},
+		{"metricsStalenessThreshold", func(n *yaml.Node, p string) {
+			d.staleness = d.at[p]
+			d.positiveDuration(&s.MetricsStalenessThreshold)(n, p)
+		}},
 	}
 	if llmd {
 		fields = append(fields, d.headroomField())

@@ -324,7 +324,7 @@ func (d *decoder) resolveRef(plugins map[string]*plugin, r ref, what string, kno
 }
 
 func article(what string) string {
-	if strings.ContainsAny(what[:1], "aeiou") {
+	if strings.ContainsAny(what[:1], "aeio") {
 		return "n"
 	}
 	return ""

@@ -56,7 +56,8 @@ type fairnessSpec struct {
 	path    string
 	quantum int64
 	weights map[string]int64
-	drrKeys *yaml.Node // the first of quantum or weights, if given
+	drrKey  *yaml.Node // the first of quantum or weights, if given
+	drrPath string
 }
 
 // buildFairness returns the policy s names.
@@ -69,8 +70,8 @@ func (d *decoder) buildFairness(s fairnessSpec) (flowcontrol.Fairness, bool) {
 		d.unknownName(s.node, s.path, "fairness policy", s.name, FairnessPolicies)
 		return nil, false
 	}
-	if s.drrKeys != nil {
-		d.errorf(s.drrKeys, s.path, "quantum and weights belong to %s only, not %s",
+	if s.drrKey != nil {
+		d.errorf(s.drrKey, s.drrPath, "quantum and weights belong to %s only, not %s",
 			flowcontrol.DeficitRoundRobinFairnessName, s.name)
 		return nil, false
 	}
@@ -82,14 +83,14 @@ func (d *decoder) buildFairness(s fairnessSpec) (flowcontrol.Fairness, bool) {
 func (d *decoder) drrFields(s *fairnessSpec) []field {
 	return []field{
 		{"quantum", func(n *yaml.Node, p string) {
-			if s.drrKeys == nil {
-				s.drrKeys = d.at[p]
+			if s.drrKey == nil {
+				s.drrKey, s.drrPath = d.at[p], p
 			}
 			s.quantum, _ = d.integer(n, p, 0, math.MaxInt64)
 		}},
 		{"weights", func(n *yaml.Node, p string) {
-			if s.drrKeys == nil {
-				s.drrKeys = d.at[p]
+			if s.drrKey == nil {
+				s.drrKey, s.drrPath = d.at[p], p
 			}
 			s.weights = map[string]int64{}
 			d.entries(n, p, func(k, v *yaml.Node) {
@@ -137,6 +138,7 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 	var bands []flowcontrol.BandConfig
 	var bandPaths []string
 	bandsSet, fallbackSet := false, false
+	bandsBad := false
 	displacement := true
 	d.mapping(n, path, []field{
 		{"maxRequests", d.setLimit(&cfg.RequestCapacity)},
@@ -155,12 +157,19 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 		}},
 		{"bands", func(n *yaml.Node, p string) {
 			bandsSet = true
+			before := d.problems()
 			d.sequence(n, p, func(_ int, item *yaml.Node, p string) {
 				if bc, ok := d.band(item, p); ok {
 					bands = append(bands, bc)
 					bandPaths = append(bandPaths, p)
 				}
 			})
+			if d.problems() > before {
+				bandsBad = true
+			} else if len(bands) == 0 {
+				d.errorf(n, p, "at least one band is needed")
+				bandsBad = true
+			}
 		}},
 	})
 	cfg.NoDisplacement = !displacement
@@ -171,11 +180,14 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 	}
 	cfg.Bands = bands
 
+	if bandsBad {
+		return cfg // the bands' own problems are reported; the rest would mislead
+	}
 	d.checkPriorities(bands, bandPaths)
 	if cfg.NeverPromote && cfg.FallbackPriority != 0 {
 		d.errorf(d.pos(join(path, "fallbackPriority")), join(path, "fallbackPriority"),
 			"must be left unset with neverPromote: true (the fallback band is then unused)")
-	} else if !cfg.NeverPromote && bandsSet && len(bands) > 0 && !hasPriority(bands, cfg.FallbackPriority) {
+	} else if !cfg.NeverPromote && !hasPriority(bands, cfg.FallbackPriority) {
 		where := join(path, "fallbackPriority")
 		msg := fmt.Sprintf("%d names no band (bands: %s); requests of a priority with no band go to the fallback band",
 			cfg.FallbackPriority, priorities(bands))
@@ -185,8 +197,6 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 				priorities(bands))
 		}
 		d.errorf(d.pos(where), where, "%s", msg)
-	} else if bandsSet && len(bands) == 0 {
-		d.errorf(d.pos(join(path, "bands")), join(path, "bands"), "at least one band is needed")
 	}
 	return cfg
 }

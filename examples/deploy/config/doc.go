@@ -1,0 +1,163 @@
+// Package config reads the YAML configuration of a Sluice gateway: the
+// priority bands, fairness and capacities of a [flowcontrol.Config], the
+// gate that decides when a request may start, and the server settings of
+// the sluice-gateway binary. It reads two forms — Sluice's own, and
+// llm-d-router's EndpointPickerConfig, so that an llm-d-router
+// configuration drops in unchanged.
+//
+// [Parse] and [Load] return a [File]; [File.Controller] turns it into a
+// flowcontrol.Config with its gate built. Every problem in a file is an
+// [*Error] naming its line, column and path, such as
+//
+//	config: sluice.yaml:14:5: flowControl.priorityBands[1].maxRequest: unknown key (did you mean "maxRequests"?)
+//
+// Unknown keys, values of the wrong type or out of range, unknown policy
+// names, duplicate keys or priorities and references to nothing are all
+// errors; a file Parse accepts is one flowcontrol.New accepts.
+//
+// # Values
+//
+// Capacities (maxRequests, maxBytes, maxCost, maxFlowRequests) are whole
+// numbers or Kubernetes quantities, as llm-d-router writes them: 100,
+// "1k" (1000), "4Mi" (4×2²⁰), "1.5G", "1e6"; a fraction rounds up. In
+// Sluice's form a capacity may also be "unbounded", the default, and 0 is
+// a bound that admits nothing. Durations are Go durations, as llm-d-router
+// writes them: "30s", "250ms", "1m30s"; 0 may be written bare. A null
+// value is the same as an absent key.
+//
+// # Sluice's form
+//
+// Every section is optional; this file sets every key (the comments give
+// the flowcontrol.Config field and the default):
+//
+//	gateway:
+//	  listen: 127.0.0.1:8080          # default: loopback only
+//	  backends:                       # model servers, http or https
+//	    - http://127.0.0.1:8000
+//	    - http://127.0.0.1:8001
+//	  scrapeInterval: 50ms            # metrics read per backend; default 50ms
+//	  scrapeTimeout: 100ms            # one read's bound; default 100ms
+//	  gracePeriod: 30s                # shutdown drain; default 30s
+//
+//	controller:
+//	  maxRequests: 2000               # RequestCapacity, all bands; default unbounded
+//	  maxBytes: 512Mi                 # ByteCapacity
+//	  maxCost: unbounded              # CostCapacity (estimated tokens)
+//	  defaultTTL: 30s                 # DefaultTTL; default none
+//	  noEndpointsTTL: 10s             # NoEndpointsTTL; default none
+//	  fallbackPriority: 0             # FallbackPriority; default 0
+//	  neverPromote: false             # NeverPromote
+//	  displacement: true              # fair admission; false sets NoDisplacement
+//	  bands:                          # default: one unbounded FCFS band at fallbackPriority
+//	    - priority: 10                # required, distinct
+//	      maxRequests: 100            # RequestCapacity; default unbounded
+//	      maxBytes: 64Mi              # ByteCapacity
+//	      maxCost: 400k               # CostCapacity
+//	      maxFlowRequests: 20         # FlowRequestCapacity
+//	      ttl: 5s                     # TTL; default none
+//	      ordering: slo-deadline-ordering-policy   # Policy; default FCFS
+//	      queue: heap                 # Queue: fifo or heap; default the policy's
+//	      fairness: round-robin-fairness-policy    # Fairness; default global strict
+//	    - priority: 0
+//	      fairness:                   # deficit round robin with its parameters
+//	        type: deficit-round-robin-fairness-policy
+//	        quantum: 512              # default 0: adaptive
+//	        weights: {tenant-a: 3}    # by flow ID; default 1
+//
+//	gate:                             # default: no gate, every request starts at once
+//	  maxInFlight: 256                # flowcontrol.MaxInFlight
+//	  saturation:                     # llm-d-router's utilization-detector
+//	    queueDepthThreshold: 5
+//	    kvCacheUtilThreshold: 0.8
+//	    metricsStalenessThreshold: 200ms
+//	  concurrency:                    # llm-d-router's concurrency-detector
+//	    concurrencyMode: requests     # requests, tokens or hybrid
+//	    maxConcurrency: 100
+//	    maxTokenConcurrency: 1000000
+//
+// Ordering policies are fcfs-ordering-policy, edf-ordering-policy and
+// slo-deadline-ordering-policy ([OrderingPolicies]); fairness policies are
+// global-strict-fairness-policy, round-robin-fairness-policy and
+// deficit-round-robin-fairness-policy ([FairnessPolicies]). The gate's
+// defaults are llm-d-router's. Each part of the gate that is set is one
+// gate; with several, a request starts only when every one admits it.
+// The scrape interval must be shorter than the saturation gate's
+// metricsStalenessThreshold, or every endpoint would read as stale.
+//
+// # llm-d-router's form
+//
+// A file with a kind (which must be EndpointPickerConfig) or any of
+// llm-d-router's top-level sections is read as llm-d-router's whole
+// EndpointPickerConfig:
+//
+//	apiVersion: llm-d.ai/v1alpha1
+//	kind: EndpointPickerConfig
+//	featureGates:
+//	- flowControl
+//	plugins:
+//	- type: queue-scorer
+//	- name: fair
+//	  type: round-robin-fairness-policy
+//	- type: concurrency-detector
+//	  parameters:
+//	    maxConcurrency: 128
+//	schedulingProfiles:
+//	- name: default
+//	  plugins:
+//	  - pluginRef: queue-scorer
+//	flowControl:
+//	  maxBytes: "8Gi"
+//	  maxRequests: "2k"
+//	  defaultRequestTTL: "45s"
+//	  noEndpointRequestTTL: "20s"
+//	  saturationDetector:
+//	    pluginRef: concurrency-detector
+//	  defaultPriorityBand:
+//	    maxRequests: "300"
+//	  priorityBands:
+//	  - priority: 100
+//	    maxRequests: "400"
+//	    fairnessPolicyRef: fair
+//	    orderingPolicyRef: edf-ordering-policy
+//
+// It maps onto the same [File], with llm-d-router's meanings and defaults:
+//   - flowControl.maxRequests and maxBytes are the controller-wide
+//     capacities; omitted or 0, unbounded.
+//   - defaultRequestTTL is DefaultTTL, 60s when omitted; "0s" is none.
+//   - noEndpointRequestTTL is NoEndpointsTTL. Sluice never lengthens a
+//     request's TTL, so a value of 0 or above defaultRequestTTL is a
+//     warning and leaves the wait bounded by defaultRequestTTL.
+//   - priorityBands[] are the bands: a band's maxRequests is 5000 and its
+//     maxBytes 1G when omitted or 0; its ordering is FCFS and its
+//     fairness global strict unless orderingPolicyRef or
+//     fairnessPolicyRef says otherwise.
+//   - defaultPriorityBand (and defaultNegativePriorityBand for priorities
+//     below 0) is the band llm-d-router provisions for a priority it has
+//     not seen: see [File.DynamicBand]. Its band at priority 0 is
+//     provisioned at start unless priorityBands lists 0, and it is the
+//     fallback band for every priority with no band of its own.
+//   - A full band rejects (NoDisplacement), as in llm-d-router.
+//   - saturationDetector.pluginRef (or the deprecated top-level
+//     saturationDetector) names the gate: a utilization-detector plugin is
+//     the saturation gate, a concurrency-detector the concurrency gate,
+//     with their parameters (headroom is checked and unused: it widens
+//     llm-d-router's per-endpoint routing filter). Unset, the gate is the
+//     utilization-detector with its defaults, as in llm-d-router. Sluice's
+//     gate section may replace it, but not stand beside it.
+//   - usageLimitPolicyPluginRef may name only the static-usage-limit-policy
+//     with no threshold below 1: Sluice has no usage-limit policy.
+//   - enableEviction is accepted with a warning: Sluice evicts nothing in
+//     flight.
+//
+// A policy reference names a plugin, as in llm-d-router: the plugins entry
+// of that name (an entry without a name is named by its type), whose type
+// must be a policy Sluice has; a reference that names no plugin is read
+// as a type name, as llm-d-router does for the defaults it registers
+// itself. The plugins of the types above have their parameters checked,
+// whether referred to or not. Plugins of other types, schedulingProfiles,
+// dataLayer, requestHandler and parser are llm-d-router's scheduling and
+// are accepted unread. The featureGates list is checked for form; Sluice
+// applies flowControl whether or not it enables the flowControl gate
+// (with a warning when it does not). A gateway section may go with either
+// form; Sluice's controller section may not be mixed with llm-d-router's.
+package config
