@@ -66,8 +66,8 @@ type decoder struct {
 	staleness *yaml.Node
 	// work counts the values walked, aliases counted each time they are
 	// followed; past maxWork the walk stops.
-	work int
-	warns   []string
+	work  int
+	warns []string
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
