@@ -1,0 +1,68 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// A controller whose Observer is a Metrics, watched by it and registered
+// in a Prometheus registry: one request runs, one waits, one is refused.
+func Example() {
+	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
+	cfg := flowcontrol.Config{
+		Bands:    []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(1)}},
+		Gate:     flowcontrol.MaxInFlight(1),
+		Observer: m.Observe,
+	}
+	c, err := flowcontrol.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	m.Watch(c, cfg)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+
+	ctx := context.Background()
+	req := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "tenant-a"}}
+	running, _ := c.EnqueueAndWait(ctx, req)
+	defer running.Done()
+	c.Submit(ctx, req, func(a *flowcontrol.Admission, _ error) {
+		if a != nil {
+			a.Done()
+		}
+	})
+	_, err = c.EnqueueAndWait(ctx, req) // the band's one place is taken
+	fmt.Println(err)
+
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetType() == dto.MetricType_HISTOGRAM { // its count is in requests_total
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			fmt.Printf("%s{%s} %v\n", f.GetName(), strings.Join(labels, ","), s.GetCounter().GetValue()+s.GetGauge().GetValue())
+		}
+	}
+	// Output:
+	// flowcontrol: priority 0: rejected-saturated: band 0 request capacity 1 reached
+	// llm_d_epp_flow_control_capacity_utilization_requests{inference_pool=pool-a,priority=0} 1
+	// llm_d_epp_flow_control_queue_bytes{inference_pool=pool-a,priority=0} 0
+	// llm_d_epp_flow_control_queue_cost{inference_pool=pool-a,priority=0} 1
+	// llm_d_epp_flow_control_queue_size{inference_pool=pool-a,priority=0} 1
+	// llm_d_epp_flow_control_requests_in_flight{inference_pool=pool-a} 1
+	// llm_d_epp_flow_control_requests_total{inference_pool=pool-a,outcome=Dispatched,priority=0} 1
+	// llm_d_epp_flow_control_requests_total{inference_pool=pool-a,outcome=RejectedCapacity,priority=0} 1
+}

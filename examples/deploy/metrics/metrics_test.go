@@ -1,0 +1,269 @@
+package metrics_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	queueDuration = metrics.Prefix + "flow_control_request_queue_duration_seconds"
+	requestsTotal = metrics.Prefix + "flow_control_requests_total"
+)
+
+func event(id string, priority int, o flowcontrol.Outcome, queued time.Duration) flowcontrol.Event {
+	k := flowcontrol.FlowKey{ID: id, Priority: priority}
+	return flowcontrol.Event{Requested: k, Effective: k, Outcome: o, QueueTime: queued}
+}
+
+// The histogram and the counter under llm-d-router's names, label names
+// and buckets, with the pool as a constant label.
+func TestObserveExposition(t *testing.T) {
+	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
+	m.Observe(event("a", 10, flowcontrol.OutcomeDispatched, 0))
+	m.Observe(event("a", 10, flowcontrol.OutcomeDispatched, 30*time.Millisecond))
+	m.Observe(event("b", 0, flowcontrol.OutcomeRejectedSaturated, 0))
+	m.Observe(event("b", 0, flowcontrol.OutcomeRejectedTTLExpired, 2*time.Second))
+
+	const want = `
+# HELP llm_d_epp_flow_control_request_queue_duration_seconds Time requests spent in flow control, from enqueue to their outcome; 0 for a request dispatched or refused at once.
+# TYPE llm_d_epp_flow_control_request_queue_duration_seconds histogram
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.01"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.025"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.05"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.25"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.5"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="2.5"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="5"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="10"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="30"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="60"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="+Inf"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10"} 0.03
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.0001"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.0005"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.001"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.005"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.01"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.025"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.05"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.1"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.25"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.5"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="1"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="2.5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="10"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="30"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="60"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="+Inf"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.01"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.025"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.05"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.25"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="2.5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="10"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="30"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="60"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="+Inf"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 1
+# HELP llm_d_epp_flow_control_requests_total Requests that reached an outcome in flow control, one count each, by outcome and the band that handled them.
+# TYPE llm_d_epp_flow_control_requests_total counter
+llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="Dispatched",priority="10"} 2
+llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="EvictedTTL",priority="0"} 1
+llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want)))
+	// Nothing else is exported without Watch or a registered func.
+	require.Equal(t, 6, testutil.CollectAndCount(m))
+}
+
+// counts returns the value of every series of the counter or histogram
+// family name (a histogram's sample count), keyed by its labels in the
+// form a=x,b=y.
+func counts(t *testing.T, c prometheus.Collector, name string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			got[labelString(s)] = value(s)
+		}
+	}
+	return got
+}
+
+func labelString(s *dto.Metric) string {
+	var parts []string
+	for _, l := range s.GetLabel() {
+		parts = append(parts, l.GetName()+"="+l.GetValue())
+	}
+	return strings.Join(parts, ",")
+}
+
+func value(s *dto.Metric) float64 {
+	switch {
+	case s.Counter != nil:
+		return s.Counter.GetValue()
+	case s.Gauge != nil:
+		return s.Gauge.GetValue()
+	case s.Histogram != nil:
+		return float64(s.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// Every outcome, queued or not, gets the label llm-d-router gives it; an
+// outcome unknown to the mapping is Rejected/EvictedOther; DroppedReasons
+// gives the outcome's own name.
+func TestOutcomeLabels(t *testing.T) {
+	llmd := map[string][2]string{ // reason: never queued, queued
+		"dispatched":                 {"Dispatched", "Dispatched"},
+		"rejected-saturated":         {"RejectedCapacity", "RejectedCapacity"},
+		"rejected-no-endpoints":      {"RejectedNoEndpoints", "EvictedNoEndpoints"},
+		"rejected-ttl-expired":       {"RejectedOther", "EvictedTTL"},
+		"rejected-context-cancelled": {"RejectedOther", "EvictedContextCancelled"},
+		"rejected-shutting-down":     {"RejectedOther", "EvictedOther"},
+		"evicted-queue-pressure":     {"EvictedQueuePressure", "EvictedQueuePressure"},
+	}
+	seen := map[string]bool{}
+	for o := flowcontrol.Outcome(0); o < 32; o++ {
+		reason := o.String()
+		want, known := llmd[reason]
+		if !known {
+			require.True(t, strings.HasPrefix(reason, "Outcome("), "outcome %d (%s) is missing from the table", int(o), reason)
+			want = [2]string{"RejectedOther", "EvictedOther"}
+		}
+		seen[reason] = known
+		for i, queued := range []time.Duration{0, time.Second} {
+			m := metrics.New(metrics.Options{})
+			m.Observe(event("f", 3, o, queued))
+			require.Equal(t, map[string]float64{"outcome=" + want[i] + ",priority=3": 1}, counts(t, m, requestsTotal), "%s queued %v", reason, queued)
+
+			m = metrics.New(metrics.Options{Outcomes: metrics.DroppedReasons})
+			m.Observe(event("f", 3, o, queued))
+			require.Equal(t, map[string]float64{"outcome=" + reason + ",priority=3": 1}, counts(t, m, requestsTotal))
+		}
+	}
+	for _, reason := range []string{"dispatched", "rejected-saturated", "rejected-ttl-expired",
+		"rejected-context-cancelled", "rejected-shutting-down", "evicted-queue-pressure"} {
+		require.True(t, seen[reason], "flowcontrol has no outcome %q", reason)
+	}
+}
+
+// The first MaxFairnessIDs ids keep their label for good; the rest, and
+// "other" itself, share "other"; the empty id takes no place under the cap.
+func TestFairnessIDCap(t *testing.T) {
+	m := metrics.New(metrics.Options{MaxFairnessIDs: 3, QueueDurationBuckets: []float64{1}})
+	m.Observe(event("", 0, flowcontrol.OutcomeDispatched, 0))
+	m.Observe(event("other", 0, flowcontrol.OutcomeDispatched, 0))
+	for i := range 10 {
+		m.Observe(event(fmt.Sprintf("f%d", i), 0, flowcontrol.OutcomeDispatched, 0))
+	}
+	m.Observe(event("f1", 0, flowcontrol.OutcomeDispatched, 0)) // admitted before the cap was reached
+	m.Observe(event("f7", 0, flowcontrol.OutcomeDispatched, 0)) // past the cap
+
+	require.Equal(t, map[string]float64{
+		"fairness_id=,outcome=Dispatched,priority=0":      1,
+		"fairness_id=f0,outcome=Dispatched,priority=0":    1,
+		"fairness_id=f1,outcome=Dispatched,priority=0":    2,
+		"fairness_id=f2,outcome=Dispatched,priority=0":    1,
+		"fairness_id=other,outcome=Dispatched,priority=0": 1 + 7 + 1,
+	}, counts(t, m, queueDuration))
+
+	none := metrics.New(metrics.Options{MaxFairnessIDs: -1})
+	none.Observe(event("a", 0, flowcontrol.OutcomeDispatched, 0))
+	none.Observe(event("b", 0, flowcontrol.OutcomeDispatched, 0))
+	require.Equal(t, map[string]float64{"fairness_id=other,outcome=Dispatched,priority=0": 2}, counts(t, none, queueDuration))
+
+	def := metrics.New(metrics.Options{})
+	for i := range metrics.DefaultMaxFairnessIDs + 5 {
+		def.Observe(event(fmt.Sprintf("f%d", i), 0, flowcontrol.OutcomeDispatched, 0))
+	}
+	got := counts(t, def, queueDuration)
+	require.Len(t, got, metrics.DefaultMaxFairnessIDs+1)
+	require.Equal(t, 5.0, got["fairness_id=other,outcome=Dispatched,priority=0"])
+}
+
+// Goroutines racing on new ids admit exactly the cap, and lose no count.
+func TestFairnessIDCapConcurrent(t *testing.T) {
+	const goroutines, ids, limit = 8, 300, 100
+	m := metrics.New(metrics.Options{MaxFairnessIDs: limit})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range ids {
+				m.Observe(event(fmt.Sprintf("f%d", (i*7+g)%ids), 0, flowcontrol.OutcomeDispatched, 0))
+			}
+		})
+	}
+	wg.Wait()
+	got := counts(t, m, queueDuration)
+	require.Len(t, got, limit+1)
+	var total float64
+	for _, n := range got {
+		total += n
+	}
+	require.Equal(t, float64(goroutines*ids), total)
+	require.Equal(t, map[string]float64{"outcome=Dispatched,priority=0": goroutines * ids}, counts(t, m, requestsTotal))
+}
+
+// Priority labels are bounded too: a NeverPromote rejection reports the
+// priority the client asked for, whatever it is.
+func TestPriorityCap(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	for p := range 300 {
+		m.Observe(event("f", -p, flowcontrol.OutcomeRejectedSaturated, 0))
+	}
+	m.Observe(event("f", -5, flowcontrol.OutcomeRejectedSaturated, 0))
+	got := counts(t, m, requestsTotal)
+	require.Len(t, got, 257)
+	require.Equal(t, 44.0, got["outcome=RejectedCapacity,priority=other"])
+	require.Equal(t, 2.0, got["outcome=RejectedCapacity,priority=-5"])
+	require.Equal(t, 1.0, got["outcome=RejectedCapacity,priority=-255"])
+}
+
+// Buckets that do not increase are refused at New, not at the first
+// Observe of a new series.
+func TestBadBuckets(t *testing.T) {
+	require.PanicsWithValue(t, "metrics: QueueDurationBuckets [1 0.5] do not increase strictly", func() {
+		metrics.New(metrics.Options{QueueDurationBuckets: []float64{1, 0.5}})
+	})
+}
