@@ -192,7 +192,7 @@ func TestLLMDFileLoadsUnchanged(t *testing.T) {
 			Policy:          ordering.FCFS(),
 			Fairness:        flowcontrol.GlobalStrict(),
 		},
-		Gate: Gate{Concurrency: &Concurrency{Mode: "tokens", MaxConcurrency: 128, MaxTokenConcurrency: 250_000}},
+		Gate: Gate{Concurrency: &Concurrency{Mode: "tokens", MaxConcurrency: 128, MaxTokenConcurrency: 250_000, PerEndpoint: true}},
 	}
 	if diff := cmp.Diff(want, f, cmpOpts); diff != "" {
 		t.Errorf("Load(testdata/llmd.yaml) mismatch (-want +got):\n%s", diff)
@@ -312,7 +312,9 @@ func TestFieldMapping(t *testing.T) {
 		{"llm-d default gate", "kind: EndpointPickerConfig\n", func(f *File) any { return f.Gate },
 			Gate{Saturation: &Saturation{QueueDepthThreshold: 5, KVCacheUtilThreshold: 0.8, MetricsStalenessThreshold: 200 * time.Millisecond}}},
 		{"llm-d detector by type", "flowControl:\n  saturationDetector: {pluginRef: concurrency-detector}\n", func(f *File) any { return *f.Gate.Concurrency },
-			Concurrency{Mode: "requests", MaxConcurrency: 100, MaxTokenConcurrency: 1_000_000}},
+			Concurrency{Mode: "requests", MaxConcurrency: 100, MaxTokenConcurrency: 1_000_000, PerEndpoint: true}},
+		{"gate concurrency per endpoint", "gate:\n  concurrency: {perEndpoint: true, maxConcurrency: 3}\n", func(f *File) any { return *f.Gate.Concurrency },
+			Concurrency{Mode: "requests", MaxConcurrency: 3, MaxTokenConcurrency: 1_000_000, PerEndpoint: true}},
 		{"llm-d new detector wins", "saturationDetector: {pluginRef: utilization-detector}\nflowControl:\n  saturationDetector: {pluginRef: concurrency-detector}\n",
 			func(f *File) any { return f.Gate.Saturation == nil && f.Gate.Concurrency != nil }, true},
 		{"llm-d gate section replaces detector", "flowControl: {}\ngate: {maxInFlight: 4}\n", func(f *File) any { return f.Gate }, Gate{MaxInFlight: ptr(4)}},
@@ -516,6 +518,7 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"gate:\n  saturation:\n    queueDepthThreshold: 0\n", []wantErr{{3, "gate.saturation.queueDepthThreshold", "out of range"}}},
 		{"gate:\n  saturation:\n    metricsStalenessThreshold: 0s\n", []wantErr{{3, "gate.saturation.metricsStalenessThreshold", "above zero"}}},
 		{"gate:\n  saturation:\n    headroom: 0.2\n", []wantErr{{3, "gate.saturation.headroom", "unknown key"}}},
+		{"plugins:\n- type: concurrency-detector\n  parameters: {perEndpoint: false}\n", []wantErr{{3, "plugins[0].parameters.perEndpoint", "unknown key"}}},
 		{"gate:\n  concurrency:\n    concurrencyMode: request\n", []wantErr{{3, "gate.concurrency.concurrencyMode", `did you mean "requests"`}}},
 		{"gate:\n  concurrency:\n    maxConcurrency: 0\n", []wantErr{{3, "gate.concurrency.maxConcurrency", "out of range"}}},
 		{"gate:\n  maxInFlight: -1\n", []wantErr{{2, "gate.maxInFlight", "out of range"}}},

@@ -6,7 +6,9 @@
 // configuration drops in unchanged.
 //
 // [Parse] and [Load] return a [File]; [File.Controller] turns it into a
-// flowcontrol.Config with its gate built. Every problem in a file is an
+// flowcontrol.Config with its gate built (package
+// [github.com/sluicegate/sluice/gate]), and returns the saturation gate for
+// the binary to feed with each model server's metrics. Every problem in a file is an
 // [*Error] naming its line, column and path, such as
 //
 //	config: sluice.yaml:14:5: flowControl.priorityBands[1].maxRequest: unknown key (did you mean "maxRequests"?)
@@ -74,13 +76,15 @@
 //	    concurrencyMode: requests     # requests, tokens or hybrid
 //	    maxConcurrency: 100
 //	    maxTokenConcurrency: 1000000
+//	    perEndpoint: false            # true: both budgets × the endpoints
 //
 // Ordering policies are fcfs-ordering-policy, edf-ordering-policy and
 // slo-deadline-ordering-policy ([OrderingPolicies]); fairness policies are
 // global-strict-fairness-policy, round-robin-fairness-policy and
 // deficit-round-robin-fairness-policy ([FairnessPolicies]). The gate's
 // defaults are llm-d-router's. Each part of the gate that is set is one
-// gate; with several, a request starts only when every one admits it.
+// gate; with several, a request starts only when every one admits it
+// ([gate.All]).
 // The scrape interval must be shorter than the saturation gate's
 // metricsStalenessThreshold, or every endpoint would read as stale.
 //
@@ -141,7 +145,9 @@
 //     saturationDetector) names the gate: a utilization-detector plugin is
 //     the saturation gate, a concurrency-detector the concurrency gate,
 //     with their parameters (headroom is checked and unused: it widens
-//     llm-d-router's per-endpoint routing filter). Unset, the gate is the
+//     llm-d-router's per-endpoint routing filter). The concurrency
+//     detector's budgets are per endpoint, so the gate's are those times
+//     the number of endpoints ([Concurrency.PerEndpoint]). Unset, the gate is the
 //     utilization-detector with its defaults, as in llm-d-router. Sluice's
 //     gate section may replace it, but not stand beside it.
 //   - usageLimitPolicyPluginRef may name only the static-usage-limit-policy

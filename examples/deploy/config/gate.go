@@ -1,28 +1,21 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// Defaults of the gates' settings: llm-d-router's utilization-detector and
-// concurrency-detector defaults.
-const (
-	DefaultQueueDepthThreshold       = 5
-	DefaultKVCacheUtilThreshold      = 0.8
-	DefaultMetricsStalenessThreshold = 200 * time.Millisecond
-	DefaultMaxConcurrency            = 100
-	DefaultMaxTokenConcurrency       = 1_000_000
-	DefaultConcurrencyMode           = "requests"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/gate"
 )
 
 // ConcurrencyModes are the modes of the concurrency gate, as
 // llm-d-router's concurrency-detector names them.
-var ConcurrencyModes = []string{"requests", "tokens", "hybrid"}
+var ConcurrencyModes = []string{gate.ModeRequests, gate.ModeTokens, gate.ModeHybrid}
 
 // Gate holds the settings of a file's gate. Each part that is set is one
 // gate; with several set, a request starts only when every one of them
@@ -65,6 +58,10 @@ type Concurrency struct {
 	MaxConcurrency int
 	// MaxTokenConcurrency is the budget of tokens in flight; above 0.
 	MaxTokenConcurrency int64
+	// PerEndpoint makes both budgets per endpoint, as llm-d-router's are:
+	// [Gate.Build] multiplies them by the number of endpoints. It is true
+	// in the llm-d form, and in Sluice's when perEndpoint is set.
+	PerEndpoint bool
 }
 
 // gate reads Sluice's gate section.
@@ -87,9 +84,9 @@ func (d *decoder) gate(n *yaml.Node, path string) Gate {
 // headroom). Unset values take llm-d-router's defaults.
 func (d *decoder) saturation(n *yaml.Node, path string, llmd bool) *Saturation {
 	s := &Saturation{
-		QueueDepthThreshold:       DefaultQueueDepthThreshold,
-		KVCacheUtilThreshold:      DefaultKVCacheUtilThreshold,
-		MetricsStalenessThreshold: DefaultMetricsStalenessThreshold,
+		QueueDepthThreshold:       gate.DefaultQueueDepthThreshold,
+		KVCacheUtilThreshold:      gate.DefaultKVCacheUtilThreshold,
+		MetricsStalenessThreshold: gate.DefaultMetricsStalenessThreshold,
 	}
 	if n == nil {
 		return s
@@ -126,9 +123,10 @@ func (d *decoder) saturation(n *yaml.Node, path string, llmd bool) *Saturation {
 // values take llm-d-router's defaults.
 func (d *decoder) concurrency(n *yaml.Node, path string, llmd bool) *Concurrency {
 	c := &Concurrency{
-		Mode:                DefaultConcurrencyMode,
-		MaxConcurrency:      DefaultMaxConcurrency,
-		MaxTokenConcurrency: DefaultMaxTokenConcurrency,
+		Mode:                gate.ModeRequests,
+		MaxConcurrency:      gate.DefaultMaxConcurrency,
+		MaxTokenConcurrency: gate.DefaultMaxTokenConcurrency,
+		PerEndpoint:         llmd,
 	}
 	if n == nil {
 		return c
@@ -153,6 +151,9 @@ func (d *decoder) concurrency(n *yaml.Node, path string, llmd bool) *Concurrency
 				c.MaxTokenConcurrency = v
 			}
 		}},
+	}
+	if !llmd {
+		fields = append(fields, field{"perEndpoint", func(n *yaml.Node, p string) { c.PerEndpoint, _ = d.boolean(n, p) }})
 	}
 	if llmd {
 		fields = append(fields, d.headroomField(), field{"inFlightLoadProducerName", func(n *yaml.Node, p string) {
@@ -184,17 +185,108 @@ func (d *decoder) headroomField() field {
 	}}
 }
 
-// gateNames lists the parts of a Gate that are set, for messages.
-func (g Gate) names() string {
-	var s []string
+// BuildOptions are what a binary knows about its gate and a file does not.
+type BuildOptions struct {
+	// Endpoints is the number of model servers, by which a per-endpoint
+	// concurrency budget is multiplied; 0 means as many as the gateway
+	// section's backends in [File.Controller].
+	Endpoints int
+	// Clock is the controller's clock, which the saturation gate times
+	// staleness with; nil means the real clock.
+	Clock flowcontrol.Clock
+	// Replicas and Replica divide the saturation gate's room among router
+	// replicas that share the same model servers ([gate.SaturationConfig]);
+	// 0 and 0 mean one replica.
+	Replicas, Replica int
+}
+
+// Gates are the gates [Gate.Build] built, and the one that composes them.
+type Gates struct {
+	// Gate is the gate for [flowcontrol.Config.Gate]: the one gate set, or
+	// [gate.All] of every gate set in the order MaxInFlight, Concurrency,
+	// Saturation; nil when none is.
+	Gate flowcontrol.Gate
+	// Saturation is the saturation gate, nil when not set; feed it each
+	// endpoint's metrics with Update.
+	Saturation *gate.SaturationGate
+	// Concurrency is the concurrency gate, nil when not set.
+	Concurrency *gate.ConcurrencyGate
+}
+
+// Build builds the gates g sets. Each call builds new ones: a gate serves
+// one controller. It fails when a per-endpoint concurrency budget is set
+// and opts.Endpoints is not above 0.
+func (g Gate) Build(opts BuildOptions) (Gates, error) {
+	var gs Gates
+	var all []flowcontrol.Gate
 	if g.MaxInFlight != nil {
-		s = append(s, "maxInFlight")
+		all = append(all, flowcontrol.MaxInFlight(*g.MaxInFlight))
 	}
-	if g.Saturation != nil {
-		s = append(s, "saturation")
+	if c := g.Concurrency; c != nil {
+		cfg := gate.ConcurrencyConfig{Mode: c.Mode, MaxConcurrency: c.MaxConcurrency, MaxTokenConcurrency: c.MaxTokenConcurrency}
+		if c.PerEndpoint {
+			if opts.Endpoints <= 0 {
+				return Gates{}, errors.New("config: the concurrency gate's budgets are per endpoint (llm-d-router's concurrency-detector), and no endpoints are given: list the backends")
+			}
+			cfg.MaxConcurrency = mulCap(cfg.MaxConcurrency, opts.Endpoints)
+			cfg.MaxTokenConcurrency = int64(mulCap(int(min(cfg.MaxTokenConcurrency, math.MaxInt)), opts.Endpoints))
+		}
+		cg, err := gate.Concurrency(cfg)
+		if err != nil {
+			return Gates{}, fmt.Errorf("config: %w", err)
+		}
+		gs.Concurrency = cg
+		all = append(all, cg)
 	}
-	if g.Concurrency != nil {
-		s = append(s, "concurrency")
+	if s := g.Saturation; s != nil {
+		sg, err := gate.Saturation(gate.SaturationConfig{
+			QueueDepthThreshold:       s.QueueDepthThreshold,
+			KVCacheUtilThreshold:      s.KVCacheUtilThreshold,
+			MetricsStalenessThreshold: s.MetricsStalenessThreshold,
+			Replicas:                  opts.Replicas,
+			Replica:                   opts.Replica,
+			Clock:                     opts.Clock,
+		})
+		if err != nil {
+			return Gates{}, fmt.Errorf("config: %w", err)
+		}
+		gs.Saturation = sg
+		all = append(all, sg)
 	}
-	return strings.Join(s, ", ")
+	switch len(all) {
+	case 0:
+	case 1:
+		gs.Gate = all[0]
+	default:
+		gs.Gate = gate.All(all...)
+	}
+	return gs, nil
+}
+
+// mulCap returns a×b for positive a and b, or math.MaxInt if that
+// overflows.
+func mulCap(a, b int) int {
+	if a > math.MaxInt/b {
+		return math.MaxInt
+	}
+	return a * b
+}
+
+// Controller returns the file's controller configuration with a gate built
+// afresh (see [Gate.Build]) and opts.Clock as its clock, and the gates, so
+// that the binary can feed the saturation gate. When opts.Endpoints is 0,
+// the gateway section's backends count the endpoints.
+func (f *File) Controller(opts BuildOptions) (flowcontrol.Config, Gates, error) {
+	if opts.Endpoints == 0 {
+		opts.Endpoints = len(f.Gateway.Backends)
+	}
+	gs, err := f.Gate.Build(opts)
+	if err != nil {
+		return flowcontrol.Config{}, Gates{}, err
+	}
+	cfg := f.Flow
+	cfg.Bands = slices.Clone(f.Flow.Bands)
+	cfg.Gate = gs.Gate
+	cfg.Clock = opts.Clock
+	return cfg, gs, nil
 }
