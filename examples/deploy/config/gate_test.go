@@ -121,6 +121,19 @@ func TestControllerRuns(t *testing.T) {
 					t.Errorf("a saturation gate with no metrics reads saturation %v, want ≥ 1", gs.Saturation.Saturation())
 				}
 			}
+			// llm-d-router's form: a priority the file does not list gets
+			// its template band, which ProvisionBand accepts.
+			if bc, ok := f.DynamicBand(-7); ok {
+				if err := c.ProvisionBand(bc); err != nil {
+					t.Fatalf("ProvisionBand(DynamicBand(-7)): %v", err)
+				}
+				snap, err := c.CapacitySnapshot(-7)
+				if err != nil || snap.RequestCapacity != bc.RequestCapacity {
+					t.Errorf("band -7 after ProvisionBand: %v, %v; want request capacity %v", snap, err, bc.RequestCapacity)
+				}
+			} else if f.Form == FormLLMD {
+				t.Error("DynamicBand reports no template in the llm-d form")
+			}
 			// The controller's bands are the file's, by priority.
 			for _, bc := range f.Flow.Bands {
 				snap, err := c.CapacitySnapshot(bc.Priority)
