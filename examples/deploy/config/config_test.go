@@ -727,3 +727,61 @@ func slicesContain(list []string, part string) bool {
 	}
 	return false
 }
+
+// TestPackageDocExamples parses the two example files of the package doc,
+// so that the documentation cannot drift from what Parse accepts.
+func TestPackageDocExamples(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A code block is a run of "//\t" lines, with bare "//" lines inside.
+	var blocks []string
+	var cur []string
+	flush := func() {
+		for len(cur) > 0 && cur[len(cur)-1] == "" {
+			cur = cur[:len(cur)-1]
+		}
+		if len(cur) > 0 {
+			blocks = append(blocks, strings.Join(cur, "\n")+"\n")
+		}
+		cur = nil
+	}
+	for _, line := range strings.Split(string(src), "\n") {
+		switch {
+		case strings.HasPrefix(line, "//\t"):
+			cur = append(cur, strings.TrimPrefix(line, "//\t"))
+		case line == "//" && len(cur) > 0:
+			cur = append(cur, "")
+		default:
+			flush()
+		}
+	}
+	flush()
+	forms := map[string]Form{"gateway:": FormSluice, "apiVersion:": FormLLMD}
+	found := 0
+	for _, b := range blocks {
+		key, _, _ := strings.Cut(b, " ")
+		key, _, _ = strings.Cut(key, "\n")
+		form, ok := forms[key]
+		if !ok {
+			continue
+		}
+		found++
+		f, err := Parse([]byte(b))
+		if err != nil {
+			t.Errorf("the package doc's example does not parse:\n%s\n%v", b, err)
+			continue
+		}
+		if f.Form != form {
+			t.Errorf("the package doc's example parses as form %s, want %s", f.Form, form)
+		}
+		if len(f.Warnings) != 0 {
+			t.Errorf("the package doc's example has warnings: %q", f.Warnings)
+		}
+		mustNew(t, f)
+	}
+	if found != 2 {
+		t.Errorf("found %d example files in the package doc, want 2", found)
+	}
+}
