@@ -1,0 +1,154 @@
+package gate
+
+import (
+	"fmt"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// All returns a gate that admits a request only when every one of gates
+// does: a saturation gate AND a token budget, say. It asks them in order
+// and stops at the first refusal, handing the slots the earlier ones
+// granted back with Release, so a refused offer leaves every gate as it
+// was. Like every gate it answers only for the head the controller offers,
+// so strict priority across bands is unchanged: when any gate refuses the
+// highest waiting band, nothing below it starts.
+//
+// The gate All returns is a [flowcontrol.MeteredGate], so that it can tell
+// a slot handed back unused from an admission that ended: it forwards Took
+// and Returned to the metered gates among gates, and gives the others
+// their slot back with Release when an admission ends. It is also a
+// [flowcontrol.BoundGate], binding each of gates that is one (the first
+// error fails the controller's New), and a [flowcontrol.EndpointGate]
+// that reports no endpoints when any of gates does.
+//
+// All panics, naming the index, if one of gates is nil. With no gates it
+// admits every request. A gate that panics in TryAcquire leaves the slots
+// of the gates before it handed back. Pass [flowcontrol.MaxInFlight] inside
+// All to one controller only: New cannot see it there to check.
+func All(gates ...flowcontrol.Gate) flowcontrol.Gate {
+	a := &allGate{children: make([]child, len(gates))}
+	for i, g := range gates {
+		if g == nil {
+			panic(fmt.Sprintf("gate: All: gates[%d] is nil", i))
+		}
+		c := &a.children[i]
+		c.gate = g
+		c.metered, _ = g.(flowcontrol.MeteredGate)
+		c.saturation, _ = g.(*SaturationGate)
+		c.concurrency, _ = g.(*ConcurrencyGate)
+		if e, ok := g.(flowcontrol.EndpointGate); ok {
+			a.endpoints = append(a.endpoints, e)
+		}
+	}
+	return a
+}
+
+type allGate struct {
+	children  []child
+	endpoints []flowcontrol.EndpointGate
+}
+
+// child is one gate of an All. The gates of this package are called
+// directly rather than through the interface, which halves All's own cost.
+type child struct {
+	gate        flowcontrol.Gate
+	metered     flowcontrol.MeteredGate // gate, when it is metered
+	saturation  *SaturationGate         // gate, when it is one
+	concurrency *ConcurrencyGate        // gate, when it is one
+}
+
+func (c *child) tryAcquire(priority int) bool {
+	switch {
+	case c.concurrency != nil:
+		return c.concurrency.TryAcquire(priority)
+	case c.saturation != nil:
+		return c.saturation.TryAcquire(priority)
+	}
+	return c.gate.TryAcquire(priority)
+}
+
+func (c *child) release(priority int) {
+	switch {
+	case c.concurrency != nil:
+		c.concurrency.Release(priority)
+	case c.saturation != nil:
+		c.saturation.Release(priority)
+	default:
+		c.gate.Release(priority)
+	}
+}
+
+func (a *allGate) TryAcquire(priority int) (ok bool) {
+	n := 0 // the gates that granted a slot
+	defer func() {
+		if !ok { // refused, or a gate panicked
+			for j := n - 1; j >= 0; j-- {
+				a.children[j].release(priority)
+			}
+		}
+	}()
+	for i := range a.children {
+		if !a.children[i].tryAcquire(priority) {
+			return false
+		}
+		n++
+	}
+	return true
+}
+
+// Release hands every gate's slot back unused: All itself was composed in
+// another gate that refused.
+func (a *allGate) Release(priority int) {
+	for i := range a.children {
+		a.children[i].release(priority)
+	}
+}
+
+func (a *allGate) Took(s flowcontrol.Slot) {
+	for i := range a.children {
+		switch c := &a.children[i]; {
+		case c.concurrency != nil:
+			c.concurrency.Took(s)
+		case c.saturation != nil:
+			// Took does nothing.
+		case c.metered != nil:
+			c.metered.Took(s)
+		}
+	}
+}
+
+func (a *allGate) Returned(u flowcontrol.Usage) {
+	for i := range a.children {
+		switch c := &a.children[i]; {
+		case c.concurrency != nil:
+			c.concurrency.Returned(u)
+		case c.saturation != nil:
+			c.saturation.Returned(u)
+		case c.metered != nil:
+			c.metered.Returned(u)
+		default:
+			c.gate.Release(u.Priority)
+		}
+	}
+}
+
+func (a *allGate) Bind(c *flowcontrol.FlowController) error {
+	for i := range a.children {
+		if b, ok := a.children[i].gate.(flowcontrol.BoundGate); ok {
+			if err := b.Bind(c); err != nil {
+				return fmt.Errorf("gate: All: gates[%d]: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (a *allGate) NoEndpoints() bool {
+	for _, e := range a.endpoints {
+		if e.NoEndpoints() {
+			return true
+		}
+	}
+	return false
+}

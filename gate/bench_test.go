@@ -1,0 +1,73 @@
+package gate_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/gate"
+)
+
+// The gates' own cost per admission, as the controller calls them: a
+// plain gate's TryAcquire and Release, a metered gate's TryAcquire, Took
+// and Returned. The baseline is flowcontrol.MaxInFlight in the same run.
+//
+//	go test -run '^$' -bench Gate -count 5 ./gate
+func BenchmarkGate(b *testing.B) {
+	plain := func(g flowcontrol.Gate) func(*testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !g.TryAcquire(0) {
+					b.Fatal("refused")
+				}
+				g.Release(0)
+			}
+		}
+	}
+	metered := func(g flowcontrol.MeteredGate, refill func()) func(*testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			slot := flowcontrol.Slot{Priority: 0, Cost: 700}
+			use := flowcontrol.Usage{Slot: slot, Held: time.Second, FirstToken: 80 * time.Millisecond}
+			i := 0
+			for b.Loop() {
+				if !g.TryAcquire(0) {
+					if refill == nil {
+						b.Fatal("refused")
+					}
+					refill()
+					if !g.TryAcquire(0) {
+						b.Fatal("refused after a refill")
+					}
+				}
+				g.Took(slot)
+				g.Returned(use)
+				i++
+			}
+		}
+	}
+	saturation := func() (*gate.SaturationGate, func()) {
+		clock := newClock()
+		g, _ := gate.Saturation(gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 1 << 30, MetricsStalenessThreshold: time.Hour})
+		refill := func() {
+			clock.Advance(time.Millisecond)
+			g.Update("e", gate.Metrics{})
+		}
+		refill()
+		return g, refill
+	}
+	concurrency := func(mode string) *gate.ConcurrencyGate {
+		g, _ := gate.Concurrency(gate.ConcurrencyConfig{Mode: mode, MaxConcurrency: 64, MaxTokenConcurrency: 100_000})
+		return g
+	}
+
+	b.Run("gate=MaxInFlight", plain(flowcontrol.MaxInFlight(64)))
+	sat, refill := saturation()
+	b.Run("gate=Saturation", metered(sat, refill))
+	b.Run("gate=Concurrency/mode=requests", metered(concurrency(gate.ModeRequests), nil))
+	b.Run("gate=Concurrency/mode=tokens", metered(concurrency(gate.ModeTokens), nil))
+	b.Run("gate=Concurrency/mode=hybrid", metered(concurrency(gate.ModeHybrid), nil))
+	sat, refill = saturation()
+	b.Run("gate=All(Saturation,Concurrency)", metered(gate.All(sat, concurrency(gate.ModeHybrid)).(flowcontrol.MeteredGate), refill))
+}

@@ -1,0 +1,24 @@
+// Package gate holds the gates a [flowcontrol.FlowController] dispatches
+// through when a plain in-flight limit is not enough: a gate that reads the
+// model servers' own metrics ([Saturation]), a budget of requests and
+// estimated tokens in flight ([Concurrency]), and [All], which composes
+// them.
+//
+// Each gate mirrors a saturation detector of llm-d-router, whose parameter
+// names and defaults the configuration types give beside their own:
+//
+//	Sluice                                  llm-d-router                                   default
+//	SaturationConfig.QueueDepthThreshold    utilization-detector queueDepthThreshold       5
+//	SaturationConfig.KVCacheUtilThreshold   utilization-detector kvCacheUtilThreshold      0.8
+//	SaturationConfig.MetricsStalenessThreshold  utilization-detector metricsStalenessThreshold  200ms
+//	ConcurrencyConfig.Mode                  concurrency-detector concurrencyMode           "requests"
+//	ConcurrencyConfig.MaxConcurrency        concurrency-detector maxConcurrency            100
+//	ConcurrencyConfig.MaxTokenConcurrency   concurrency-detector maxTokenConcurrency       1000000
+//
+// The gates run inside the controller: their TryAcquire is called with the
+// controller's lock held, reads no clock and allocates nothing. A gate whose
+// state changes for reasons the controller cannot see — the saturation gate,
+// when fresh metrics arrive — calls [flowcontrol.FlowController.Nudge]
+// itself, so the controller still runs no goroutine of its own. Each gate
+// instance serves one controller.
+package gate

@@ -1,0 +1,74 @@
+package gate_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/gate"
+)
+
+// A router gates its model servers on their own metrics AND on a budget of
+// estimated tokens in flight. A scraper feeds the saturation gate; each
+// refresh sets how many requests may start before the next one, and nudges
+// the controller so waiting requests start at once.
+func Example() {
+	saturation, err := gate.Saturation(gate.SaturationConfig{
+		QueueDepthThreshold:       5,                // llm-d queueDepthThreshold
+		KVCacheUtilThreshold:      0.8,              // llm-d kvCacheUtilThreshold
+		MetricsStalenessThreshold: 10 * time.Second, // llm-d metricsStalenessThreshold (200ms by default)
+	})
+	if err != nil {
+		panic(err)
+	}
+	tokens, err := gate.Concurrency(gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 8000})
+	if err != nil {
+		panic(err)
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands:          []flowcontrol.BandConfig{{Priority: 0}},
+		Gate:           gate.All(saturation, tokens),
+		NoEndpointsTTL: 5 * time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+
+	// The scraper's first round: vllm-0 has 3 requests waiting (room for
+	// 2 more); vllm-1's KV cache is 85% full (no room).
+	saturation.Update("vllm-0", gate.Metrics{Waiting: 3, Running: 16, KVCache: 0.62})
+	saturation.Update("vllm-1", gate.Metrics{Waiting: 0, Running: 9, KVCache: 0.85})
+	fmt.Printf("%+v\n", saturation.Status())
+
+	// Three requests of 1,500 tokens each: two start, the third waits.
+	var admissions []*flowcontrol.Admission
+	for i := range 3 {
+		fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat"}, Cost: 1500},
+			func(a *flowcontrol.Admission, err error) {
+				if err != nil {
+					fmt.Println("request", i, err)
+					return
+				}
+				fmt.Println("request", i, "started")
+				admissions = append(admissions, a)
+			})
+	}
+	fmt.Println("waiting:", fc.InFlight(), "in flight")
+
+	// The next scrape shows room at vllm-1: the waiting request starts.
+	saturation.Update("vllm-0", gate.Metrics{Waiting: 5, Running: 16, KVCache: 0.64})
+	saturation.Update("vllm-1", gate.Metrics{Waiting: 0, Running: 9, KVCache: 0.70})
+	fmt.Printf("saturation %.2f\n", saturation.Saturation())
+	for _, a := range admissions {
+		a.Done()
+	}
+	// Output:
+	// {Endpoints:2 Fresh:2 Saturated:1 Room:2 Budget:2}
+	// request 0 started
+	// request 1 started
+	// waiting: 2 in flight
+	// request 2 started
+	// saturation 0.94
+}

@@ -1,0 +1,453 @@
+package gate
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// Metrics is what a model server last reported about its load, as a scraper
+// reads it from the server's metrics endpoint.
+type Metrics struct {
+	// Waiting is the number of requests queued in the server, not yet
+	// running (vLLM's vllm:num_requests_waiting).
+	Waiting int
+	// Running is the number of requests the server is running
+	// (vllm:num_requests_running). The gate reports it in [SaturationGate.Status];
+	// its decisions do not read it, as llm-d-router's detector's do not.
+	Running int
+	// KVCache is the fraction of the server's KV cache in use, from 0 to 1
+	// (vllm:kv_cache_usage_perc).
+	KVCache float64
+	// ReadAt is when the metrics were read, on the gate's clock. The zero
+	// Time means the moment [SaturationGate.Update] is called: a reading
+	// newer than any before it.
+	ReadAt time.Time
+}
+
+// SaturationConfig configures a [SaturationGate]. The zero value of each
+// field means its default, which is llm-d-router's.
+type SaturationConfig struct {
+	// QueueDepthThreshold is the waiting-queue depth at which an endpoint
+	// counts as saturated (llm-d utilization-detector queueDepthThreshold;
+	// default 5). It is also the bound on what the gate starts between
+	// two refreshes: see [SaturationGate].
+	QueueDepthThreshold int
+	// KVCacheUtilThreshold is the KV-cache utilisation, a fraction in
+	// (0, 1], at which an endpoint counts as saturated (llm-d
+	// kvCacheUtilThreshold; default 0.8).
+	KVCacheUtilThreshold float64
+	// MetricsStalenessThreshold is the age at which an endpoint's metrics
+	// are stale; a stale endpoint counts as saturated, so the gate fails
+	// closed when its scraper stops (llm-d metricsStalenessThreshold;
+	// default 200ms).
+	MetricsStalenessThreshold time.Duration
+	// Replicas is the number of router replicas that read the same
+	// metrics and share the same model servers, each with its own
+	// controller and its own gate (default 1). Replica is this gate's
+	// index among them, from 0 to Replicas-1. Each replica starts its
+	// share of the room, so that together they start no more than one
+	// router would; see [SaturationGate].
+	Replicas, Replica int
+	// Clock times the staleness of metrics; nil means the real clock. Give
+	// it the controller's clock.
+	Clock flowcontrol.Clock
+}
+
+// Defaults of [SaturationConfig], llm-d-router's utilization-detector's.
+const (
+	DefaultQueueDepthThreshold       = 5
+	DefaultKVCacheUtilThreshold      = 0.8
+	DefaultMetricsStalenessThreshold = 200 * time.Millisecond
+)
+
+// SaturationGate admits requests while the model servers, by their own
+// latest metrics, have room: it is llm-d-router's utilization-detector as a
+// [flowcontrol.Gate]. Create one with [Saturation] and feed it with
+// [SaturationGate.Update] from a scraper, on any goroutine.
+//
+// An endpoint has room when its metrics are fresh and its KV-cache
+// utilisation is under KVCacheUtilThreshold; its room is then
+// QueueDepthThreshold − Waiting (at least 0): the requests that may still
+// join its waiting queue before the queue reaches the threshold. The pool
+// is saturated, as llm-d defines it, when no endpoint has room — every
+// endpoint has Waiting ≥ QueueDepthThreshold, or KV-cache utilisation ≥
+// KVCacheUtilThreshold, or stale metrics.
+//
+// # The start budget
+//
+// Metrics arrive every scrape interval, and a router dispatches many times
+// in between: a gate that only asked "is the pool saturated?" would start
+// requests without limit until the next scrape showed the queues it had
+// filled. This gate bounds the starts instead. Each refresh of an
+// endpoint's metrics sets its room, and the gate admits, from the oldest
+// refresh among the endpoints with fresh metrics, at most as many starts
+// as the sum of their rooms: whatever endpoint the router picks for each
+// request, the requests started after each endpoint's metrics were read do
+// not outnumber the places left under the thresholds. A router that sends
+// each request to the endpoint with the shortest waiting queue (llm-d's
+// queue scorer) therefore never pushes a queue past QueueDepthThreshold
+// between two scrapes, if the scrape sees every request started before it.
+// Starts after the oldest refresh are counted against all the room, even
+// those that landed on endpoints refreshed since, so with endpoints
+// scraped at different moments the bound is conservative: it never admits
+// more, and may admit fewer, than the room.
+//
+// When metrics arrive, Update calls [flowcontrol.FlowController.Nudge],
+// so waiting requests start as soon as there is room; the controller runs
+// no goroutine or ticker for it. An endpoint's metrics become stale
+// MetricsStalenessThreshold after they were read (a timer on the
+// configured clock, armed by Update), and its room drops to zero until the
+// next Update: TryAcquire reads no clock.
+//
+// # Replicas
+//
+// N router replicas in front of the same servers read the same metrics;
+// each would start the whole room. With Replicas N, replica i starts its
+// share of each endpoint's room: room/N, plus one of the room mod N
+// remaining starts, which go to the replicas in a rotation that depends on
+// the endpoint and its ReadAt. Every replica computes the same rotation
+// from the same metrics, so the shares sum to the room exactly when the
+// replicas are refreshed from the same scrape; replicas that scrape on
+// their own sum to the room on average.
+//
+// # Endpoints
+//
+// The gate knows the endpoints it was given metrics for and not removed
+// ([SaturationGate.Remove]). With none at all it reports
+// [flowcontrol.EndpointGate.NoEndpoints], and the controller ends waiting
+// requests with [flowcontrol.OutcomeRejectedNoEndpoints] (503) after its
+// NoEndpointsTTL. Before the first Update there are none.
+//
+// A SaturationGate is a [flowcontrol.MeteredGate] (Release hands back a
+// start that a composing gate took and did not use), a
+// [flowcontrol.BoundGate] and a [flowcontrol.EndpointGate]. It serves one
+// controller. Its methods are safe for concurrent use.
+type SaturationGate struct {
+	// started counts the starts granted and not handed back, ever. It is
+	// written under the controller's lock only, and read by Update.
+	started atomic.Int64
+	// limit is the value started may reach: the rooms of the endpoints
+	// with fresh metrics plus the least started among their refreshes;
+	// math.MinInt64 with no fresh endpoint. Written under mu.
+	limit atomic.Int64
+	// known is the number of endpoints, for NoEndpoints.
+	known atomic.Int32
+
+	qThr              int
+	kvThr             float64
+	stale             time.Duration
+	replicas, replica int
+	clock             flowcontrol.Clock
+	mu                sync.Mutex
+	endpoints         map[string]*endpoint        // guarded by mu
+	fc                *flowcontrol.FlowController // set by Bind, guarded by mu
+}
+
+// endpoint is what the gate keeps of one model server. Guarded by the
+// gate's mu.
+type endpoint struct {
+	m     Metrics
+	fresh bool
+	share int64 // this replica's share of the room at the last refresh; 0 when stale
+	base  int64 // started at the last refresh
+	gen   uint64
+	timer flowcontrol.Timer // the staleness timer of the last refresh
+}
+
+// Saturation returns a saturation gate for cfg, or an error naming the
+// first bad field: a negative threshold or staleness, a
+// KVCacheUtilThreshold outside (0, 1], a negative Replicas or a Replica
+// outside [0, Replicas).
+func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
+	if cfg.QueueDepthThreshold < 0 {
+		return nil, configError("QueueDepthThreshold", "queueDepthThreshold", cfg.QueueDepthThreshold, "negative; 0 means the default 5")
+	}
+	if cfg.QueueDepthThreshold == 0 {
+		cfg.QueueDepthThreshold = DefaultQueueDepthThreshold
+	}
+	if cfg.KVCacheUtilThreshold == 0 {
+		cfg.KVCacheUtilThreshold = DefaultKVCacheUtilThreshold
+	}
+	if !(cfg.KVCacheUtilThreshold > 0 && cfg.KVCacheUtilThreshold <= 1) {
+		return nil, configError("KVCacheUtilThreshold", "kvCacheUtilThreshold", cfg.KVCacheUtilThreshold, "not a fraction in (0, 1]")
+	}
+	if cfg.MetricsStalenessThreshold < 0 {
+		return nil, configError("MetricsStalenessThreshold", "metricsStalenessThreshold", cfg.MetricsStalenessThreshold, "negative; 0 means the default 200ms")
+	}
+	if cfg.MetricsStalenessThreshold == 0 {
+		cfg.MetricsStalenessThreshold = DefaultMetricsStalenessThreshold
+	}
+	if cfg.Replicas < 0 {
+		return nil, configError("Replicas", "", cfg.Replicas, "negative; 0 means 1")
+	}
+	cfg.Replicas = max(cfg.Replicas, 1)
+	if cfg.Replica < 0 || cfg.Replica >= cfg.Replicas {
+		return nil, configError("Replica", "", cfg.Replica, "outside [0, Replicas)")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	g := &SaturationGate{
+		qThr:      cfg.QueueDepthThreshold,
+		kvThr:     cfg.KVCacheUtilThreshold,
+		stale:     cfg.MetricsStalenessThreshold,
+		replicas:  cfg.Replicas,
+		replica:   cfg.Replica,
+		clock:     cfg.Clock,
+		endpoints: map[string]*endpoint{},
+	}
+	g.limit.Store(math.MinInt64)
+	return g, nil
+}
+
+// TryAcquire reports whether the start budget allows one more start, and
+// takes it if so. It reads two atomics and writes one.
+func (g *SaturationGate) TryAcquire(int) bool {
+	if g.started.Load() >= g.limit.Load() {
+		return false
+	}
+	g.started.Add(1)
+	return true
+}
+
+// Release hands back a start that TryAcquire granted and that was not used
+// (a composing gate refused the request).
+func (g *SaturationGate) Release(int) { g.started.Add(-1) }
+
+// Took does nothing: a start costs one place in a queue, whatever the
+// request's cost.
+func (g *SaturationGate) Took(flowcontrol.Slot) {}
+
+// Returned hands back the start of a request that never ran; for one that
+// ran it does nothing, since the next metrics show what it left behind.
+func (g *SaturationGate) Returned(u flowcontrol.Usage) {
+	if u.Unused {
+		g.started.Add(-1)
+	}
+}
+
+// NoEndpoints reports whether the gate knows no endpoint at all.
+func (g *SaturationGate) NoEndpoints() bool { return g.known.Load() == 0 }
+
+// Bind records the controller that Update and Remove nudge. It refuses a
+// second controller.
+func (g *SaturationGate) Bind(c *flowcontrol.FlowController) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fc != nil && g.fc != c {
+		return errors.New("gate: SaturationGate already serves another controller")
+	}
+	g.fc = c
+	return nil
+}
+
+// Update records an endpoint's latest metrics, adding the endpoint if it is
+// new, and nudges the controller. Metrics with a ReadAt no later than the
+// one the gate has for that endpoint are ignored (a reading counts once);
+// metrics with a zero ReadAt are a new reading, taken now; metrics already older than
+// MetricsStalenessThreshold make the endpoint stale at once. Any goroutine
+// may call Update, but not a Gate method: it takes the controller's lock
+// to nudge it.
+func (g *SaturationGate) Update(name string, m Metrics) {
+	now := g.clock.Now()
+	stamped := m.ReadAt.IsZero()
+	if stamped {
+		m.ReadAt = now
+	}
+	g.mu.Lock()
+	e := g.endpoints[name]
+	switch {
+	case e == nil:
+		e = &endpoint{}
+		g.endpoints[name] = e
+		g.known.Store(int32(len(g.endpoints)))
+	case !stamped && !m.ReadAt.After(e.m.ReadAt):
+		g.mu.Unlock() // the same reading again, or an older one
+		return
+	}
+	e.m = m
+	e.gen++
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	e.fresh, e.share = false, 0
+	if age := now.Sub(m.ReadAt); age < g.stale {
+		e.fresh = true
+		e.share = share(g.room(m), g.replicas, g.replica, name, m.ReadAt)
+		e.base = g.started.Load()
+		gen := e.gen
+		e.timer = g.clock.AfterFunc(g.stale-age, func() { g.expire(name, e, gen) })
+	}
+	g.recompute()
+	fc := g.fc
+	g.mu.Unlock()
+	if fc != nil {
+		fc.Nudge()
+	}
+}
+
+// Remove forgets an endpoint (it left the pool) and nudges the controller,
+// which learns so whether the pool is now empty.
+func (g *SaturationGate) Remove(name string) {
+	g.mu.Lock()
+	e := g.endpoints[name]
+	if e == nil {
+		g.mu.Unlock()
+		return
+	}
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	delete(g.endpoints, name)
+	g.known.Store(int32(len(g.endpoints)))
+	g.recompute()
+	fc := g.fc
+	g.mu.Unlock()
+	if fc != nil {
+		fc.Nudge()
+	}
+}
+
+// expire marks e stale, unless it was refreshed or removed since the
+// refresh gen armed the timer.
+func (g *SaturationGate) expire(name string, e *endpoint, gen uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.endpoints[name] != e || e.gen != gen {
+		return
+	}
+	e.fresh, e.share, e.timer = false, 0, nil
+	g.recompute()
+}
+
+// room is the number of requests an endpoint's queue may still take before
+// it reaches the queue threshold; 0 over the KV-cache threshold.
+func (g *SaturationGate) room(m Metrics) int {
+	if m.KVCache >= g.kvThr || m.Waiting >= g.qThr {
+		return 0
+	}
+	return g.qThr - max(m.Waiting, 0)
+}
+
+// recompute publishes the start limit from the endpoints. Called with mu
+// held.
+func (g *SaturationGate) recompute() {
+	var rooms int64
+	base := int64(math.MaxInt64)
+	for _, e := range g.endpoints {
+		if e.fresh {
+			rooms += e.share
+			base = min(base, e.base)
+		}
+	}
+	if base == math.MaxInt64 {
+		g.limit.Store(math.MinInt64)
+		return
+	}
+	g.limit.Store(base + rooms)
+}
+
+// share returns replica's share of room among replicas, for the metrics
+// of endpoint name read at readAt: room/replicas, plus one for the
+// replicas that the rotation picks for the remainder. The shares of all
+// replicas sum to room.
+func share(room, replicas, replica int, name string, readAt time.Time) int64 {
+	if replicas == 1 {
+		return int64(room)
+	}
+	q, r := room/replicas, room%replicas
+	rot := int(mix(fnv(name)^uint64(readAt.UnixNano())) % uint64(replicas))
+	if (replica-rot+replicas)%replicas < r {
+		q++
+	}
+	return int64(q)
+}
+
+// fnv is the 64-bit FNV-1a hash of s.
+func fnv(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// mix is splitmix64's finalizer: nearby inputs give unrelated outputs, so
+// ReadAts a scrape interval apart rotate the remainder.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// SaturationStatus is a snapshot of a [SaturationGate], for a status page
+// or a demo's table.
+type SaturationStatus struct {
+	// Endpoints is the number of endpoints the gate knows; Fresh, those
+	// whose metrics are fresh; Saturated, those without room (stale
+	// metrics, or a queue or KV cache at its threshold).
+	Endpoints, Fresh, Saturated int
+	// Room is this replica's share of the room at each fresh endpoint's
+	// last refresh, summed.
+	Room int64
+	// Budget is how many more requests this replica may start before the
+	// next refresh.
+	Budget int64
+}
+
+// Status returns the gate's current state.
+func (g *SaturationGate) Status() SaturationStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := SaturationStatus{Endpoints: len(g.endpoints)}
+	for _, e := range g.endpoints {
+		if e.fresh {
+			s.Fresh++
+			s.Room += e.share
+		}
+		if !e.fresh || g.room(e.m) == 0 {
+			s.Saturated++
+		}
+	}
+	s.Budget = max(g.limit.Load()-g.started.Load(), 0)
+	return s
+}
+
+// Saturation returns the pool's saturation for a gauge: the mean over the
+// endpoints of min(1, max(Waiting/QueueDepthThreshold,
+// KVCache/KVCacheUtilThreshold)), a stale endpoint counting 1; 1 with no
+// endpoints. Below 1, some endpoint has room.
+func (g *SaturationGate) Saturation() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.endpoints) == 0 {
+		return 1
+	}
+	var sum float64
+	for _, e := range g.endpoints {
+		score := 1.0
+		if e.fresh {
+			score = min(1, max(float64(e.m.Waiting)/float64(g.qThr), e.m.KVCache/g.kvThr))
+		}
+		sum += score
+	}
+	return sum / float64(len(g.endpoints))
+}
+
+// realClock is the clock of a gate configured without one.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) flowcontrol.Timer {
+	return time.AfterFunc(d, f)
+}

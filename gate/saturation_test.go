@@ -1,0 +1,303 @@
+package gate_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/gate"
+	"pgregory.net/rapid"
+)
+
+func newSaturation(t *testing.T, cfg gate.SaturationConfig) *gate.SaturationGate {
+	t.Helper()
+	g, err := gate.Saturation(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// acquireAll takes every start the gate grants, up to 1000, and returns
+// how many it granted.
+func acquireAll(g flowcontrol.Gate) int {
+	n := 0
+	for n < 1000 && g.TryAcquire(0) {
+		n++
+	}
+	return n
+}
+
+func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
+	clock := newClock()
+	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	// Defaults: queue threshold 5, KV threshold 0.8.
+	g.Update("a", gate.Metrics{Waiting: 2, Running: 8, KVCache: 0.5}) // room 3
+	g.Update("b", gate.Metrics{Waiting: 7, Running: 8, KVCache: 0.5}) // over the queue threshold: 0
+	g.Update("c", gate.Metrics{Waiting: 0, Running: 3, KVCache: 0.8}) // at the KV threshold: 0
+	g.Update("d", gate.Metrics{Waiting: 0, Running: 1, KVCache: 0.1}) // room 5
+	want := gate.SaturationStatus{Endpoints: 4, Fresh: 4, Saturated: 2, Room: 8, Budget: 8}
+	if got := g.Status(); got != want {
+		t.Fatalf("Status = %+v, want %+v", got, want)
+	}
+	if n := acquireAll(g); n != 8 {
+		t.Fatalf("granted %d starts before the next refresh, want the room, 8", n)
+	}
+	g.Release(0) // a composing gate hands one back unused
+	g.Returned(flowcontrol.Usage{Unused: true})
+	g.Returned(flowcontrol.Usage{Held: time.Second}) // a request that ran returns nothing
+	if n := acquireAll(g); n != 2 {
+		t.Fatalf("granted %d after two starts came back unused, want 2", n)
+	}
+
+	// The next scrape, 10 ms later, one endpoint at a time. a took 3 of
+	// the 8 and d 5; both still queue them. Until every endpoint refreshed
+	// since the starts, the starts count against all the room: a and d
+	// report no room, so nothing may start, whatever b and c say.
+	clock.Advance(10 * time.Millisecond)
+	g.Update("a", gate.Metrics{Waiting: 5, KVCache: 0.6})
+	g.Update("d", gate.Metrics{Waiting: 4, KVCache: 0.3}) // room 1, but the old b and c refreshes predate 8 starts
+	if n := acquireAll(g); n != 0 {
+		t.Fatalf("granted %d with b and c not yet refreshed since 8 starts", n)
+	}
+	g.Update("b", gate.Metrics{Waiting: 3, KVCache: 0.5}) // room 2
+	g.Update("c", gate.Metrics{Waiting: 0, KVCache: 0.9}) // 0
+	if n := acquireAll(g); n != 3 {
+		t.Fatalf("granted %d after a full refresh, want the new room 1+2 = 3", n)
+	}
+}
+
+func TestSaturationCountsAReadingOnce(t *testing.T) {
+	clock := newClock()
+	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	read := clock.Now()
+	g.Update("a", gate.Metrics{Waiting: 1, ReadAt: read})
+	if n := acquireAll(g); n != 4 {
+		t.Fatalf("granted %d, want 4", n)
+	}
+	g.Update("a", gate.Metrics{Waiting: 1, ReadAt: read})                        // the same reading again
+	g.Update("a", gate.Metrics{Waiting: 0, ReadAt: read.Add(-time.Millisecond)}) // an older one, late
+	if n := acquireAll(g); n != 0 {
+		t.Fatalf("granted %d more on a repeated and an older reading", n)
+	}
+}
+
+func TestSaturationStaleMetricsFailClosed(t *testing.T) {
+	clock := newClock()
+	g := newSaturation(t, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: 200 * time.Millisecond})
+	g.Update("a", gate.Metrics{Waiting: 0, ReadAt: clock.Now().Add(-50 * time.Millisecond)})
+	clock.Advance(149 * time.Millisecond) // 199 ms old
+	if got := g.Status(); got.Fresh != 1 || got.Budget != 5 {
+		t.Fatalf("at 199ms: %+v, want fresh with budget 5", got)
+	}
+	clock.Advance(time.Millisecond) // 200 ms old: stale
+	if g.TryAcquire(0) {
+		t.Fatal("granted a start on stale metrics")
+	}
+	if got, want := g.Status(), (gate.SaturationStatus{Endpoints: 1, Saturated: 1}); got != want {
+		t.Fatalf("stale: %+v, want %+v", got, want)
+	}
+	if s := g.Saturation(); s != 1 {
+		t.Fatalf("Saturation() = %v with stale metrics, want 1", s)
+	}
+	if g.NoEndpoints() {
+		t.Fatal("NoEndpoints with a stale endpoint: stale is saturated, not gone")
+	}
+
+	// A reading already too old when it arrives is stale at once.
+	g.Update("a", gate.Metrics{Waiting: 0, ReadAt: clock.Now().Add(-250 * time.Millisecond)})
+	if g.TryAcquire(0) {
+		t.Fatal("granted a start on metrics 250ms old")
+	}
+	g.Update("a", gate.Metrics{Waiting: 3})
+	if n := acquireAll(g); n != 2 {
+		t.Fatalf("granted %d on fresh metrics, want 2", n)
+	}
+	// A refresh re-arms the timer: the first reading's timer must not
+	// make the second one stale early.
+	clock.Advance(150 * time.Millisecond)
+	g.Update("a", gate.Metrics{Waiting: 4})
+	clock.Advance(150 * time.Millisecond)
+	if got := g.Status(); got.Fresh != 1 || got.Budget != 1 {
+		t.Fatalf("150ms after a refresh: %+v, want fresh with budget 1", got)
+	}
+}
+
+func TestSaturationReplicaSharesSumToTheRoom(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		replicas := rapid.IntRange(1, 8).Draw(t, "replicas")
+		endpoints := rapid.IntRange(1, 6).Draw(t, "endpoints")
+		clock := newClock()
+		gates := make([]*gate.SaturationGate, replicas)
+		for i := range gates {
+			g, err := gate.Saturation(gate.SaturationConfig{Clock: clock, Replicas: replicas, Replica: i, QueueDepthThreshold: 9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gates[i] = g
+		}
+		for scrape := range 3 {
+			clock.Advance(time.Duration(rapid.IntRange(1, 100_000_000).Draw(t, "gap")))
+			read := clock.Now()
+			var room int64
+			rooms := make([]int64, endpoints)
+			for e := range endpoints {
+				m := gate.Metrics{
+					Waiting: rapid.IntRange(0, 12).Draw(t, "waiting"),
+					KVCache: rapid.Float64Range(0, 1).Draw(t, "kv"),
+					ReadAt:  read,
+				}
+				if m.KVCache < 0.8 {
+					rooms[e] = int64(max(9-m.Waiting, 0))
+					room += rooms[e]
+				}
+				for _, g := range gates {
+					g.Update(fmt.Sprint("ep", e), m)
+				}
+			}
+			var budgets, granted int64
+			for i, g := range gates {
+				s := g.Status()
+				budgets += s.Budget
+				// Each replica's share of the room is within one of an
+				// equal split.
+				if lo, hi := room/int64(replicas)-int64(endpoints), room/int64(replicas)+int64(endpoints); s.Room < lo || s.Room > hi {
+					t.Fatalf("scrape %d replica %d: room %d outside [%d, %d]", scrape, i, s.Room, lo, hi)
+				}
+				granted += int64(acquireAll(g))
+			}
+			if budgets != room || granted != room {
+				t.Fatalf("scrape %d: replicas' budgets sum to %d and they granted %d, want the room %d (per endpoint %v)",
+					scrape, budgets, granted, room, rooms)
+			}
+		}
+	})
+}
+
+func TestSaturationNoEndpointsThroughAController(t *testing.T) {
+	clock := newClock()
+	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:          []flowcontrol.BandConfig{{Priority: 0, TTL: time.Minute}},
+		Gate:           g,
+		Clock:          clock,
+		NoEndpointsTTL: time.Second,
+	})
+	if !g.NoEndpoints() {
+		t.Fatal("NoEndpoints is false before any metrics")
+	}
+	early := submit(fc, "early", 0)
+	clock.Advance(time.Second - time.Nanosecond)
+	if early.done {
+		t.Fatal("dropped before NoEndpointsTTL")
+	}
+	clock.Advance(time.Nanosecond)
+	if got := early.outcome(t); got != flowcontrol.OutcomeRejectedNoEndpoints {
+		t.Fatalf("outcome %v, want rejected-no-endpoints", got)
+	}
+	if got := flowcontrol.OutcomeRejectedNoEndpoints.HTTPStatus(); got != 503 {
+		t.Fatalf("status %d, want 503", got)
+	}
+
+	// An endpoint with room for one: the first request starts, the second
+	// waits for the next refresh.
+	g.Update("a", gate.Metrics{Waiting: 4})
+	first, second := submit(fc, "first", 0), submit(fc, "second", 0)
+	if first.outcome(t) != flowcontrol.OutcomeDispatched || second.done {
+		t.Fatalf("first done %v err %v, second done %v: want first started, second waiting", first.done, first.err, second.done)
+	}
+	// The endpoint leaves the pool: Remove nudges the controller, which
+	// notes the empty pool, and the waiting request is dropped a
+	// NoEndpointsTTL later.
+	clock.Advance(50 * time.Millisecond)
+	g.Remove("a")
+	clock.Advance(time.Second)
+	if got := second.outcome(t); got != flowcontrol.OutcomeRejectedNoEndpoints {
+		t.Fatalf("second: %v, want rejected-no-endpoints after the pool emptied", got)
+	}
+	first.adm.Done()
+}
+
+func TestSaturationUpdateNudgesTheController(t *testing.T) {
+	clock := newClock()
+	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
+	g.Update("a", gate.Metrics{Waiting: 5}) // saturated
+	calls := []*call{submit(fc, "a", 0), submit(fc, "b", 0), submit(fc, "c", 0)}
+	for _, c := range calls {
+		if c.done {
+			t.Fatal("started with the queue at its threshold")
+		}
+	}
+	clock.Advance(100 * time.Millisecond)
+	// The scrape shows room for two: two start at once, with no other
+	// event, and the third waits.
+	g.Update("a", gate.Metrics{Waiting: 3})
+	if !calls[0].done || !calls[1].done || calls[2].done {
+		t.Fatalf("after the refresh: done %v %v %v, want the first two", calls[0].done, calls[1].done, calls[2].done)
+	}
+	for _, c := range calls[:2] {
+		if c.outcome(t) != flowcontrol.OutcomeDispatched {
+			t.Fatal(c.err)
+		}
+		c.adm.Done()
+	}
+	if calls[2].done {
+		t.Fatal("a Done returned budget: starts are bounded by the metrics, not by completions")
+	}
+}
+
+func TestSaturationGauge(t *testing.T) {
+	clock := newClock()
+	g := newSaturation(t, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 4, KVCacheUtilThreshold: 0.5})
+	if s := g.Saturation(); s != 1 {
+		t.Fatalf("no endpoints: %v, want 1", s)
+	}
+	g.Update("a", gate.Metrics{Waiting: 1, KVCache: 0.1})  // max(0.25, 0.2) = 0.25
+	g.Update("b", gate.Metrics{Waiting: 0, KVCache: 0.25}) // 0.5
+	g.Update("c", gate.Metrics{Waiting: 9, KVCache: 0.9})  // capped at 1
+	if s, want := g.Saturation(), (0.25+0.5+1)/3; math.Abs(s-want) > 1e-12 {
+		t.Fatalf("Saturation() = %v, want %v", s, want)
+	}
+}
+
+func TestSaturationConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  gate.SaturationConfig
+		want string
+	}{
+		{gate.SaturationConfig{QueueDepthThreshold: -1}, "QueueDepthThreshold (llm-d queueDepthThreshold) -1"},
+		{gate.SaturationConfig{KVCacheUtilThreshold: 1.5}, "KVCacheUtilThreshold (llm-d kvCacheUtilThreshold) 1.5"},
+		{gate.SaturationConfig{KVCacheUtilThreshold: -0.1}, "KVCacheUtilThreshold"},
+		{gate.SaturationConfig{KVCacheUtilThreshold: math.NaN()}, "KVCacheUtilThreshold"},
+		{gate.SaturationConfig{MetricsStalenessThreshold: -time.Second}, "MetricsStalenessThreshold (llm-d metricsStalenessThreshold) -1s"},
+		{gate.SaturationConfig{Replicas: -2}, "Replicas -2"},
+		{gate.SaturationConfig{Replicas: 2, Replica: 2}, "Replica 2"},
+		{gate.SaturationConfig{Replica: -1}, "Replica -1"},
+	} {
+		_, err := gate.Saturation(tc.cfg)
+		if err == nil || !strings.HasPrefix(err.Error(), "gate: "+tc.want) {
+			t.Errorf("Saturation(%+v) = %v, want an error starting %q", tc.cfg, err, "gate: "+tc.want)
+		}
+	}
+	if _, err := gate.Saturation(gate.SaturationConfig{KVCacheUtilThreshold: 1, Replicas: 3, Replica: 2}); err != nil {
+		t.Errorf("valid configuration refused: %v", err)
+	}
+}
+
+func TestSaturationServesOneController(t *testing.T) {
+	g := newSaturation(t, gate.SaturationConfig{})
+	mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	if err == nil || !strings.Contains(err.Error(), "another controller") {
+		t.Fatalf("a second controller: %v, want refused", err)
+	}
+	var target interface{ Unwrap() error }
+	if !errors.As(err, &target) {
+		t.Fatalf("%v does not wrap the gate's error", err)
+	}
+}
