@@ -1,0 +1,256 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+)
+
+// options is the parsed command line. Fields set by a flag win over the
+// configuration file, at start and at every reload.
+type options struct {
+	// configPath is the -config file; empty for none.
+	configPath string
+	// listen is -listen, or "" when the flag is not given.
+	listen string
+	// backends are the -backend URLs, added to the file's.
+	backends []*url.URL
+	// maxInFlight is -max-inflight; nil when the flag is not given.
+	maxInFlight *int
+	// gracePeriod is -grace-period; nil when the flag is not given.
+	gracePeriod *time.Duration
+	// logLevel is -log-level.
+	logLevel slog.Level
+	// pool is -pool, the inference_pool label of the metrics.
+	pool string
+	// classifier classifies requests into flows and bands.
+	classifier flowhttp.HeaderClassifier
+	// emitProvisionalHeadroom is -emit-provisional-headroom.
+	emitProvisionalHeadroom bool
+	// maxBodyBytes is -max-body-bytes.
+	maxBodyBytes int64
+}
+
+const usageHeader = `Usage: sluice-gateway [flags]
+
+sluice-gateway is a reverse proxy in front of OpenAI-compatible model servers
+(vLLM): every request waits its turn in a Sluice flow controller (priority
+bands, fairness between flows, a queue-wait TTL) and is forwarded to a
+backend only when the gate admits it. It listens on 127.0.0.1 unless told
+otherwise.
+
+  /metrics   Prometheus metrics under llm-d-router's names (llm_d_epp_*)
+  /healthz   200 while the process runs
+  /readyz    200 while it admits: not shutting down, at least one backend,
+             and a saturation gate that has fresh metrics from a backend;
+             503 with the reason otherwise
+  anything else is admitted through flow control and proxied
+
+Requests are classified by x-llm-d-inference-fairness-id (the flow),
+-priority-header or the objective header with -objective (the band), and
+x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait).
+Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
+in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
+or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,
+and an OpenAI error body whose message names the dropped reason.
+
+Backends: -backend flags and the file's gateway.backends together. Each
+request goes to the backend with the fewest requests in flight from this
+gateway; ties go to the one with the fewest waiting at its latest scrape,
+then in turn. With a saturation gate, every backend's /metrics is scraped
+and a backend whose latest scrape failed gets requests only when every
+backend's did.
+
+The gate: -max-inflight N if given; else the file's gate (Sluice's gate
+section, or llm-d-router's saturationDetector); else llm-d-router's
+utilization-detector with its defaults, fed by scraping the backends.
+
+SIGTERM or SIGINT: /readyz turns 503, the listener closes, queued requests are
+answered 503 rejected-shutting-down, and admitted ones may finish within the
+grace period (gateway.gracePeriod or -grace-period) before their connections
+are closed.
+
+SIGHUP reloads the -config file. A reload is all or nothing: a file that does
+not parse, or that changes something only a restart can change, is refused
+with an ERROR log naming why, and the running configuration stays. No reload
+drops a request that is admitted or queued.
+  A reload may change:
+    the backends (gateway.backends): new ones are scraped and take requests;
+      removed ones take no new requests, and those in flight finish
+    gateway.gracePeriod
+    a band's capacities and TTL (maxRequests, maxBytes, maxCost,
+      maxFlowRequests, ttl; in llm-d's form priorityBands[].maxRequests,
+      maxBytes and the default band templates): they apply to requests
+      enqueued from then on, and requests already queued stay queued even
+      above a smaller capacity
+    add a band: requests of its priority go to it from then on
+  Only a restart changes:
+    gateway.listen, gateway.scrapeInterval, gateway.scrapeTimeout
+    removing a band; a band's ordering, queue or fairness (with its weights
+      and quantum)
+    the controller-wide capacities, defaultTTL, noEndpointsTTL,
+      fallbackPriority, neverPromote and displacement
+    the gate: which gates there are and their thresholds
+    the flags (which win over the file), among them -log-level
+
+Flags:
+`
+
+const usageFooter = `
+Examples:
+  sluice-gateway -backend http://127.0.0.1:8001 -backend http://127.0.0.1:8002
+  sluice-gateway -config gateway.yaml -listen 127.0.0.1:9000 -log-level debug
+  sluice-gateway -backend http://127.0.0.1:8001 -max-inflight 16 \
+    -objective chat=10 -objective batch=-10
+`
+
+// urlsFlag collects repeated -backend flags.
+type urlsFlag struct{ urls *[]*url.URL }
+
+func (f urlsFlag) String() string {
+	if f.urls == nil {
+		return ""
+	}
+	s := make([]string, len(*f.urls))
+	for i, u := range *f.urls {
+		s[i] = u.String()
+	}
+	return strings.Join(s, " ")
+}
+
+func (f urlsFlag) Set(raw string) error {
+	u, err := parseBackend(raw)
+	if err != nil {
+		return err
+	}
+	for _, have := range *f.urls {
+		if have.String() == u.String() {
+			return fmt.Errorf("%q given twice", raw)
+		}
+	}
+	*f.urls = append(*f.urls, u)
+	return nil
+}
+
+// parseBackend parses a backend's base URL as the config file does: http or
+// https, with a host.
+func parseBackend(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("want an http or https URL such as \"http://127.0.0.1:8000\", got %q", raw)
+	}
+	return u, nil
+}
+
+// objectivesFlag collects repeated -objective name=priority flags.
+type objectivesFlag struct{ m *map[string]int }
+
+func (f objectivesFlag) String() string { return "" }
+
+func (f objectivesFlag) Set(spec string) error {
+	name, value, ok := strings.Cut(spec, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q: want name=priority", spec)
+	}
+	p, err := strconv.Atoi(value)
+	if err != nil {
+		return fmt.Errorf("%q: priority %q is not an integer", spec, value)
+	}
+	if *f.m == nil {
+		*f.m = make(map[string]int)
+	}
+	if _, dup := (*f.m)[name]; dup {
+		return fmt.Errorf("%q: objective %q given twice", spec, name)
+	}
+	(*f.m)[name] = p
+	return nil
+}
+
+// parseFlags parses args. For -h it prints the usage to stdout and returns
+// flag.ErrHelp; for a bad flag it prints the error to stderr, with the
+// usage for a flag the parser does not know.
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
+	o := options{}
+	fs := flag.NewFlagSet("sluice-gateway", flag.ContinueOnError)
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHeader)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), usageFooter)
+	}
+
+	var (
+		listen      string
+		maxInFlight int
+		grace       time.Duration
+		logLevel    string
+	)
+	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file` (Sluice's form or llm-d-router's EndpointPickerConfig); reloaded on SIGHUP")
+	fs.StringVar(&listen, "listen", config.DefaultListen, "`address` to listen on; overrides gateway.listen")
+	fs.Var(urlsFlag{&o.backends}, "backend", "base `URL` of a model server, repeatable; added to gateway.backends")
+	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate")
+	fs.DurationVar(&grace, "grace-period", config.DefaultGracePeriod, "how long admitted requests may finish after SIGTERM; overrides gateway.gracePeriod")
+	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
+	fs.StringVar(&o.classifier.PriorityHeader, "priority-header", "", "request `header` carrying an integer priority (off when empty)")
+	fs.Var(objectivesFlag{&o.classifier.Objectives}, "objective", "`name=priority` of an inference objective (x-llm-d-inference-objective), repeatable")
+	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
+	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
+		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
+	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", flowhttp.DefaultMaxBodyBytes, "longest request body, read before queueing; longer ones get 413")
+
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		io.WriteString(stdout, usage.String())
+		return o, err
+	case err != nil:
+		io.WriteString(stderr, usage.String())
+		return o, err
+	}
+	fail := func(err error) (options, error) {
+		fmt.Fprintf(stderr, "sluice-gateway: %v\nRun sluice-gateway -h for usage.\n", err)
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["listen"] {
+		if _, port, err := net.SplitHostPort(listen); err != nil || port == "" {
+			return fail(fmt.Errorf("-listen %q: want host:port, such as %q", listen, config.DefaultListen))
+		}
+		o.listen = listen
+	}
+	if set["max-inflight"] {
+		if maxInFlight < 1 {
+			return fail(fmt.Errorf("-max-inflight %d: must be at least 1", maxInFlight))
+		}
+		o.maxInFlight = &maxInFlight
+	}
+	if set["grace-period"] {
+		if grace < 0 {
+			return fail(fmt.Errorf("-grace-period %v: negative", grace))
+		}
+		o.gracePeriod = &grace
+	}
+	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return fail(fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel))
+	}
+	if o.maxBodyBytes == 0 {
+		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))
+	}
+	return o, nil
+}

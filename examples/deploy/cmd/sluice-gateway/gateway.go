@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/examples/deploy/vllm"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/gate"
+)
+
+// gateway is the running program: the controller, its gate, the backends,
+// the metrics and the HTTP handler in front of them.
+type gateway struct {
+	opts     options
+	log      *slog.Logger
+	fc       *flowcontrol.FlowController
+	metrics  *metrics.Metrics
+	registry *prometheus.Registry
+	pool     *pool
+	sat      *gate.SaturationGate // nil unless the gate has a saturation part
+	scraper  *vllm.Scraper        // nil unless sat is set
+	handler  http.Handler
+
+	// handlers counts the requests being served, so that serve returns
+	// only once every handler has.
+	handlers tracker
+	closing  atomic.Bool
+	grace    atomic.Int64 // time.Duration
+
+	mu  sync.Mutex // serializes reloads; guards cur
+	cur *settings
+
+	reloads    *prometheus.CounterVec
+	reloadedOK prometheus.Gauge
+}
+
+// newGateway loads the configuration and builds the gateway; nothing
+// listens or scrapes until serve.
+func newGateway(opts options, log *slog.Logger) (*gateway, error) {
+	s, err := load(opts)
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{opts: opts, log: log, cur: s}
+	for _, w := range s.file.Warnings {
+		log.Warn("configuration", "warning", w)
+	}
+
+	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
+	gates, limit, err := buildGate(s)
+	if err != nil {
+		return nil, err
+	}
+	sat := gates.Saturation
+	g.sat = sat
+	cfg := s.flow
+	cfg.Gate = gates.Gate
+	cfg.Observer = g.metrics.Observe
+	if g.fc, err = flowcontrol.New(cfg); err != nil {
+		return nil, err
+	}
+	g.metrics.Watch(g.fc, cfg)
+	if sat != nil {
+		g.metrics.PoolSaturation(sat.Saturation)
+	}
+	if limit != nil {
+		g.metrics.GateLimit(limit)
+	}
+
+	g.pool = newPool(s.backends, log)
+	if sat != nil {
+		g.scraper, err = vllm.New(vllm.Config{
+			Targets:  s.backendNames(),
+			Sink:     scrapeSink{sat: sat, pool: g.pool},
+			Interval: s.file.Gateway.ScrapeInterval,
+			Timeout:  s.file.Gateway.ScrapeTimeout,
+			OnError: func(endpoint string, _ error) {
+				g.pool.scrapeFailed(endpoint)
+				g.metrics.PollError(metrics.SourceMetrics)
+			},
+			Logger: log,
+		})
+		if err != nil {
+			g.fc.Close()
+			return nil, err
+		}
+	}
+	g.grace.Store(int64(s.grace))
+
+	admit, err := flowhttp.New(flowhttp.Config{
+		Controller:              g.fc,
+		Headers:                 opts.classifier,
+		MaxBodyBytes:            opts.maxBodyBytes,
+		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
+	}, g.pool)
+	if err != nil {
+		g.fc.Close()
+		return nil, err
+	}
+
+	g.registry = prometheus.NewRegistry()
+	g.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_config_reloads_total",
+		Help: "Configuration reloads on SIGHUP, by result: success, or failure (the running configuration stayed).",
+	}, []string{"result"})
+	g.reloads.WithLabelValues("success")
+	g.reloads.WithLabelValues("failure")
+	g.reloadedOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_gateway_config_last_reload_successful",
+		Help: "1 if the last configuration reload succeeded (or none was tried), 0 if it failed.",
+	})
+	g.reloadedOK.Set(1)
+	g.registry.MustRegister(g.metrics, g.reloads, g.reloadedOK, backendCollector{g.pool},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
+	}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", g.serveReady)
+	mux.Handle("/", admit)
+	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.handlers.add()
+		defer g.handlers.done()
+		mux.ServeHTTP(w, r)
+	})
+	return g, nil
+}
+
+// buildGate builds the gate s describes (see [config.Gate.Build]; a
+// per-endpoint concurrency budget is multiplied by the backends), and the
+// limit on requests in flight for flow_control_gate_limit, nil when the
+// gate has none.
+func buildGate(s *settings) (config.Gates, func() float64, error) {
+	gs, err := s.gate.Build(config.BuildOptions{Endpoints: len(s.backends)})
+	if err != nil {
+		return config.Gates{}, nil, err
+	}
+	limit := -1
+	if s.gate.MaxInFlight != nil {
+		limit = *s.gate.MaxInFlight
+	}
+	if c := s.gate.Concurrency; c != nil && c.Mode != gate.ModeTokens {
+		n := c.MaxConcurrency
+		if c.PerEndpoint {
+			n *= len(s.backends)
+		}
+		if limit < 0 || n < limit {
+			limit = n
+		}
+	}
+	if limit < 0 {
+		return gs, nil, nil
+	}
+	return gs, func() float64 { return float64(limit) }, nil
+}
+
+// scrapeSink hands each scrape to the saturation gate and to the load
+// balancer.
+type scrapeSink struct {
+	sat  *gate.SaturationGate
+	pool *pool
+}
+
+func (s scrapeSink) Update(endpoint string, m vllm.Metrics) {
+	s.pool.scraped(endpoint, m.Waiting)
+	s.sat.Update(endpoint, gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: m.ReadAt})
+}
+
+func (s scrapeSink) Remove(endpoint string) { s.sat.Remove(endpoint) }
+
+// readiness returns nil when the gateway can admit requests, or why not.
+func (g *gateway) readiness() error {
+	if g.closing.Load() {
+		return errors.New("shutting down")
+	}
+	n := len(g.pool.list())
+	if n == 0 {
+		return errors.New("no backend: give -backend or gateway.backends")
+	}
+	if g.sat != nil {
+		st := g.sat.Status()
+		switch {
+		case st.Endpoints == 0:
+			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has answered a scrape of its metrics", n)
+		case st.Fresh == 0:
+			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has fresh metrics", st.Endpoints)
+		}
+	}
+	return nil
+}
+
+// serveReady answers /readyz: 200 when ready, 503 with the reason.
+func (g *gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := g.readiness(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// serve serves on l and scrapes the backends until ctx ends, then shuts
+// down: /readyz turns 503, l closes, the controller closes (queued
+// requests are answered rejected-shutting-down at once), and admitted
+// requests have the grace period to finish before their connections are
+// closed. It returns once every handler has returned; l is closed.
+func (g *gateway) serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Recovered handler panics, accept errors and the like.
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	scrapeCtx, stopScraping := context.WithCancel(context.Background())
+	var scraping sync.WaitGroup
+	if g.scraper != nil {
+		scraping.Go(func() { _ = g.scraper.Run(scrapeCtx) })
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	g.mu.Lock()
+	g.log.Info("listening", "addr", l.Addr().String(), "backends", g.cur.backendNames(),
+		"gate", describeGate(g.cur.gate), "bands", describeBands(g.cur.flow))
+	g.mu.Unlock()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served: // the listener failed
+	}
+
+	g.closing.Store(true)
+	grace := time.Duration(g.grace.Load())
+	g.log.Info("shutting down", "grace_period", grace, "in_flight", g.fc.InFlight())
+	drainCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- srv.Shutdown(drainCtx) }()
+	g.fc.Close()
+	if e := <-drained; e != nil {
+		g.log.Warn("grace period over: closing the connections of the requests still running", "in_flight", g.fc.InFlight())
+		srv.Close()
+	}
+	g.handlers.wait()
+	if err == nil {
+		err = <-served
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	stopScraping()
+	scraping.Wait()
+	g.pool.closeIdle()
+	g.log.Info("stopped")
+	return err
+}
+
+// errNoConfigFile is reload's error when the gateway runs without -config.
+var errNoConfigFile = errors.New("no -config file to reload")
+
+// reload reads the -config file again and applies it, or keeps the running
+// configuration and returns why; see the package documentation for what a
+// reload may change. It logs the outcome either way.
+func (g *gateway) reload() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opts.configPath == "" {
+		g.log.Warn("SIGHUP: " + errNoConfigFile.Error())
+		return errNoConfigFile
+	}
+	changes, err := g.apply()
+	if err != nil {
+		g.reloads.WithLabelValues("failure").Inc()
+		g.reloadedOK.Set(0)
+		g.log.Error("configuration reload refused; the running configuration stays", "file", g.opts.configPath, "error", err)
+		return err
+	}
+	g.reloads.WithLabelValues("success").Inc()
+	g.reloadedOK.Set(1)
+	if len(changes) == 0 {
+		changes = []string{"none"}
+	}
+	g.log.Info("configuration reloaded", "file", g.opts.configPath, "changes", strings.Join(changes, "; "))
+	for _, w := range g.cur.file.Warnings {
+		g.log.Warn("configuration", "warning", w)
+	}
+	return nil
+}
+
+// apply loads the file and, when every change it makes can be made live,
+// makes them. g.mu is held.
+func (g *gateway) apply() ([]string, error) {
+	next, err := load(g.opts)
+	if err != nil {
+		return nil, err
+	}
+	c := diff(g.cur, next)
+	if len(c.restart) > 0 {
+		return nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.restart, "; "))
+	}
+	for _, bc := range c.provision {
+		if err := g.fc.ProvisionBand(bc); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range c.added {
+		g.metrics.WatchBand(p)
+	}
+	g.pool.set(next.backends)
+	if g.scraper != nil {
+		if err := g.scraper.SetTargets(next.backendNames()); err != nil {
+			return nil, err
+		}
+	}
+	g.grace.Store(int64(next.grace))
+	g.cur = next
+	return c.live, nil
+}
+
+// describeBands formats the bands for the start-up log.
+func describeBands(c flowcontrol.Config) string {
+	var sb strings.Builder
+	for i, b := range c.Bands {
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, b.TTL, policyName(b.Policy))
+	}
+	return sb.String()
+}
+
+// backendCollector exports the load balancer's view of each backend.
+type backendCollector struct{ pool *pool }
+
+var backendInFlightDesc = prometheus.NewDesc("sluice_gateway_backend_requests_in_flight",
+	"Requests this gateway has sent to a backend whose responses have not ended.", []string{"backend"}, nil)
+
+func (c backendCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backendInFlightDesc }
+
+func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.pool.list() {
+		ch <- prometheus.MustNewConstMetric(backendInFlightDesc, prometheus.GaugeValue, float64(b.inFlight.Load()), b.name)
+	}
+}
+
+// tracker counts the handlers running. Unlike a sync.WaitGroup it may
+// gain a handler while wait waits: a connection closed by the end of the
+// grace period may still start one.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0 while someone waits
+}
+
+func (t *tracker) add() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+	t.mu.Unlock()
+}
+
+// wait returns once no handler runs.
+func (t *tracker) wait() {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	<-idle
+}

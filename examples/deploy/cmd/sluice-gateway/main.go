@@ -1,0 +1,165 @@
+// Command sluice-gateway is a reverse proxy in front of OpenAI-compatible
+// model servers (vLLM) that admits every request through a Sluice flow
+// controller: priority bands, fairness between flows, a queue-wait TTL, and
+// a gate that starts requests only while the model servers have room.
+//
+//	go run ./examples/modelserver/cmd/fake-vllm -n 2      # http://127.0.0.1:8001, :8002
+//	cd examples/deploy
+//	go run ./cmd/sluice-gateway -backend http://127.0.0.1:8001 -backend http://127.0.0.1:8002
+//
+// It listens on 127.0.0.1:8080 unless told otherwise (-listen, or
+// gateway.listen in the file) and serves:
+//
+//	/metrics   Prometheus metrics: llm-d-router's llm_d_epp_flow_control_*
+//	           names (package metrics), the scrapes' llm_d_epp_datalayer_poll_errors_total,
+//	           sluice_gateway_backend_requests_in_flight{backend},
+//	           sluice_gateway_config_reloads_total{result} and
+//	           sluice_gateway_config_last_reload_successful
+//	/healthz   200 while the process runs
+//	/readyz    200 while it admits; 503 and the reason once shutdown has
+//	           begun, with no backend, or while the saturation gate fails
+//	           closed (no backend has fresh metrics)
+//	anything else is admitted through flow control (package flowhttp) and
+//	proxied to a backend, streamed responses flushed as they come
+//
+// # Configuration
+//
+// Flags, and the -config file ([github.com/sluicegate/sluice/examples/deploy/config]:
+// Sluice's form, or llm-d-router's EndpointPickerConfig with its flowControl
+// section). A flag that is given wins over the file: -listen over
+// gateway.listen, -grace-period over gateway.gracePeriod, -max-inflight
+// over the file's gate; -backend URLs are added to gateway.backends.
+//
+// Without -config there is one band, priority 0, with llm-d-router's
+// defaults (5000 requests, 1 GB, a 60 s queue-wait TTL). The gate is
+// -max-inflight N when given; else the file's (Sluice's gate section, or
+// llm-d-router's saturationDetector); else llm-d-router's
+// utilization-detector with its defaults (a backend is saturated at 5
+// waiting requests or 80% KV cache, and its metrics are stale after
+// 200 ms), fed by scraping every backend's /metrics every
+// gateway.scrapeInterval (50 ms).
+//
+// # Load balancing
+//
+// Each admitted request goes to the backend with the fewest requests in
+// flight from this gateway; ties go to the one with the fewest waiting
+// requests at its latest scrape, then to each in turn. While backends are
+// scraped, one whose latest scrape failed gets requests only when every
+// backend's did. Router-owned response headers (the headroom, the queue
+// duration, the dropped reason) are removed from what a backend sends; the
+// gateway sets its own.
+//
+// # Signals
+//
+// SIGTERM or SIGINT shuts down: /readyz turns 503, the listener closes,
+// queued requests are answered 503 with x-llm-d-request-dropped-reason
+// rejected-shutting-down, and admitted requests have the grace period to
+// finish before their connections are closed.
+//
+// SIGHUP reloads the -config file. A reload is all or nothing: a file that
+// does not parse, or that changes something only a restart can change, is
+// refused with an ERROR log naming why (the file's line and path, or each
+// such change), sluice_gateway_config_last_reload_successful turns 0, and
+// the running configuration stays. No reload drops a request that is
+// admitted or queued.
+//
+// A reload may change:
+//   - the backends (gateway.backends): new ones are scraped and take
+//     requests; removed ones take no new requests and finish those they
+//     have;
+//   - gateway.gracePeriod;
+//   - a band's capacities and TTL (maxRequests, maxBytes, maxCost,
+//     maxFlowRequests, ttl; in llm-d-router's form a priority band's
+//     maxRequests and maxBytes, and the default band templates), through
+//     [flowcontrol.FlowController.ProvisionBand]: the new limits apply to
+//     requests enqueued from then on, and requests already queued stay
+//     queued even above a smaller capacity;
+//   - new bands, which take requests of their priority from then on.
+//
+// Only a restart changes gateway.listen, gateway.scrapeInterval and
+// gateway.scrapeTimeout; removing a band, or a band's ordering, queue or
+// fairness policy (with its weights and quantum), since requests wait in
+// the band's queues; the controller-wide capacities, defaultTTL,
+// noEndpointsTTL, fallbackPriority, neverPromote and displacement, which
+// the controller fixes when it is made; the gate (which gates there are and
+// their thresholds), which the controller calls under its lock and cannot
+// swap; and the flags, among them -log-level.
+//
+// # Logs
+//
+// log/slog, text, to stderr, at -log-level: what the gateway swallows or
+// refuses — a backend's failed request, failed scrapes (the first of a run
+// at WARN, later ones at DEBUG, the recovery at INFO), a recovered handler
+// panic, configuration warnings, reloads and their refusals, shutdown.
+// Nothing is logged for a request that goes well.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole program; it returns the exit code: 0 after a clean
+// shutdown, 1 when it cannot listen or serve, 2 for a bad flag or file.
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+
+	// Listen for signals before anything can take time, so that a SIGHUP
+	// during start-up is a reload, not the default action (exit).
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
+
+	g, err := newGateway(opts, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice-gateway: %v\n", err)
+		return 2
+	}
+	l, err := net.Listen("tcp", g.cur.listen)
+	if err != nil {
+		g.fc.Close()
+		log.Error("cannot listen", "error", err)
+		return 1
+	}
+
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	served := make(chan error, 1)
+	go func() { served <- g.serve(ctx, l) }()
+	for {
+		select {
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				_ = g.reload() // logged; a bad file keeps the running configuration
+				continue
+			}
+			log.Info("signal received", "signal", sig.String())
+			shutdown()
+		case err := <-served:
+			if err != nil {
+				log.Error("server failed", "error", err)
+				return 1
+			}
+			return 0
+		}
+	}
+}
