@@ -78,6 +78,10 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	g.metrics.Watch(g.fc, cfg)
 	if sat != nil {
 		g.metrics.PoolSaturation(sat.Saturation)
+		g.metrics.StaleEndpoints("utilization-detector", func() int {
+			st := sat.Status()
+			return st.Endpoints - st.Fresh
+		})
 	}
 	if limit != nil {
 		g.metrics.GateLimit(limit)

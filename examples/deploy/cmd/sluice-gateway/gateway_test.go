@@ -69,6 +69,10 @@ func TestHealthzAndReadyz(t *testing.T) {
 			code, body := get(t, client, g.url+"/readyz")
 			return code == http.StatusServiceUnavailable && strings.Contains(body, "fresh metrics")
 		})
+		_, page := get(t, client, g.url+"/metrics")
+		if v, _ := metricValue(page, `llm_d_epp_flow_control_stale_endpoints{detector="utilization-detector"}`); v != "1" {
+			t.Errorf("stale endpoints = %q, want 1", v)
+		}
 		servers[0].SetDown(false)
 		waitFor(t, "/readyz to answer 200 again", func() bool {
 			code, _ := get(t, client, g.url+"/readyz")
@@ -77,7 +81,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 		if !strings.Contains(g.logs.String(), "scrape failed") {
 			t.Errorf("the failed scrapes were not logged:\n%s", g.logs.String())
 		}
-		_, page := get(t, client, g.url+"/metrics")
+		_, page = get(t, client, g.url+"/metrics")
 		if v, ok := metricValue(page, `llm_d_epp_datalayer_poll_errors_total{source_type="metrics-data-source"}`); !ok || v == "0" {
 			t.Errorf("poll errors = %q (present %t), want at least 1", v, ok)
 		}
