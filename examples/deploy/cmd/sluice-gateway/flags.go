@@ -59,6 +59,9 @@ otherwise.
 Requests are classified by x-llm-d-inference-fairness-id (the flow),
 -priority-header or the objective header with -objective (the band), and
 x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait).
+A request's cost (what a concurrency gate in tokens mode, a cost capacity
+and deficit round robin count) is its estimated tokens: the body's bytes / 4
+plus its max_completion_tokens or max_tokens.
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,
@@ -246,6 +249,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		}
 		o.gracePeriod = &grace
 	}
+	if h := o.classifier.PriorityHeader; h != "" && !validHeaderName(h) {
+		return fail(fmt.Errorf("-priority-header %q: not a valid header name", h))
+	}
 	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return fail(fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel))
 	}
@@ -253,4 +259,21 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))
 	}
 	return o, nil
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110, section
+// 5.6.2), as a header field name must be.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

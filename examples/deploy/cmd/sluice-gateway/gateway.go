@@ -109,7 +109,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
-		Headers:                 opts.classifier,
+		Classify:                costClassifier{headers: opts.classifier}.classify,
 		MaxBodyBytes:            opts.maxBodyBytes,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
 	}, g.pool)
@@ -188,7 +188,7 @@ type scrapeSink struct {
 
 func (s scrapeSink) Update(endpoint string, m vllm.Metrics) {
 	s.pool.scraped(endpoint, m.Waiting)
-	s.sat.Update(endpoint, gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: m.ReadAt})
+	s.sat.Update(endpoint, gate.Metrics(m))
 }
 
 func (s scrapeSink) Remove(endpoint string) { s.sat.Remove(endpoint) }

@@ -428,3 +428,43 @@ func TestBackendFailureIsLoggedAnd502(t *testing.T) {
 		t.Errorf("the failure was not logged:\n%s", logs)
 	}
 }
+
+func TestCostIsEstimatedTokens(t *testing.T) {
+	for body, want := range map[string]int64{
+		`{"max_tokens":100}`:                            5 + 100,
+		`{"max_tokens":100,"max_completion_tokens":30}`: 12 + 30,
+		`{"messages":[{"role":"user","content":"hi"}]}`: 12,
+		`not json`:                           2,
+		``:                                   1,
+		`{"max_tokens":-5}`:                  5,
+		`{"max_tokens":9223372036854775807}`: 9223372036854775807,
+	} {
+		if got := estimateTokens([]byte(body)); got != want {
+			t.Errorf("estimateTokens(%s) = %d, want %d", body, got, want)
+		}
+	}
+
+	// A queued request's cost is what the band counts.
+	hb := newHoldBackend(t)
+	opts := testOptions()
+	opts.configPath = writeConfig(t, "", saturatingConfig)
+	opts.backends = []*url.URL{hb.url}
+	g := startGateway(t, opts)
+	client := newClient(t)
+	a := send(client, g.url, "a")
+	<-hb.arrived
+	b := send(client, g.url, "b")
+	waitFor(t, "b to be queued", func() bool {
+		s, err := g.fc.CapacitySnapshot(0)
+		return err == nil && s.QueuedRequests == 1
+	})
+	want := int64(len(chatBody)+3)/4 + 4 // the body's bytes ÷ 4 and its max_tokens
+	if s, _ := g.fc.CapacitySnapshot(0); s.QueuedCost != want {
+		t.Errorf("queued cost %d, want %d", s.QueuedCost, want)
+	}
+	hb.release <- struct{}{}
+	<-a
+	<-hb.arrived
+	hb.release <- struct{}{}
+	<-b
+}

@@ -190,13 +190,15 @@ type result struct {
 	err    error
 }
 
+// chatBody is the body send posts.
+const chatBody = `{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`
+
 // send posts a chat completion with the test id id, and more headers as
 // name, value pairs, in the background.
 func send(client *http.Client, base, id string, headers ...string) <-chan result {
 	out := make(chan result, 1)
 	go func() {
-		req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
-			strings.NewReader(`{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`))
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(chatBody))
 		if err != nil {
 			out <- result{err: err}
 			return

@@ -39,6 +39,20 @@
 // 200 ms), fed by scraping every backend's /metrics every
 // gateway.scrapeInterval (50 ms).
 //
+// # Classification
+//
+// x-llm-d-inference-fairness-id names a request's flow; its band is
+// -default-priority, or its objective's (x-llm-d-inference-objective, with
+// -objective name=priority), or -priority-header's value; and
+// x-llm-d-inference-ttl can shorten its queue wait. Its cost, which a
+// concurrency gate in tokens mode, a cost capacity and deficit round robin
+// count, is an estimate of its tokens without a tokenizer: the body's
+// bytes ÷ 4 plus its max_completion_tokens or max_tokens. In llm-d-router's
+// form, each priority the flags can give that the file does not list gets
+// a band from the file's default band template at start, as llm-d-router
+// would provision on first sight; other unlisted priorities go to the
+// fallback band.
+//
 // # Load balancing
 //
 // Each admitted request goes to the backend with the fewest requests in
