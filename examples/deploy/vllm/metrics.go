@@ -1,0 +1,12 @@
+package vllm
+
+import "github.com/sluicegate/sluice/gate"
+
+// Metrics is one reading of an endpoint: the saturation gate's own type, so
+// that a reading goes to a *gate.SaturationGate unchanged. ReadAt is when
+// the scrape finished, on [Config.Now]'s clock; give the scraper the gate's
+// clock so that the gate times staleness on the clock it stamps with.
+type Metrics = gate.Metrics
+
+// A *gate.SaturationGate is a Sink.
+var _ Sink = (*gate.SaturationGate)(nil)
