@@ -27,7 +27,7 @@ func TestParseQuantity(t *testing.T) {
 		{"8Ei", 0, false}, // 2^63 is past int64
 		{"9223372036854775807", math.MaxInt64, true},
 		{"9223372036854775808", 0, false},
-		{".5", 1, true},  // rounds up, as Quantity.Value does
+		{".5", 1, true}, // rounds up, as Quantity.Value does
 		{"5.", 5, true},
 		{"1500m", 2, true},
 		{"1u", 1, true},
