@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/sluicegate/sluice/examples/modelserver"
 )
 
@@ -32,6 +34,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
+	}
+	if code == 0 {
+		// Every gateway served, every backend and client closed: nothing
+		// the tests started may still run.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
