@@ -352,7 +352,15 @@ func describeBands(c flowcontrol.Config) string {
 		if i > 0 {
 			sb.WriteString("; ")
 		}
-		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, b.TTL, policyName(b.Policy))
+		// The queue-wait TTL is the smaller of the band's and the default.
+		ttl := "none"
+		switch {
+		case b.TTL > 0 && (c.DefaultTTL == 0 || b.TTL < c.DefaultTTL):
+			ttl = b.TTL.String()
+		case c.DefaultTTL > 0:
+			ttl = c.DefaultTTL.String()
+		}
+		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, ttl, policyName(b.Policy))
 	}
 	return sb.String()
 }
