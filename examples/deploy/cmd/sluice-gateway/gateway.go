@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
@@ -109,6 +110,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
+		Capacity:                loggingReader{fc: g.fc, log: log},
 		Classify:                costClassifier{headers: opts.classifier}.classify,
 		MaxBodyBytes:            opts.maxBodyBytes,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
@@ -363,6 +365,21 @@ func describeBands(c flowcontrol.Config) string {
 		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, ttl, policyName(b.Policy))
 	}
 	return sb.String()
+}
+
+// loggingReader reads the controller's bands for the headroom header and
+// logs a read that fails, which leaves the header off that response.
+type loggingReader struct {
+	fc  *flowcontrol.FlowController
+	log *slog.Logger
+}
+
+func (r loggingReader) CapacitySnapshot(priority int) (capacity.Snapshot, error) {
+	s, err := r.fc.CapacitySnapshot(priority)
+	if err != nil {
+		r.log.Warn("headroom left off a response: the band cannot be read", "priority", priority, "error", err)
+	}
+	return s, err
 }
 
 // backendCollector exports the load balancer's view of each backend.

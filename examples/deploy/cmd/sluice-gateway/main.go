@@ -103,8 +103,10 @@
 //
 // log/slog, text, to stderr, at -log-level: what the gateway swallows or
 // refuses — a backend's failed request, failed scrapes (the first of a run
-// at WARN, later ones at DEBUG, the recovery at INFO), a recovered handler
-// panic, configuration warnings, reloads and their refusals, shutdown.
+// at WARN, later ones at DEBUG, the recovery at INFO), a band that cannot
+// be read for the headroom header, a recovered handler panic, a metric
+// whose func panicked, configuration warnings, reloads and their refusals,
+// shutdown.
 // Nothing is logged for a request that goes well.
 package main
 
