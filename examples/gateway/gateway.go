@@ -12,12 +12,15 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/examples/modelserver"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -57,26 +60,45 @@ var quietLog = log.New(io.Discard, "", 0)
 // them, all on loopback.
 type system struct {
 	fc         *flowcontrol.FlowController
+	gate       *gateView
 	counters   map[int]*bandCounters // by effective band; read-only after start
 	gatewayURL string
 	slots      int // requests the servers work on at once, in total
+
+	models  []*modelserver.Server
+	scraper *scraper
 
 	servers   []*http.Server // the gateway first, then the model servers
 	transport *http.Transport
 	serving   sync.WaitGroup // the Serve goroutines
 }
 
-// startSystem starts servers model servers of concurrency slots each on
+// startSystem starts o.servers model servers of o.concurrency slots each on
 // loopback, and the gateway on gatewayAddr (a loopback address; port 0
-// picks one), its bands scheduling flows by fairness, displacing the
-// heaviest flow's newest request when full unless noDisplacement.
-func startSystem(servers, concurrency int, gatewayAddr string, fairness flowcontrol.Fairness, noDisplacement bool) (s *system, err error) {
-	s = &system{counters: map[int]*bandCounters{}, slots: servers * concurrency}
+// picks one) behind the gate of o.gate, its bands scheduling flows by
+// o.fairness, displacing the heaviest flow's newest request when full
+// unless o.noDisplace.
+func startSystem(o options, gatewayAddr string) (s *system, err error) {
+	s = &system{counters: map[int]*bandCounters{}, slots: o.servers * o.concurrency}
 	defer func() {
 		if err != nil {
 			s.close(context.Background())
 		}
 	}()
+
+	var targets []*url.URL
+	for i := range o.servers {
+		m, err := modelserver.New(modelConfig(o, i))
+		if err != nil {
+			return s, err
+		}
+		s.models = append(s.models, m)
+		addr, err := s.serve("127.0.0.1:0", spoofHeadroom(m))
+		if err != nil {
+			return s, err
+		}
+		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
+	}
 
 	var cfg flowcontrol.Config
 	for _, b := range bands {
@@ -85,30 +107,28 @@ func startSystem(servers, concurrency int, gatewayAddr string, fairness flowcont
 			RequestCapacity: capacity.Bounded(b.capacity),
 			TTL:             b.ttl,
 			Policy:          b.policy,
-			Fairness:        fairness,
+			Fairness:        o.fairness,
 		})
 		s.counters[b.priority] = newBandCounters(b.priority)
 	}
 	cfg.FallbackPriority = fallbackPriority
-	cfg.NoDisplacement = noDisplacement
-	// The gate keeps the servers' own queues empty: flow control, not the
-	// servers, decides who goes next.
-	cfg.Gate = flowcontrol.MaxInFlight(s.slots)
+	cfg.NoDisplacement = o.noDisplace
+	cfg.NoEndpointsTTL = noEndpointsTTL
+	if s.gate, err = newGate(o); err != nil {
+		return s, err
+	}
+	cfg.Gate = s.gate.gate
 	cfg.Observer = s.observe
 	if s.fc, err = flowcontrol.New(cfg); err != nil {
 		return s, err
 	}
+	s.gate.fc = s.fc
+	// The scraper reads the servers' load before the gateway takes its
+	// first request, so that a saturation gate knows its endpoints.
+	s.scraper = startScraper(s.models, s.gate.saturation)
 
-	var targets []*url.URL
-	for range servers {
-		addr, err := s.serve("127.0.0.1:0", newModelServer(concurrency))
-		if err != nil {
-			return s, err
-		}
-		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
-	}
 	s.transport = &http.Transport{
-		MaxIdleConnsPerHost: concurrency * 2,
+		MaxIdleConnsPerHost: o.concurrency * 4,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
@@ -138,6 +158,27 @@ func startSystem(servers, concurrency int, gatewayAddr string, fairness flowcont
 	return s, nil
 }
 
+// modelConfig is the configuration of model server i.
+func modelConfig(o options, i int) modelserver.Config {
+	return modelserver.Config{
+		Name:          "vllm-" + strconv.Itoa(i),
+		Model:         modelName,
+		Slots:         o.concurrency,
+		KVCacheTokens: o.kvCacheTokens,
+		MaxModelLen:   min(o.kvCacheTokens, modelserver.DefaultMaxModelLen),
+	}
+}
+
+// spoofHeadroom wraps a model server that, though it has no business
+// advertising the router's headroom, does so anyway: the gateway must
+// replace the value.
+func spoofHeadroom(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headroom.HeaderName, "999")
+		next.ServeHTTP(w, r)
+	})
+}
+
 // serve serves h on addr until close and returns the address it listens on.
 func (s *system) serve(addr string, h http.Handler) (string, error) {
 	l, err := net.Listen("tcp", addr)
@@ -156,6 +197,9 @@ func (s *system) serve(addr string, h http.Handler) (string, error) {
 func (s *system) close(ctx context.Context) {
 	if s.fc != nil {
 		s.fc.Close()
+	}
+	if s.scraper != nil {
+		s.scraper.stop()
 	}
 	// Last started, first stopped: the gateway, then the model servers.
 	for _, srv := range slices.Backward(s.servers) {
@@ -185,19 +229,33 @@ func classify(r *http.Request) (flowhttp.Classification, error) {
 	return class, err
 }
 
-// estimateTokens estimates the tokens of a completion request from its
-// body, as a router without a tokenizer can: the prompt's bytes / 4 plus
-// max_tokens. A body that is not a completion request counts its bytes / 4.
+// estimateTokens estimates the tokens of a completion or chat completion
+// request from its body, as a router without a tokenizer can: the bytes of
+// the prompt (or of the messages' contents) / 4, plus max_tokens (or
+// max_completion_tokens), plus 1 so that no request is free. A body that is
+// neither counts its bytes / 4, plus 1.
 func estimateTokens(body io.Reader) (int64, error) {
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return 0, err
 	}
-	var req completionRequest
+	var req struct {
+		Prompt   string `json:"prompt"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+		MaxTokens           int `json:"max_tokens"`
+		MaxCompletionTokens int `json:"max_completion_tokens"`
+	}
 	if json.Unmarshal(b, &req) != nil {
 		return int64(len(b))/4 + 1, nil
 	}
-	return int64(len(req.Prompt))/4 + int64(max(req.MaxTokens, 0)) + 1, nil
+	text := len(req.Prompt)
+	for _, m := range req.Messages {
+		text += len(m.Content)
+	}
+	out := max(req.MaxTokens, req.MaxCompletionTokens, 0)
+	return int64(text)/4 + int64(out) + 1, nil
 }
 
 // observe counts one flow-control outcome; it is the controller's Observer.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicegate/sluice/examples/modelserver"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/headroom"
 )
@@ -28,12 +30,13 @@ type class struct {
 	slosMS   []int  // x-llm-d-slo-ttft-ms values, one drawn per request; nil: none
 	prompt   [2]int // prompt tokens, drawn uniformly from [min, max]
 	output   [2]int // max_tokens, drawn uniformly from [min, max]
+	chat     bool   // sent to /v1/chat/completions, not /v1/completions
 }
 
 // classes is the traffic mix. Priority 5 has no band: it falls back to band 0.
 var classes = []class{
 	{name: "interactive", tenant: "chat-app", priority: 10, band: 10, share: 0.25,
-		slosMS: []int{150, 300, 1000}, prompt: [2]int{50, 400}, output: [2]int{8, 32}},
+		slosMS: []int{150, 300, 1000}, prompt: [2]int{50, 400}, output: [2]int{8, 32}, chat: true},
 	{name: "standard", tenant: "api", priority: 0, band: 0, share: 0.25,
 		slosMS: []int{2000}, prompt: [2]int{200, 1500}, output: [2]int{16, 48}},
 	{name: "unprovisioned", tenant: "legacy-app", priority: 5, band: fallbackPriority, share: 0.10,
@@ -46,12 +49,12 @@ var classes = []class{
 		prompt: [2]int{50, 300}, output: [2]int{8, 24}},
 }
 
-// meanServiceTime is the mean time a model server works on a request of the
-// mix.
-func meanServiceTime() time.Duration {
+// meanServiceTime is the mean time a model server of configuration cfg
+// works on a request of the mix, once it has a slot.
+func meanServiceTime(cfg modelserver.Config) time.Duration {
 	var mean float64
 	for _, c := range classes {
-		s := serviceTime((c.prompt[0]+c.prompt[1])/2, (c.output[0]+c.output[1])/2)
+		s := cfg.ServiceTime((c.prompt[0]+c.prompt[1])/2, (c.output[0]+c.output[1])/2)
 		mean += c.share * float64(s)
 	}
 	return time.Duration(mean)
@@ -88,7 +91,7 @@ func newClientStats() clientStats {
 // generator sends the mix to the gateway as a Poisson process.
 type generator struct {
 	client *http.Client
-	url    string
+	url    string  // the gateway's, without a path
 	rate   float64 // requests per second
 	rng    *rand.Rand
 	stats  clientStats
@@ -127,11 +130,7 @@ func (g *generator) start(ctx context.Context) {
 		x -= classes[i].share
 	}
 	c := classes[i]
-	body, _ := json.Marshal(completionRequest{
-		Model:     "sim",
-		Prompt:    strings.Repeat("lorem ", between(g.rng, c.prompt)),
-		MaxTokens: between(g.rng, c.output),
-	})
+	body := requestBody(c, between(g.rng, c.prompt), between(g.rng, c.output))
 	slo := 0
 	if len(c.slosMS) > 0 {
 		slo = c.slosMS[g.rng.IntN(len(c.slosMS))]
@@ -143,13 +142,36 @@ func (g *generator) start(ctx context.Context) {
 	g.wg.Go(func() { g.send(ctx, c, st, body, slo) })
 }
 
+// requestBody is a streamed OpenAI request of class c: a completion or a
+// chat completion of a prompt of promptTokens words (a token each, for the
+// model servers) and max_tokens outputTokens.
+func requestBody(c class, promptTokens, outputTokens int) []byte {
+	prompt := strings.TrimSpace(strings.Repeat("lorem ", promptTokens))
+	req := map[string]any{"model": modelName, "max_tokens": outputTokens, "stream": true}
+	if c.chat {
+		req["messages"] = []map[string]string{{"role": "user", "content": prompt}}
+	} else {
+		req["prompt"] = prompt
+	}
+	body, _ := json.Marshal(req)
+	return body
+}
+
+// path is where requests of class c go.
+func (c class) path() string {
+	if c.chat {
+		return "/v1/chat/completions"
+	}
+	return "/v1/completions"
+}
+
 // between draws an integer uniformly from [r[0], r[1]].
 func between(rng *rand.Rand, r [2]int) int { return r[0] + rng.IntN(r[1]-r[0]+1) }
 
 // send sends one request and records what came back.
 func (g *generator) send(ctx context.Context, c class, st *classStats, body []byte, sloMS int) {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+c.path(), bytes.NewReader(body))
 	if err != nil {
 		st.fail(sloMS > 0)
 		return

@@ -1,12 +1,25 @@
 // Command gateway runs a small LLM gateway built from Sluice, end to end on
-// loopback: simulated model servers (bounded concurrency, service time
-// growing with the prompt, streamed tokens); in front of them an
-// httputil.ReverseProxy behind flowhttp, with three priority bands —
+// loopback: simulated vLLM-like model servers
+// ([github.com/sluicegate/sluice/examples/modelserver]: OpenAI's API, a
+// bounded batch, a bounded KV cache, vLLM's load metrics); in front of them
+// an httputil.ReverseProxy behind flowhttp, with three priority bands —
 // 10 interactive (slo-deadline), 0 standard (FCFS), −10 sheddable batch
-// (FCFS) — and a gate sized to the servers' concurrency; and a load
-// generator offering about 1.5 times what the servers can do, in mixed
-// traffic: interactive requests with x-llm-d-slo-ttft-ms, standard, batch,
+// (FCFS) — and a gate; and a load generator offering about 1.5 times what
+// the servers can do, in mixed streamed traffic: interactive chat
+// completions with x-llm-d-slo-ttft-ms, standard and batch completions,
 // and some for priority 5, which has no band and falls back to band 0.
+//
+// The gate (-gate) decides when the head of the bands may go on to a
+// server:
+//
+//	saturation              the default: llm-d's utilization detector over the
+//	                        servers' own metrics (waiting queue, KV-cache use),
+//	                        read in process every 50ms, as a scraper of their
+//	                        /metrics would read them; each server's queue is
+//	                        kept under -queue-depth
+//	concurrency             a budget of estimated tokens in flight (-token-budget)
+//	saturation+concurrency  both
+//	maxinflight             as many requests as the servers have slots
 //
 // Two tenants of very different rates share the sheddable band: a heavy
 // batch job and a light evaluation suite (x-llm-d-inference-fairness-id
@@ -19,20 +32,24 @@
 //
 // Every second it prints each band's queue, capacity and headroom (and the
 // headroom the clients last received), and for each tenant its requests,
-// outcomes, 95th-percentile queue time and SLO attainment; at the end, a
-// summary of what each class of clients saw.
+// outcomes, 95th-percentile queue time and SLO attainment; under them, each
+// server's waiting and running requests and KV-cache use, and the gate's
+// view (saturation and start budget, tokens in flight, or requests in
+// flight). At the end, a summary of what each class of clients saw and the
+// servers' peaks.
 //
 //	go run ./examples/gateway
 //	go run ./examples/gateway -duration 30s -rate 80 -servers 3
+//	go run ./examples/gateway -gate maxinflight
 //	go run ./examples/gateway -fairness global-strict-fairness-policy -no-displacement  # one queue per band, as before
 //
 // With -listen it runs only the model servers and the gateway, until
-// interrupted (or for -duration, if given), for curl or for
+// interrupted (or for -duration, if given), for curl, an OpenAI SDK or
 // examples/dispatcher. It listens on loopback addresses only.
 //
 //	go run ./examples/gateway -listen 127.0.0.1:8080
-//	curl -sS -D - -o /dev/null -H 'x-llm-d-priority: 10' \
-//	  -d '{"model":"sim","prompt":"hello world","max_tokens":8}' \
+//	curl -sS -D - -H 'x-llm-d-priority: 10' \
+//	  -d '{"model":"sim","prompt":"hello world","max_tokens":8,"stream":true}' \
 //	  http://127.0.0.1:8080/v1/completions
 package main
 
@@ -47,14 +64,19 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sluicegate/sluice/examples/modelserver"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 const (
 	defaultDuration = 15 * time.Second
+	// defaultKVCacheTokens is each model server's KV cache: four batch
+	// requests of the mix fill it past the saturation gate's threshold.
+	defaultKVCacheTokens = 8192
 	// overload is the default offered load as a multiple of the servers'
 	// capacity.
 	overload = 1.5
@@ -97,6 +119,11 @@ type options struct {
 	seed        uint64
 	fairness    flowcontrol.Fairness
 	noDisplace  bool
+
+	gate          string // one of gateNames
+	queueDepth    int    // the saturation gate's QueueDepthThreshold
+	tokenBudget   int64  // the token budget; 0: servers × kvCacheTokens
+	kvCacheTokens int    // each model server's KV cache
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -112,6 +139,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fairness := fs.String("fairness", flowcontrol.DeficitRoundRobinFairnessName, "the bands' fairness policy: "+
 		flowcontrol.GlobalStrictFairnessName+", "+flowcontrol.RoundRobinFairnessName+" or "+flowcontrol.DeficitRoundRobinFairnessName)
 	fs.BoolVar(&o.noDisplace, "no-displacement", false, "turn fair admission off: a full band rejects, whatever the flow")
+	fs.StringVar(&o.gate, "gate", gateSaturation, "the gateway's gate: "+strings.Join(gateNames, ", "))
+	fs.IntVar(&o.queueDepth, "queue-depth", 0, "saturation gate: the waiting-queue depth at which a model server is saturated, llm-d's queueDepthThreshold (0: half of -concurrency, at least 1)")
+	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "concurrency gate: estimated tokens in flight (0: the servers' KV caches, -servers × -kv-cache-tokens)")
+	fs.IntVar(&o.kvCacheTokens, "kv-cache-tokens", defaultKVCacheTokens, "each model server's KV cache, in tokens")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -131,6 +162,21 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("-servers %d: must be between 1 and 64", o.servers)}
 	case o.concurrency < 1 || o.concurrency > 256:
 		return o, usageError{fmt.Errorf("-concurrency %d: must be between 1 and 256", o.concurrency)}
+	case !slices.Contains(gateNames, o.gate):
+		return o, usageError{fmt.Errorf("-gate %q: want one of %s", o.gate, strings.Join(gateNames, ", "))}
+	case o.queueDepth < 0:
+		return o, usageError{fmt.Errorf("-queue-depth %d: must not be negative", o.queueDepth)}
+	case o.tokenBudget < 0:
+		return o, usageError{fmt.Errorf("-token-budget %d: must not be negative", o.tokenBudget)}
+	case o.kvCacheTokens < modelserver.DefaultMaxModelLen || o.kvCacheTokens > 1<<24:
+		// Every request of the mix fits in the context of 4096 tokens.
+		return o, usageError{fmt.Errorf("-kv-cache-tokens %d: must be between %d and %d", o.kvCacheTokens, modelserver.DefaultMaxModelLen, 1<<24)}
+	}
+	if o.queueDepth == 0 {
+		// llm-d's default, 5, suits servers of hundreds of slots; behind
+		// a server of 4, five waiting requests hold an interactive one
+		// for a whole service time, in the server's FCFS queue.
+		o.queueDepth = max(o.concurrency/2, 1)
 	}
 	var err error
 	if o.fairness, err = flowcontrol.FairnessByName(*fairness); err != nil {
@@ -158,7 +204,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.listen != "" {
 		addr = o.listen
 	}
-	sys, err := startSystem(o.servers, o.concurrency, addr, o.fairness, o.noDisplace)
+	sys, err := startSystem(o, addr)
 	if err != nil {
 		return err
 	}
@@ -167,7 +213,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		defer cancel()
 		sys.close(closeCtx)
 	}()
-	capacity := float64(sys.slots) / meanServiceTime().Seconds()
+	capacity := float64(sys.slots) / meanServiceTime(sys.models[0].Config()).Seconds()
 	if o.listen != "" {
 		return serveOnly(ctx, o, sys, stdout)
 	}
@@ -181,8 +227,8 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 	if rate == 0 {
 		rate = overload * capacity
 	}
-	fmt.Fprintf(stdout, "%d model servers × %d slots on loopback, mean service %v: capacity about %.1f req/s\n",
-		o.servers, o.concurrency, meanServiceTime().Round(time.Millisecond), capacity)
+	fmt.Fprintf(stdout, "%d model servers × %d slots, %d KV-cache tokens on loopback, mean service %v: capacity about %.1f req/s\n",
+		o.servers, o.concurrency, o.kvCacheTokens, meanServiceTime(sys.models[0].Config()).Round(time.Millisecond), capacity)
 	fmt.Fprintf(stdout, "offering %.1f req/s (%.2f×) for %v:", rate, rate/capacity, o.duration)
 	for i, c := range classes {
 		sep := ","
@@ -192,13 +238,13 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 		fmt.Fprintf(stdout, "%s %.0f%% %s (priority %d)", sep, 100*c.share, c.name, c.priority)
 	}
 	fmt.Fprintln(stdout)
-	printBands(stdout, o)
+	printBands(stdout, o, sys)
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	gen := &generator{
 		client: &http.Client{Transport: tr},
-		url:    sys.gatewayURL + "/v1/completions",
+		url:    sys.gatewayURL,
 		rate:   rate,
 		rng:    rand.New(rand.NewPCG(o.seed, 0x5eed)),
 		stats:  newClientStats(),
@@ -227,7 +273,7 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 		// The last second is printed once, whether the tick or the end
 		// of the run comes first.
 		if now := time.Since(start).Round(time.Second); now > lastPrinted {
-			printTable(stdout, now, sys.rows(), gen.stats)
+			printTable(stdout, now, sys.rows(), gen.stats, sys.status())
 			lastPrinted = now
 		}
 	}
@@ -251,12 +297,14 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 		<-finished
 	}
 	printSummary(stdout, elapsed, time.Since(start), gen.stats, capacity)
+	printServers(stdout, sys)
 	return nil
 }
 
-// printBands describes the gateway's bands.
-func printBands(w io.Writer, o options) {
-	fmt.Fprintf(w, "gateway: MaxInFlight(%d);", o.servers*o.concurrency)
+// printBands describes the gateway's gate and bands.
+func printBands(w io.Writer, o options, sys *system) {
+	fmt.Fprintf(w, "gate: %s\n", sys.gate.describe(o))
+	fmt.Fprint(w, "gateway:")
 	for _, b := range bands {
 		fmt.Fprintf(w, " band %d %s (%s, capacity %d, TTL %v);", b.priority, b.name, b.policy.TypeName(), b.capacity, b.ttl)
 	}
@@ -278,8 +326,8 @@ func serveOnly(ctx context.Context, o options, sys *system, stdout io.Writer) er
 		defer cancel()
 	}
 	fmt.Fprintf(stdout, "gateway listening on %s with %d model servers × %d slots\n", sys.gatewayURL, o.servers, o.concurrency)
-	printBands(stdout, o)
-	fmt.Fprintf(stdout, "try: curl -sS -D - -o /dev/null -H '%s: 10' -H '%s: 500' -d '{\"model\":\"sim\",\"prompt\":\"hello world\",\"max_tokens\":8}' %s/v1/completions\n",
+	printBands(stdout, o, sys)
+	fmt.Fprintf(stdout, "try: curl -sS -D - -H '%s: 10' -H '%s: 500' -d '{\"model\":\"sim\",\"prompt\":\"hello world\",\"max_tokens\":8}' %s/v1/completions\n",
 		priorityHeader, sloHeader, sys.gatewayURL)
 
 	start := time.Now()
@@ -300,7 +348,7 @@ func serveOnly(ctx context.Context, o options, sys *system, stdout io.Writer) er
 			fmt.Fprintln(stdout, tableHeader)
 			header = true
 		}
-		printTable(stdout, time.Since(start), rows, nil)
+		printTable(stdout, time.Since(start), rows, nil, sys.status())
 		last = rows
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -90,9 +91,10 @@ func TestRunFourSeconds(t *testing.T) {
 	}
 }
 
-// The classifier's cost is the request's estimated tokens: the prompt's
-// bytes / 4 plus max_tokens, or the body's bytes / 4 for a body that is not
-// a completion request, plus 1 so that no request is free.
+// The classifier's cost is the request's estimated tokens: the bytes of the
+// prompt or of the messages' contents / 4, plus max_tokens or
+// max_completion_tokens, or the body's bytes / 4 for a body that is not a
+// completion request; plus 1 so that no request is free.
 func TestEstimateTokens(t *testing.T) {
 	for body, want := range map[string]int64{
 		`{"model":"sim","prompt":"` + strings.Repeat("lorem ", 100) + `","max_tokens":32}`: 600/4 + 32 + 1,
@@ -100,6 +102,8 @@ func TestEstimateTokens(t *testing.T) {
 		`not json at all`:   15/4 + 1,
 		``:                  1,
 		`{"max_tokens":-5}`: 1,
+		`{"messages":[{"role":"system","content":"` + strings.Repeat("a", 40) + `"},{"role":"user","content":"` + strings.Repeat("b", 60) + `"}],"max_completion_tokens":16}`: 100/4 + 16 + 1,
+		`{"prompt":[1,2,3],"max_tokens":4}`: 33/4 + 1, // not a string: the body's bytes
 	} {
 		if got, err := estimateTokens(strings.NewReader(body)); got != want || err != nil {
 			t.Errorf("estimateTokens(%.40q) = %d, %v; want %d", body, got, err, want)
@@ -134,17 +138,22 @@ func TestListen(t *testing.T) {
 
 	tr := &http.Transport{}
 	client := &http.Client{Transport: tr}
+	// Streamed and whole, completions and chat: the model servers speak
+	// OpenAI through the gateway.
 	cases := []struct {
-		priority string
-		headroom string // of the band that served the request: its capacity, as nothing waits
+		priority   string
+		path, body string
+		events     int    // data events before [DONE]; 0: a whole JSON answer
+		headroom   string // of the band that served the request: its capacity, as nothing waits
 	}{
-		{"10", "32"},
-		{"5", "64"}, // no band 5: the fallback band 0
-		{"-10", "32"},
+		{"10", "/v1/chat/completions", `{"model":"sim","messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"stream":true}`,
+			1 + 8 + 1, "32"}, // the role, 8 tokens, the finish
+		{"5", "/v1/completions", `{"model":"sim","prompt":"hello world","max_tokens":8,"stream":true}`,
+			8 + 1, "64"}, // no band 5: the fallback band 0
+		{"-10", "/v1/completions", `{"model":"sim","prompt":"hello world","max_tokens":8}`, 0, "32"},
 	}
 	for _, c := range cases {
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/completions",
-			strings.NewReader(`{"model":"sim","prompt":"hello world","max_tokens":8}`))
+		req, _ := http.NewRequest(http.MethodPost, url+c.path, strings.NewReader(c.body))
 		req.Header.Set(priorityHeader, c.priority)
 		req.Header.Set(sloHeader, "500")
 		resp, err := client.Do(req)
@@ -156,8 +165,20 @@ func TestListen(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("priority %s: %d %v %q", c.priority, resp.StatusCode, err, body)
 		}
-		if n := bytes.Count(body, []byte("data: {")); n != 8 || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
-			t.Errorf("priority %s: %d tokens in %q, want 8 and [DONE]", c.priority, n, body)
+		if c.events > 0 {
+			if n := bytes.Count(body, []byte("data: {")); n != c.events || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+				t.Errorf("priority %s: %d events in %q, want %d and [DONE]", c.priority, n, body, c.events)
+			}
+		} else {
+			var whole struct {
+				Choices []struct{ Text string }
+				Usage   struct {
+					CompletionTokens int `json:"completion_tokens"`
+				}
+			}
+			if err := json.Unmarshal(body, &whole); err != nil || len(whole.Choices) != 1 || whole.Choices[0].Text == "" || whole.Usage.CompletionTokens != 8 {
+				t.Errorf("priority %s: %q (%v), want one choice of 8 tokens", c.priority, body, err)
+			}
 		}
 		if got := resp.Header.Values(headroom.HeaderName); !slices.Equal(got, []string{c.headroom}) {
 			t.Errorf("priority %s: headroom %q, want [%s]", c.priority, got, c.headroom)
@@ -196,6 +217,11 @@ func TestFlags(t *testing.T) {
 		{"-listen", "8080"},
 		{"-nosuchflag"},
 		{"-fairness", "fair-please"},
+		{"-gate", "open-sesame"},
+		{"-gate", "adaptive+saturation"},
+		{"-queue-depth", "-1"},
+		{"-token-budget", "-1"},
+		{"-kv-cache-tokens", "4095"},
 		{"extra"},
 	}
 	for _, args := range bad {
@@ -273,7 +299,7 @@ func TestGeneratorStopsWhenBehind(t *testing.T) {
 	})
 	g := &generator{
 		client: &http.Client{Transport: refuse},
-		url:    "http://gateway.test/v1/completions",
+		url:    "http://gateway.test",
 		rate:   1e9, // far more than one goroutine can start
 		rng:    rand.New(rand.NewPCG(1, 2)),
 		stats:  newClientStats(),

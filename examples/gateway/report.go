@@ -109,10 +109,15 @@ func readFlow(tenant string, class int, f *flowCounters) flowRow {
 
 const tableHeader = "time  band  queued/cap  headroom  seen  tenant       sent  dispatched  saturated  evicted  expired  queue p95  SLO met"
 
+// statusPrefix starts the line under each block of the table that shows the
+// model servers' load and the gate's view.
+const statusPrefix = "      servers: "
+
 // printTable prints one block of the per-second table: a line per tenant,
-// under its band's queue, capacity and headroom. stats is nil when there is
-// no load generator.
-func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats clientStats) {
+// under its band's queue, capacity and headroom, then the line of status
+// (the servers' load and the gate's view). stats is nil when there is no
+// load generator.
+func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats clientStats, status string) {
 	for i, b := range bands {
 		r := rows[i]
 		for j, f := range r.flows {
@@ -131,6 +136,21 @@ func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats client
 				queueP95(f), stats.sloMet(f.class))
 		}
 	}
+	fmt.Fprintln(w, statusPrefix+status)
+}
+
+// status is the model servers' load and the gate's view now: a line of the
+// table.
+func (s *system) status() string {
+	return serversLine(s.models) + "; gate: " + s.gate.status()
+}
+
+// printServers prints what the model servers did: their peaks, as the
+// scraper saw them every scrapeEvery.
+func printServers(w io.Writer, s *system) {
+	p := s.scraper.peak()
+	fmt.Fprintf(w, "model servers, read every %v: at most %d waiting and %d running on one server, KV cache at most %.0f%% full\n",
+		scrapeEvery, p.Waiting, p.Running, 100*p.KVCacheUsage)
 }
 
 // sent returns the requests the clients of class sent, or "-".

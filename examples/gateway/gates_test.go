@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicegate/sluice/examples/modelserver"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/gate"
+)
+
+// Every -gate runs the demo: its header names the gate, each second's
+// status line shows the gate's view and the servers' load, and requests
+// complete. Under MaxInFlight(slots), with KV caches that hold four
+// requests of the longest context, the servers' own queues stay empty;
+// under a saturation gate they fill, as the gate means them to.
+func TestEveryGate(t *testing.T) {
+	views := map[string]string{
+		gateSaturation:            `gate: saturation \d+%, \d of 2 servers saturated, budget \d+`,
+		gateConcurrency:           `gate: tokens in flight \d+ of 16384$`,
+		gateSaturationConcurrency: `gate: saturation \d+%, \d of 2 servers saturated, budget \d+; tokens in flight \d+ of 16384$`,
+		gateMaxInFlight:           `gate: in flight \d of 8$`,
+	}
+	for _, name := range gateNames {
+		t.Run(name, func(t *testing.T) {
+			out := newSyncBuffer()
+			args := []string{"-duration", "2s", "-gate", name}
+			if name == gateMaxInFlight {
+				// Smaller caches would make the servers queue what they
+				// have slots for: MaxInFlight knows nothing of KV.
+				args = append(args, "-kv-cache-tokens", strconv.Itoa(4*modelserver.DefaultMaxModelLen))
+			}
+			if err := run(context.Background(), args, out); err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			text := out.String()
+			if !regexp.MustCompile(`(?m)^gate: \S`).MatchString(text) {
+				t.Errorf("no gate line in the header:\n%s", text)
+			}
+			status := regexp.MustCompile(`(?m)^` + statusPrefix + `waiting \d+ \d+, running \d+ \d+, KV cache \d+% \d+%; ` + views[name])
+			if n := len(status.FindAllString(text, -1)); n < 2 {
+				t.Errorf("%d status lines with the gate's view %q, want one a second:\n%s", n, views[name], text)
+			}
+			m := regexp.MustCompile(`completed (\d+) by`).FindStringSubmatch(text)
+			if m == nil || m[1] == "0" {
+				t.Errorf("nothing completed:\n%s", text)
+			}
+			peak := regexp.MustCompile(`at most (\d+) waiting and (\d+) running on one server`).FindStringSubmatch(text)
+			if peak == nil {
+				t.Fatalf("no servers line in the summary:\n%s", text)
+			}
+			waiting, _ := strconv.Atoi(peak[1])
+			switch name {
+			case gateMaxInFlight:
+				if waiting != 0 {
+					t.Errorf("a server had %d requests waiting under MaxInFlight(its slots)", waiting)
+				}
+			case gateSaturation:
+				if waiting == 0 {
+					t.Errorf("no server ever had a request waiting: the saturation gate kept them short of work")
+				}
+			}
+		})
+	}
+}
+
+// The scraper feeds the saturation gate the servers' load; a server that
+// goes down is no longer read, its metrics go stale and the gate counts it
+// saturated.
+func TestScraperFeedsSaturationGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var models []*modelserver.Server
+		for i := range 2 {
+			m, err := modelserver.New(modelserver.Config{Name: "vllm-" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			models = append(models, m)
+		}
+		sat, err := gate.Saturation(gate.SaturationConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: sat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fc.Close()
+		sc := startScraper(models, sat)
+		defer sc.stop()
+		if st := sat.Status(); st.Endpoints != 2 || st.Fresh != 2 || st.Saturated != 0 || st.Room != 2*gate.DefaultQueueDepthThreshold {
+			t.Errorf("after the first scrape: %+v, want both servers fresh, with room", st)
+		}
+		models[0].SetDown(true)
+		time.Sleep(gate.DefaultMetricsStalenessThreshold + scrapeEvery)
+		synctest.Wait()
+		if st := sat.Status(); st.Endpoints != 2 || st.Fresh != 1 || st.Saturated != 1 {
+			t.Errorf("one server down: %+v, want it stale and saturated", st)
+		}
+		models[0].SetDown(false)
+		time.Sleep(scrapeEvery)
+		synctest.Wait()
+		if st := sat.Status(); st.Fresh != 2 || st.Saturated != 0 {
+			t.Errorf("back up: %+v, want both fresh", st)
+		}
+	})
+}
+
+// The token budget's meter counts the cost of the requests in flight, as
+// the table shows it, and returns to zero.
+func TestTokenMeter(t *testing.T) {
+	synctest.Test(t, testTokenMeter)
+}
+
+func testTokenMeter(t *testing.T) {
+	v, err := newGate(options{gate: gateConcurrency, servers: 2, kvCacheTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: v.gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	v.fc = fc
+	var admissions []*flowcontrol.Admission
+	for _, cost := range []int64{1500, 400, 300} {
+		a, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t"}, Cost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admissions = append(admissions, a)
+	}
+	if got, want := v.status(), "tokens in flight 2200 of 2000"; got != want {
+		t.Errorf("status %q, want %q", got, want)
+	}
+	// Over the budget: the next request waits until its client gives up.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := fc.EnqueueAndWait(ctx, flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t"}, Cost: 1}); err == nil {
+		t.Error("a request started over the token budget")
+	}
+	for _, a := range admissions {
+		a.Done()
+	}
+	if got := v.status(); !strings.HasPrefix(got, "tokens in flight 0 ") {
+		t.Errorf("status %q after every Done, want 0 in flight", got)
+	}
+}
