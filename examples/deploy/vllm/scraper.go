@@ -99,7 +99,8 @@ type Config struct {
 type EndpointStats struct {
 	// Endpoint is the target as configured.
 	Endpoint string
-	// Scrapes counts the readings delivered to the sink.
+	// Scrapes counts the readings delivered to the sink, each counted just
+	// before the sink receives it.
 	Scrapes uint64
 	// Errors counts failed scrapes; ConsecutiveErrors those since the last
 	// reading.
@@ -385,7 +386,8 @@ func (s *Scraper) loop(ctx context.Context, t target, st *EndpointStats, done ch
 	}
 }
 
-// scrapeOnce scrapes t, delivers the reading and counts the outcome.
+// scrapeOnce scrapes t, counts the outcome, then delivers the reading or
+// reports the failure.
 func (s *Scraper) scrapeOnce(ctx context.Context, t target, st *EndpointStats, p *page) {
 	start := s.now()
 	m, err := s.scrape(ctx, t.url, p)
@@ -396,9 +398,9 @@ func (s *Scraper) scrapeOnce(ctx context.Context, t target, st *EndpointStats, p
 	}
 	if err == nil {
 		m.ReadAt = end
-		s.sink.Update(t.endpoint, m)
 	}
 
+	// Count first, so that whoever hears of the scrape finds it counted.
 	s.mu.Lock()
 	st.LastDuration = end.Sub(start)
 	failedBefore := st.ConsecutiveErrors
@@ -413,6 +415,9 @@ func (s *Scraper) scrapeOnce(ctx context.Context, t target, st *EndpointStats, p
 	}
 	s.mu.Unlock()
 
+	if err == nil {
+		s.sink.Update(t.endpoint, m)
+	}
 	switch {
 	case err != nil:
 		if s.log != nil {
