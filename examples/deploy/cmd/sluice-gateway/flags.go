@@ -81,7 +81,7 @@ utilization-detector with its defaults, fed by scraping the backends.
 SIGTERM or SIGINT: /readyz turns 503, the listener closes, queued requests are
 answered 503 rejected-shutting-down, and admitted ones may finish within the
 grace period (gateway.gracePeriod or -grace-period) before their connections
-are closed.
+are closed. A second SIGTERM or SIGINT exits at once, with status 1.
 
 SIGHUP reloads the -config file. A reload is all or nothing: a file that does
 not parse, or that changes something only a restart can change, is refused
@@ -201,7 +201,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	)
 	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file` (Sluice's form or llm-d-router's EndpointPickerConfig); reloaded on SIGHUP")
 	fs.StringVar(&listen, "listen", config.DefaultListen, "`address` to listen on; overrides gateway.listen")
-	fs.Var(urlsFlag{&o.backends}, "backend", "base `URL` of a model server, repeatable; added to gateway.backends")
+	fs.Var(urlsFlag{&o.backends}, "backend", "base `URL` of a model server (its root: /v1/... and /metrics are below it), repeatable; added to gateway.backends")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate")
 	fs.DurationVar(&grace, "grace-period", config.DefaultGracePeriod, "how long admitted requests may finish after SIGTERM; overrides gateway.gracePeriod")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
@@ -211,7 +211,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
 	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
 		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
-	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", flowhttp.DefaultMaxBodyBytes, "longest request body, read before queueing; longer ones get 413")
+	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", flowhttp.DefaultMaxBodyBytes,
+		"longest request body, read before queueing to size it and estimate its tokens; longer ones get 413 (negative: never read, every request costs 1)")
 
 	err := fs.Parse(args)
 	switch {

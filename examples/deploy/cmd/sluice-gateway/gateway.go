@@ -108,10 +108,16 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 	g.grace.Store(int64(s.grace))
 
+	classify := costClassifier{headers: opts.classifier}.classify
+	if opts.maxBodyBytes < 0 {
+		// Bodies are not read before queueing: reading one to estimate
+		// its cost would take it from the backend.
+		classify = opts.classifier.Classify
+	}
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
 		Capacity:                loggingReader{fc: g.fc, log: log},
-		Classify:                costClassifier{headers: opts.classifier}.classify,
+		Classify:                classify,
 		MaxBodyBytes:            opts.maxBodyBytes,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
 	}, g.pool)

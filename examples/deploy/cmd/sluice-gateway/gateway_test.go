@@ -487,3 +487,21 @@ func TestUnreadableBandIsLogged(t *testing.T) {
 		t.Errorf("the failed read was not logged:\n%s", logs)
 	}
 }
+
+func TestUnreadBodiesReachTheBackend(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Write(body)
+	}))
+	t.Cleanup(backend.Close)
+	u, _ := url.Parse(backend.URL)
+	opts := testOptions()
+	opts.backends = []*url.URL{u}
+	opts.maxInFlight = intp(1)
+	opts.maxBodyBytes = -1 // never read before queueing, so no cost estimate either
+	g := startGateway(t, opts)
+	r := <-send(newClient(t), g.url, "a")
+	if r.err != nil || r.status != http.StatusOK || r.body != chatBody {
+		t.Errorf("%d %v: the backend read %q, want the whole body", r.status, r.err, r.body)
+	}
+}

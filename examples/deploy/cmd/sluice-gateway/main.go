@@ -68,7 +68,8 @@
 // SIGTERM or SIGINT shuts down: /readyz turns 503, the listener closes,
 // queued requests are answered 503 with x-llm-d-request-dropped-reason
 // rejected-shutting-down, and admitted requests have the grace period to
-// finish before their connections are closed.
+// finish before their connections are closed. A second SIGTERM or SIGINT
+// exits at once, with status 1.
 //
 // SIGHUP reloads the -config file. A reload is all or nothing: a file that
 // does not parse, or that changes something only a restart can change, is
@@ -161,6 +162,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer shutdown()
 	served := make(chan error, 1)
 	go func() { served <- g.serve(ctx, l) }()
+	stopping := false
 	for {
 		select {
 		case sig := <-signals:
@@ -168,6 +170,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 				_ = g.reload() // logged; a bad file keeps the running configuration
 				continue
 			}
+			if stopping {
+				log.Warn("second signal: exiting without waiting for the requests in flight", "signal", sig.String(), "in_flight", g.fc.InFlight())
+				return 1
+			}
+			stopping = true
 			log.Info("signal received", "signal", sig.String())
 			shutdown()
 		case err := <-served:

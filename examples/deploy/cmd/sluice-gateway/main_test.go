@@ -237,6 +237,22 @@ func TestBinaryShutsDownOnSIGTERM(t *testing.T) {
 	}
 }
 
+func TestBinaryExitsOnASecondSIGTERM(t *testing.T) {
+	hb := newHoldBackend(t)
+	p := startSelf(t, "-listen", "127.0.0.1:0", "-backend", hb.url.String(), "-max-inflight", "1")
+	a := send(newClient(t), p.url, "a")
+	<-hb.arrived
+	p.signal(t, syscall.SIGTERM)
+	waitFor(t, "the shutdown to begin", func() bool { return strings.Contains(p.stderr.String(), "shutting down") })
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if r := <-a; r.err == nil && strings.HasSuffix(r.body, "[DONE]\n\n") {
+		t.Errorf("a finished (%d %q) though the gateway exited first", r.status, r.body)
+	}
+}
+
 func TestBinaryRefusesABadFile(t *testing.T) {
 	path := writeConfig(t, "", "controller:\n  bands:\n    - priority: 0\n      maxRequests: -1\n")
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
