@@ -11,7 +11,8 @@
 //
 // [Parse] turns one page into a reading. It reads vllm:num_requests_waiting,
 // vllm:num_requests_running and vllm:kv_cache_usage_perc, falling back to
-// vllm:gpu_cache_usage_perc, the name vLLM used before 0.9. Pages are decoded
-// with github.com/prometheus/common/expfmt in the text format, the delimited
-// protobuf format or OpenMetrics, as the server's Content-Type says.
+// vllm:gpu_cache_usage_perc, the name vLLM used before 0.9. Pages are
+// requested and decoded in the Prometheus text format, with
+// github.com/prometheus/common/expfmt; other formats are refused (see
+// [Parse] for why).
 package vllm

@@ -455,6 +455,10 @@ func (s *Scraper) scrape(ctx context.Context, url string, p *page) (Metrics, err
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return Metrics{}, fmt.Errorf("%w: %s from %s", ErrStatus, resp.Status, url)
 	}
+	format := expfmt.ResponseFormat(resp.Header)
+	if err := checkFormat(format); err != nil {
+		return Metrics{}, fmt.Errorf("parsing %s: %w", url, err)
+	}
 	p.buf.Reset()
 	n, err := p.buf.ReadFrom(io.LimitReader(resp.Body, s.maxBody+1))
 	if err != nil {
@@ -464,7 +468,7 @@ func (s *Scraper) scrape(ctx context.Context, url string, p *page) (Metrics, err
 		return Metrics{}, fmt.Errorf("%w: %s is over %d bytes", ErrBodyTooLarge, url, s.maxBody)
 	}
 	p.rd.Reset(p.buf.Bytes())
-	m, err := p.dec.decode(&p.rd, expfmt.ResponseFormat(resp.Header))
+	m, err := p.dec.decode(&p.rd, format)
 	if err != nil {
 		return Metrics{}, fmt.Errorf("parsing %s: %w", url, err)
 	}
