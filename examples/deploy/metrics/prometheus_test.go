@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,13 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
@@ -63,19 +63,42 @@ func everyMetric(t *testing.T) *prometheus.Registry {
 func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool := requireTool(t, "promtool")
 	reg := everyMetric(t)
-	text, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain)
-	require.NoError(t, err)
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	require.Len(t, families, 16, "every family has a series")
+	// The exposition exactly as a scrape receives it.
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	text := rec.Body.String()
+	for _, mf := range families {
+		require.Contains(t, text, "# TYPE "+mf.GetName()+" ", "the page lists every family")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(text)
+	cmd.Stdin = strings.NewReader(text)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "promtool check metrics:\n%s\non:\n%s", out, text)
-	require.Empty(t, string(out))
+	// promtool reads the "d" of llm-d-router's prefix llm_d_ as an
+	// abbreviated unit (days) in every llm_d_* name. The names are
+	// llm-d-router's, kept so that its dashboards carry over: that one
+	// finding is allowed for them (promtool then exits 3), any other fails.
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+	findings := 0
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		name, problem, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if strings.HasPrefix(name, "llm_d_") && problem == "metric names should not contain abbreviated units" {
+			findings++
+			continue
+		}
+		t.Errorf("promtool check metrics: %s", line)
+	}
+	if findings > 0 && err == nil {
+		t.Errorf("promtool reported %d findings and exit status 0", findings)
+	}
 }
 
 // A real Prometheus server scrapes the registry and answers a PromQL query
