@@ -68,6 +68,8 @@ func BenchmarkGate(b *testing.B) {
 	b.Run("gate=Concurrency/mode=requests", metered(concurrency(gate.ModeRequests), nil))
 	b.Run("gate=Concurrency/mode=tokens", metered(concurrency(gate.ModeTokens), nil))
 	b.Run("gate=Concurrency/mode=hybrid", metered(concurrency(gate.ModeHybrid), nil))
+	adaptive, _ := gate.Adaptive(gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 64})
+	b.Run("gate=Adaptive", metered(adaptive, nil))
 	sat, refill = saturation()
 	b.Run("gate=All(Saturation,Concurrency)", metered(gate.All(sat, concurrency(gate.ModeHybrid)).(flowcontrol.MeteredGate), refill))
 }

@@ -1,11 +1,12 @@
 // Package gate holds the gates a [flowcontrol.FlowController] dispatches
 // through when a plain in-flight limit is not enough: a gate that reads the
 // model servers' own metrics ([Saturation]), a budget of requests and
-// estimated tokens in flight ([Concurrency]), and [All], which composes
-// them.
+// estimated tokens in flight ([Concurrency]), a limit learned from the
+// time to first token ([Adaptive]), and [All], which composes them.
 //
-// Each gate mirrors a saturation detector of llm-d-router, whose parameter
-// names and defaults the configuration types give beside their own:
+// The first two mirror saturation detectors of llm-d-router, whose
+// parameter names and defaults the configuration types give beside their
+// own (llm-d has no adaptive detector):
 //
 //	Sluice                                  llm-d-router                                   default
 //	SaturationConfig.QueueDepthThreshold    utilization-detector queueDepthThreshold       5
@@ -21,4 +22,11 @@
 // when fresh metrics arrive — calls [flowcontrol.FlowController.Nudge]
 // itself, so the controller still runs no goroutine of its own. Each gate
 // instance serves one controller.
+//
+// Which to use: the saturation gate where the model servers' metrics can
+// be scraped — it follows a change of capacity within a scrape interval;
+// the adaptive gate where they cannot — it follows within a few request
+// lifetimes, since it learns as admissions end; the concurrency gate as a
+// ceiling beside either, through All. The simulation in examples/gates
+// measures them against fixed limits on a pool whose capacity changes.
 package gate

@@ -72,3 +72,27 @@ func Example() {
 	// request 2 started
 	// saturation 0.94
 }
+
+// An adaptive gate starts from the limit it replaces and learns from the
+// time to first token the caller reports: responses later than the target
+// lower the limit, clearly timely ones raise it while it is in use.
+func ExampleAdaptive() {
+	g, err := gate.Adaptive(gate.AdaptiveConfig{TargetFirstToken: 1500 * time.Millisecond, InitialLimit: 64})
+	if err != nil {
+		panic(err)
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+	adm, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat"}})
+	if err != nil {
+		panic(err)
+	}
+	adm.FirstToken() // when the first byte of the response body reaches the router
+	adm.Done()       // the gate hears the first token's latency now
+	fmt.Println("limit", g.Limit())
+	// Output:
+	// limit 64
+}

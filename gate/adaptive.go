@@ -1,0 +1,202 @@
+package gate
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// AdaptiveConfig configures an [AdaptiveGate]. llm-d-router has no
+// adaptive detector; the names are Sluice's own. The zero value of each
+// field but TargetFirstToken means its default.
+type AdaptiveConfig struct {
+	// TargetFirstToken is the time to first token, counted from dispatch,
+	// above which a response is a sign of congestion. Required. Below the
+	// SLO by what the queue in front of the gate may take: with an SLO of
+	// 3s and requests waiting up to 1s in the controller's band, 1.5s.
+	TargetFirstToken time.Duration
+	// InitialLimit is the limit the gate starts from (default 100, llm-d's
+	// maxConcurrency default): the fixed limit it replaces, typically.
+	InitialLimit int
+	// MinLimit and MaxLimit bound the limit (defaults 1 and 10,000).
+	MinLimit, MaxLimit int
+	// Backoff multiplies the limit at a decrease, in (0, 1) (default 0.9).
+	Backoff float64
+	// Increase is added to the limit for each timely response while the
+	// limit is in use, so the limit grows by about Increase × limit per
+	// round trip (default 0.1: a tenth per round trip).
+	Increase float64
+}
+
+// Defaults of [AdaptiveConfig].
+const (
+	DefaultInitialLimit = 100
+	DefaultMinLimit     = 1
+	DefaultMaxLimit     = 10_000
+	DefaultBackoff      = 0.9
+	DefaultIncrease     = 0.1
+)
+
+// AdaptiveGate learns how many requests may be in flight from the time to
+// first token of the responses, by additive increase and multiplicative
+// decrease (AIMD). Create one with [Adaptive].
+//
+// For LLM traffic the time to first token, not the total time, tracks a
+// model server's saturation: the total grows with the output length,
+// while the first token waits for the server's queue and the prefill only.
+// The gate hears it as [flowcontrol.Usage.FirstToken] when each admission
+// ends — reported by the caller through [flowcontrol.Admission.FirstToken]
+// (flowhttp reports the first body byte) — and falls back to the hold time
+// [flowcontrol.Usage.Held] for a response that reported none, which
+// overstates the latency of a long response: report first tokens.
+//
+// For each response, with T the TargetFirstToken:
+//   - later than T: the limit is multiplied by Backoff — at most once per
+//     half of the requests in flight at the last decrease, since the
+//     responses of requests started before a decrease still show the
+//     congestion it answered;
+//   - within T/2, while at least half the limit is in use: Increase is
+//     added to the limit;
+//   - between T/2 and T: the limit holds. This band keeps the gate from
+//     probing past the point where the servers start to queue.
+//
+// A slot handed back unused teaches nothing. The limit stays within
+// [MinLimit, MaxLimit].
+//
+// The gate learns when admissions end, a hold time after the requests
+// started, so it follows a change of capacity within a few hold times;
+// the saturation gate, which reads the servers' own queues every scrape,
+// follows within a scrape interval. The simulation in examples/gates
+// compares both, and the gradient design this gate was chosen over.
+//
+// An AdaptiveGate is a [flowcontrol.MeteredGate] and a
+// [flowcontrol.BoundGate]: its state is guarded by the lock of the one
+// controller it serves, and Bind refuses a second. Limit may be called from
+// any goroutine.
+type AdaptiveGate struct {
+	// Guarded by the controller's lock.
+	limit              float64
+	inFlight, limitInt int
+	sinceCut, guard    int // responses since the last decrease; how many must pass before the next
+	target, half       time.Duration
+	min, max           float64
+	backoff, increase  float64
+
+	published atomic.Int64 // limitInt, for Limit
+	owner     atomic.Pointer[flowcontrol.FlowController]
+}
+
+// Adaptive returns an adaptive gate for cfg, or an error naming the first
+// bad field: a missing or negative TargetFirstToken, a negative limit, a
+// MinLimit above MaxLimit or an InitialLimit outside them, a Backoff
+// outside (0, 1), a negative Increase.
+func Adaptive(cfg AdaptiveConfig) (*AdaptiveGate, error) {
+	if cfg.TargetFirstToken <= 0 {
+		return nil, configError("TargetFirstToken", "", cfg.TargetFirstToken, "required: the time to first token above which the servers count as congested")
+	}
+	for _, f := range []struct {
+		name  string
+		value *int
+		def   int
+	}{{"InitialLimit", &cfg.InitialLimit, DefaultInitialLimit}, {"MinLimit", &cfg.MinLimit, DefaultMinLimit}, {"MaxLimit", &cfg.MaxLimit, DefaultMaxLimit}} {
+		if *f.value < 0 {
+			return nil, configError(f.name, "", *f.value, "negative")
+		}
+		if *f.value == 0 {
+			*f.value = f.def
+		}
+	}
+	switch {
+	case cfg.MinLimit > cfg.MaxLimit:
+		return nil, configError("MinLimit", "", cfg.MinLimit, "above MaxLimit")
+	case cfg.InitialLimit < cfg.MinLimit || cfg.InitialLimit > cfg.MaxLimit:
+		return nil, configError("InitialLimit", "", cfg.InitialLimit, "outside [MinLimit, MaxLimit]")
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if !(cfg.Backoff > 0 && cfg.Backoff < 1) {
+		return nil, configError("Backoff", "", cfg.Backoff, "not in (0, 1)")
+	}
+	if cfg.Increase == 0 {
+		cfg.Increase = DefaultIncrease
+	}
+	if !(cfg.Increase > 0) {
+		return nil, configError("Increase", "", cfg.Increase, "not positive")
+	}
+	g := &AdaptiveGate{
+		target:   cfg.TargetFirstToken,
+		half:     cfg.TargetFirstToken / 2,
+		min:      float64(cfg.MinLimit),
+		max:      float64(cfg.MaxLimit),
+		backoff:  cfg.Backoff,
+		increase: cfg.Increase,
+	}
+	g.set(float64(cfg.InitialLimit))
+	return g, nil
+}
+
+// set changes the limit, publishing its whole part when that changes.
+func (g *AdaptiveGate) set(limit float64) {
+	g.limit = limit
+	if n := int(limit); n != g.limitInt {
+		g.limitInt = n
+		g.published.Store(int64(n))
+	}
+}
+
+// TryAcquire reports whether fewer requests than the limit are in flight,
+// and takes a slot if so.
+func (g *AdaptiveGate) TryAcquire(int) bool {
+	if g.inFlight >= g.limitInt {
+		return false
+	}
+	g.inFlight++
+	return true
+}
+
+// Release hands back a slot that TryAcquire granted and that was not used
+// (a composing gate refused the request).
+func (g *AdaptiveGate) Release(int) { g.inFlight-- }
+
+// Took does nothing: the gate counts requests, whatever their cost.
+func (g *AdaptiveGate) Took(flowcontrol.Slot) {}
+
+// Returned gives back a slot and learns from the response's time to first
+// token.
+func (g *AdaptiveGate) Returned(u flowcontrol.Usage) {
+	used := g.inFlight
+	g.inFlight--
+	if u.Unused {
+		return
+	}
+	latency := u.FirstToken
+	if latency == 0 {
+		latency = u.Held
+	}
+	g.sinceCut++
+	switch {
+	case latency > g.target:
+		if g.sinceCut >= g.guard {
+			g.set(max(g.min, g.limit*g.backoff))
+			g.sinceCut, g.guard = 0, used/2
+		}
+	case latency > g.half:
+	case float64(used) >= g.limit/2:
+		g.set(min(g.max, g.limit+g.increase))
+	}
+}
+
+// Bind refuses a second controller: the gate's state is guarded by the
+// first one's lock.
+func (g *AdaptiveGate) Bind(c *flowcontrol.FlowController) error {
+	if !g.owner.CompareAndSwap(nil, c) && g.owner.Load() != c {
+		return errors.New("gate: AdaptiveGate already serves another controller")
+	}
+	return nil
+}
+
+// Limit returns the current limit on requests in flight.
+func (g *AdaptiveGate) Limit() int { return int(g.published.Load()) }
