@@ -44,8 +44,8 @@ var (
 	ErrBodyTooLarge = errors.New("vllm: metrics page too large")
 )
 
-// acceptHeader asks for the text format, the one vLLM serves; a server
-// that only speaks OpenMetrics may still answer with it.
+// acceptHeader asks for the text format, the one vLLM serves unless asked
+// for OpenMetrics; a page in any other format is refused (see Parse).
 const acceptHeader = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 
 // Sink receives readings. The scraper calls Update with each endpoint's
