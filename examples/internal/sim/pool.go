@@ -21,6 +21,25 @@ type PoolConfig struct {
 	PerOutputToken time.Duration
 	// Failures take servers down for a while.
 	Failures []Failure
+	// ServerQueues sends each admitted request at once to one healthy
+	// server — the one with the fewest waiting, then the fewest running,
+	// then the lowest index, as a router's queue and running-request
+	// scorers pick an endpoint — where it waits in that server's own FIFO
+	// queue until it can run. Its time to first token then counts from the
+	// start of its prefill, after that wait. Without ServerQueues, admitted
+	// requests that find no free slot wait in one queue of the pool for
+	// the first slot that frees.
+	ServerQueues bool
+	// KVCacheTokens, with ServerQueues, is each server's KV cache in
+	// tokens, paged as vLLM's is: a running request holds its prompt's
+	// tokens from its start and one more for each output token decoded.
+	// The head of a server's queue starts only when its prompt fits in
+	// what is free (or nothing runs). When the decoding requests outgrow
+	// the cache, the one started last is preempted: it loses its progress
+	// and goes back to the head of the queue, to start over (vLLM's
+	// recompute preemption; a first token it already sent stands). 0 means
+	// no KV-cache limit: only Slots bounds what runs.
+	KVCacheTokens int
 }
 
 // Failure takes Server down at At for For: the requests it is running fail
@@ -40,6 +59,8 @@ func (pc PoolConfig) validate() error {
 	case pc.Base < 0 || pc.PerPromptToken < 0 || pc.PerOutputToken < 0:
 		return fmt.Errorf("sim: Pool.Base %v, PerPromptToken %v and PerOutputToken %v must not be negative",
 			pc.Base, pc.PerPromptToken, pc.PerOutputToken)
+	case pc.KVCacheTokens < 0 || (pc.KVCacheTokens > 0 && !pc.ServerQueues):
+		return fmt.Errorf("sim: Pool.KVCacheTokens %d: want 0, or a positive size with ServerQueues", pc.KVCacheTokens)
 	}
 	for i, f := range pc.Failures {
 		if f.Server < 0 || f.Server >= pc.Servers || f.At < 0 || f.For <= 0 {
@@ -52,22 +73,40 @@ func (pc PoolConfig) validate() error {
 // Pool is the simulated model servers. Its [Pool.Gate] admits a request
 // while a healthy server has a free slot; requests admitted beyond that (by
 // another gate) wait in the pool's own FIFO queue, as they would in a model
-// server's waiting queue.
+// server's waiting queue — or, with [PoolConfig.ServerQueues], in the queue
+// of the server they were sent to.
 type Pool struct {
 	cfg     PoolConfig
 	clock   *Clock
 	servers []server
-	// waiting holds admitted requests that found no free slot.
+	// waiting holds admitted requests that found no free slot (without
+	// ServerQueues).
 	waiting []*job
 	// healthySlots is Slots times the healthy servers; admitted counts
 	// the requests the gate let in and that have not released yet.
 	healthySlots, admitted int
-	nudge                  func() // the controller's Nudge, once it exists
+	// maxWaiting is the longest waiting queue seen since the last
+	// ResetMaxWaiting.
+	maxWaiting int
+	// firstToken makes the pool report each request's first token to its
+	// admission, at that virtual instant (for a metered gate).
+	firstToken bool
+	// preemptions counts the requests preempted for KV cache.
+	preemptions int
+	nudge       func() // the controllers' Nudge, once they exist
 }
 
 type server struct {
 	healthy bool
 	running []*job
+	queue   []*job // with ServerQueues: sent here, not yet running
+	// overflow is the pending check for when the running requests'
+	// growth overflows the KV cache (with KVCacheTokens).
+	overflow flowcontrol.Timer
+	// With KVCacheTokens, what its running requests hold: the prompts of
+	// all; and of those decoding, their number, the sum of the instants
+	// their decode began, and their output tokens.
+	prompts, decoding, decodeSince, outputs int64
 }
 
 // job is one admitted attempt on its way through the pool.
@@ -78,7 +117,16 @@ type job struct {
 	server  int
 	index   int // in its server's running list
 	started time.Duration
-	done    flowcontrol.Timer // the completion event
+	// decodeAt is when its prefill ends and its first token comes.
+	decodeAt time.Duration
+	// firstAt is when its first token came, once sent is set; a request
+	// preempted after its first token keeps it.
+	firstAt time.Duration
+	sent    bool
+	// decoding is set while it runs past its prefill (with KVCacheTokens).
+	decoding bool
+	done     flowcontrol.Timer // the completion event
+	first    flowcontrol.Timer // the first-token event, when it is scheduled
 }
 
 func newPool(cfg PoolConfig, clock *Clock) *Pool {
@@ -110,9 +158,64 @@ func (g poolGate) TryAcquire(int) bool {
 
 func (g poolGate) Release(int) { g.p.admitted-- }
 
-// Running returns the number of requests the servers are running, and
-// Waiting those admitted that wait for a slot.
-func (p *Pool) Running() int { return p.admitted - len(p.waiting) }
+// Running returns the number of requests the servers are running.
+func (p *Pool) Running() int {
+	if !p.cfg.ServerQueues {
+		return p.admitted - len(p.waiting)
+	}
+	n := 0
+	for i := range p.servers {
+		n += len(p.servers[i].running)
+	}
+	return n
+}
+
+// ServerMetrics is one server's load, as its metrics endpoint reports it.
+type ServerMetrics struct {
+	// Healthy is false while the server is down: a scrape of it fails.
+	Healthy bool
+	// Waiting counts the requests in its queue (with ServerQueues), and
+	// Running those it runs.
+	Waiting, Running int
+	// KVCache is the fraction of its KV cache its running requests hold;
+	// 0 without PoolConfig.KVCacheTokens.
+	KVCache float64
+}
+
+// Metrics returns server i's load now.
+func (p *Pool) Metrics(i int) ServerMetrics {
+	s := &p.servers[i]
+	m := ServerMetrics{Healthy: s.healthy, Waiting: len(s.queue), Running: len(s.running)}
+	if p.cfg.KVCacheTokens > 0 {
+		m.KVCache = float64(p.kvUsed(s)) / float64(p.cfg.KVCacheTokens)
+	}
+	return m
+}
+
+// Preemptions returns the number of requests preempted so far because the
+// KV cache overflowed.
+func (p *Pool) Preemptions() int { return p.preemptions }
+
+// Clock returns the simulation's clock, for a gate that times what the
+// pool reports.
+func (p *Pool) Clock() *Clock { return p.clock }
+
+// Servers returns the number of servers, healthy or not.
+func (p *Pool) Servers() int { return len(p.servers) }
+
+// MaxWaiting returns the longest waiting queue — of any one server with
+// ServerQueues, of the pool's queue without — since the last
+// ResetMaxWaiting, or since the start.
+func (p *Pool) MaxWaiting() int { return p.maxWaiting }
+
+// ResetMaxWaiting starts a new measure of MaxWaiting from the queues'
+// lengths now.
+func (p *Pool) ResetMaxWaiting() {
+	p.maxWaiting = len(p.waiting)
+	for i := range p.servers {
+		p.maxWaiting = max(p.maxWaiting, len(p.servers[i].queue))
+	}
+}
 
 // HealthySlots returns the slots of the servers that are up.
 func (p *Pool) HealthySlots() int { return p.healthySlots }
@@ -125,8 +228,13 @@ func (p *Pool) serviceTimes(r *Record) (ttft, service time.Duration) {
 }
 
 // start runs an admitted attempt on the healthy server with the most free
-// slots (the lowest index on a tie), or queues it if none has one.
+// slots (the lowest index on a tie), or queues it if none has one. With
+// ServerQueues it sends it to a server instead.
 func (p *Pool) start(j *job) {
+	if p.cfg.ServerQueues {
+		p.send(j)
+		return
+	}
 	best, free := -1, 0
 	for i := range p.servers {
 		s := &p.servers[i]
@@ -136,13 +244,181 @@ func (p *Pool) start(j *job) {
 	}
 	if best < 0 {
 		p.waiting = append(p.waiting, j)
+		p.maxWaiting = max(p.maxWaiting, len(p.waiting))
+		return
+	}
+	p.run(best, j)
+}
+
+// run starts j on server i now: its first token (if the pool reports
+// first tokens or pages a KV cache) and its completion are scheduled.
+func (p *Pool) run(i int, j *job) {
+	s := &p.servers[i]
+	now := p.clock.Elapsed()
+	ttft, service := p.serviceTimes(j.rec)
+	j.server, j.index, j.started, j.decodeAt = i, len(s.running), now, now+ttft
+	s.running = append(s.running, j)
+	s.prompts += int64(j.rec.PromptTokens)
+	if p.firstToken || p.cfg.KVCacheTokens > 0 {
+		j.first = p.clock.AfterFunc(ttft, func() { p.firstTokenOf(j) })
+	}
+	j.done = p.clock.AfterFunc(service, func() { p.finish(j, false) })
+	p.watchKV(i)
+}
+
+// firstTokenOf is j's prefill ending: its first token, unless a first run
+// preempted later sent it already, and the start of its decode.
+func (p *Pool) firstTokenOf(j *job) {
+	j.first = nil
+	if !j.sent {
+		j.sent, j.firstAt = true, p.clock.Elapsed()
+		if p.firstToken {
+			j.adm.FirstToken()
+		}
+	}
+	if p.cfg.KVCacheTokens > 0 {
+		s := &p.servers[j.server]
+		j.decoding = true
+		s.decoding++
+		s.decodeSince += int64(j.decodeAt)
+		s.outputs += int64(j.rec.OutputTokens)
+		p.watchKV(j.server)
+	}
+}
+
+// kvUsed returns the KV-cache tokens server s's running requests hold now:
+// their prompts, and the output tokens decoded so far, counted for the
+// server as a whole (the decode time of all its decoding requests over
+// PerOutputToken, rounded down).
+func (p *Pool) kvUsed(s *server) int {
+	decoded := s.outputs
+	if p.cfg.PerOutputToken > 0 {
+		decoded = (s.decoding*int64(p.clock.Elapsed()) - s.decodeSince) / int64(p.cfg.PerOutputToken)
+	}
+	return int(s.prompts + decoded)
+}
+
+// watchKV arranges the check for when server i's KV cache overflows, as
+// its decoding requests grow: each event that changes how many decode
+// calls it again.
+func (p *Pool) watchKV(i int) {
+	kv := p.cfg.KVCacheTokens
+	if kv == 0 {
+		return
+	}
+	s := &p.servers[i]
+	if s.overflow != nil {
+		s.overflow.Stop()
+		s.overflow = nil
+	}
+	if len(s.running) < 2 {
+		return // one request runs alone, however large
+	}
+	if s.decoding == 0 || p.cfg.PerOutputToken == 0 {
+		if p.kvUsed(s) > kv {
+			s.overflow = p.clock.AfterFunc(0, func() { p.checkKV(i) })
+		}
+		return
+	}
+	// The decoding requests add one token each per PerOutputToken: the
+	// cache overflows then, unless an event changes that first (and calls
+	// watchKV again).
+	wait := time.Duration(max(int64(kv-p.kvUsed(s)+1), 0)*int64(p.cfg.PerOutputToken)) / time.Duration(s.decoding)
+	s.overflow = p.clock.AfterFunc(max(wait, time.Nanosecond), func() { p.checkKV(i) })
+}
+
+// checkKV preempts the requests started last on server i while its KV
+// cache overflows, then starts what fits.
+func (p *Pool) checkKV(i int) {
+	s := &p.servers[i]
+	s.overflow = nil
+	for len(s.running) > 1 && p.kvUsed(s) > p.cfg.KVCacheTokens {
+		last := 0
+		for k, j := range s.running {
+			if j.started >= s.running[last].started {
+				last = k
+			}
+		}
+		j := s.running[last]
+		p.remove(j)
+		j.done.Stop()
+		if j.first != nil {
+			j.first.Stop()
+			j.first = nil
+		}
+		s.queue = append([]*job{j}, s.queue...)
+		p.preemptions++
+	}
+	p.admit(i)
+	p.watchKV(i)
+}
+
+// remove takes j out of its server's running list.
+func (p *Pool) remove(j *job) {
+	s := &p.servers[j.server]
+	s.prompts -= int64(j.rec.PromptTokens)
+	if j.decoding {
+		j.decoding = false
+		s.decoding--
+		s.decodeSince -= int64(j.decodeAt)
+		s.outputs -= int64(j.rec.OutputTokens)
+	}
+	last := len(s.running) - 1
+	s.running[j.index] = s.running[last]
+	s.running[j.index].index = j.index
+	s.running[last] = nil
+	s.running = s.running[:last]
+}
+
+// send routes an admitted attempt to the healthy server with the fewest
+// waiting, then the fewest running, then the lowest index, and runs it
+// there if it can start; with no healthy server it fails at once.
+func (p *Pool) send(j *job) {
+	best := -1
+	for i := range p.servers {
+		s := &p.servers[i]
+		if !s.healthy {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &p.servers[best]
+		if len(s.queue) < len(b.queue) || (len(s.queue) == len(b.queue) && len(s.running) < len(b.running)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		p.failQueued(j)
 		return
 	}
 	s := &p.servers[best]
-	j.server, j.index, j.started = best, len(s.running), p.clock.Elapsed()
-	s.running = append(s.running, j)
-	_, service := p.serviceTimes(j.rec)
-	j.done = p.clock.AfterFunc(service, func() { p.finish(j, false) })
+	s.queue = append(s.queue, j)
+	p.admit(best)
+	p.maxWaiting = max(p.maxWaiting, len(s.queue))
+}
+
+// admit runs the head of server i's queue while it fits.
+func (p *Pool) admit(i int) {
+	s := &p.servers[i]
+	for len(s.queue) > 0 && s.healthy && len(s.running) < p.cfg.Slots {
+		j := s.queue[0]
+		if kv := p.cfg.KVCacheTokens; kv > 0 && len(s.running) > 0 && p.kvUsed(s)+j.rec.PromptTokens > kv {
+			return
+		}
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		p.run(i, j)
+	}
+}
+
+// failQueued fails an attempt that was admitted but never ran: its server
+// went down, or there was none.
+func (p *Pool) failQueued(j *job) {
+	j.rec.Failures++
+	j.respond(Response{Failed: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
+	j.adm.Done()
 }
 
 // finish ends a running job: complete, or failed with its server. The
@@ -152,11 +428,11 @@ func (p *Pool) start(j *job) {
 // dispatch the next request.
 func (p *Pool) finish(j *job, failed bool) {
 	s := &p.servers[j.server]
-	last := len(s.running) - 1
-	s.running[j.index] = s.running[last]
-	s.running[j.index].index = j.index
-	s.running[last] = nil
-	s.running = s.running[:last]
+	p.remove(j)
+	if j.first != nil {
+		j.first.Stop()
+		j.first = nil
+	}
 
 	r := j.rec
 	if failed {
@@ -166,9 +442,15 @@ func (p *Pool) finish(j *job, failed bool) {
 		r.Served = true
 		r.QueueTime = j.adm.QueueTime()
 		r.FirstToken = j.started + ttft
+		if j.sent {
+			r.FirstToken = j.firstAt
+		}
 	}
 	j.respond(Response{Served: !failed, Failed: failed, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
-	if len(p.waiting) > 0 && s.healthy {
+	if p.cfg.ServerQueues {
+		p.admit(j.server)
+		p.watchKV(j.server)
+	} else if len(p.waiting) > 0 && s.healthy {
 		next := p.waiting[0]
 		p.waiting[0] = nil
 		p.waiting = p.waiting[1:]
@@ -177,7 +459,8 @@ func (p *Pool) finish(j *job, failed bool) {
 	j.adm.Done()
 }
 
-// fail takes server i down; its running requests fail.
+// fail takes server i down; its running requests fail, and so do those
+// waiting in its queue.
 func (p *Pool) fail(i int) {
 	s := &p.servers[i]
 	if !s.healthy {
@@ -185,10 +468,20 @@ func (p *Pool) fail(i int) {
 	}
 	s.healthy = false
 	p.healthySlots -= p.cfg.Slots
+	if s.overflow != nil {
+		s.overflow.Stop()
+		s.overflow = nil
+	}
 	for len(s.running) > 0 {
 		j := s.running[len(s.running)-1]
 		j.done.Stop()
 		p.finish(j, true)
+	}
+	for len(s.queue) > 0 {
+		j := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		p.failQueued(j)
 	}
 }
 

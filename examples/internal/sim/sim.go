@@ -54,6 +54,14 @@ type Config struct {
 	// Gate, if set, makes the gate from the pool instead; it overrides
 	// Controller.Gate. A new gate is needed for every run.
 	Gate func(*Pool) flowcontrol.Gate
+	// Replicas is the number of routers in front of the pool, each with
+	// its own controller configured by Controller (0 means 1). Attempts
+	// go to the replicas in turn. With more than one, ReplicaGate or Gate
+	// makes each replica's gate; Controller.Gate alone is refused.
+	Replicas int
+	// ReplicaGate, if set, makes the gate of each replica, given its index
+	// from 0; it overrides Gate and Controller.Gate.
+	ReplicaGate func(p *Pool, replica int) flowcontrol.Gate
 
 	Pool    PoolConfig
 	Tenants []Tenant
@@ -139,7 +147,9 @@ type Response struct {
 type Sim struct {
 	cfg     Config
 	clock   *Clock
-	fc      *flowcontrol.FlowController
+	fc      *flowcontrol.FlowController // fcs[0]
+	fcs     []*flowcontrol.FlowController
+	sent    int // attempts sent, which pick the replica in turn
 	pool    *Pool
 	headers []http.Header // per tenant, read-only
 	tokens  []*rand.Rand  // per tenant: request sizes
@@ -174,29 +184,41 @@ func New(cfg Config) (*Sim, error) {
 	}
 	s := &Sim{cfg: cfg, clock: NewClock(epoch)}
 	s.pool = newPool(cfg.Pool, s.clock)
-	fcfg := cfg.Controller
-	fcfg.Clock = s.clock
-	switch {
-	case cfg.Gate != nil:
-		fcfg.Gate = cfg.Gate(s.pool)
-	case fcfg.Gate == nil:
-		fcfg.Gate = s.pool.Gate()
-	}
-	if cfg.Observe != nil {
-		user := fcfg.Observer
-		fcfg.Observer = func(ev flowcontrol.Event) {
-			if user != nil {
-				user(ev)
+	for replica := range max(cfg.Replicas, 1) {
+		fcfg := cfg.Controller
+		fcfg.Clock = s.clock
+		switch {
+		case cfg.ReplicaGate != nil:
+			fcfg.Gate = cfg.ReplicaGate(s.pool, replica)
+		case cfg.Gate != nil:
+			fcfg.Gate = cfg.Gate(s.pool)
+		case fcfg.Gate == nil:
+			fcfg.Gate = s.pool.Gate()
+		}
+		if _, ok := fcfg.Gate.(flowcontrol.MeteredGate); ok {
+			s.pool.firstToken = true
+		}
+		if cfg.Observe != nil {
+			user := fcfg.Observer
+			fcfg.Observer = func(ev flowcontrol.Event) {
+				if user != nil {
+					user(ev)
+				}
+				cfg.Observe(s, ev)
 			}
-			cfg.Observe(s, ev)
+		}
+		fc, err := flowcontrol.New(fcfg)
+		if err != nil {
+			return nil, err
+		}
+		s.fcs = append(s.fcs, fc)
+	}
+	s.fc = s.fcs[0]
+	s.pool.nudge = func() {
+		for _, fc := range s.fcs {
+			fc.Nudge()
 		}
 	}
-	fc, err := flowcontrol.New(fcfg)
-	if err != nil {
-		return nil, err
-	}
-	s.fc = fc
-	s.pool.nudge = fc.Nudge
 
 	for i, t := range cfg.Tenants {
 		h := http.Header{}
@@ -229,6 +251,10 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("sim: Horizon %v is negative", cfg.Horizon)
 	case cfg.Controller.Clock != nil:
 		return errors.New("sim: Controller.Clock is set; the simulation brings its own")
+	case cfg.Replicas < 0:
+		return fmt.Errorf("sim: Replicas %d is negative", cfg.Replicas)
+	case cfg.Replicas > 1 && cfg.Controller.Gate != nil && cfg.Gate == nil && cfg.ReplicaGate == nil:
+		return fmt.Errorf("sim: Replicas %d share Controller.Gate; set Gate or ReplicaGate to make one per replica", cfg.Replicas)
 	}
 	if err := cfg.Pool.validate(); err != nil {
 		return err
@@ -266,8 +292,12 @@ func (s *Sim) Run() []*Record {
 // own events.
 func (s *Sim) Clock() *Clock { return s.clock }
 
-// Controller returns the controller under simulation, for snapshots.
+// Controller returns the controller under simulation, for snapshots: the
+// first replica's.
 func (s *Sim) Controller() *flowcontrol.FlowController { return s.fc }
+
+// Controllers returns every replica's controller, in replica order.
+func (s *Sim) Controllers() []*flowcontrol.FlowController { return s.fcs }
 
 // Pool returns the simulated model servers.
 func (s *Sim) Pool() *Pool { return s.pool }
@@ -284,6 +314,13 @@ const recordSlab = 256
 // NewRecord creates a request of tenant, with sizes drawn from its
 // distributions. It is sent with [Sim.Send] or [Sim.Request].
 func (s *Sim) NewRecord(tenant int) *Record {
+	t := &s.cfg.Tenants[tenant]
+	return s.newRecord(tenant, t.PromptTokens, t.OutputTokens)
+}
+
+// newRecord creates a request of tenant with sizes drawn from prompt and
+// output.
+func (s *Sim) newRecord(tenant int, prompt, output Tokens) *Record {
 	if len(s.slab) == 0 {
 		s.slab = make([]Record, recordSlab)
 	}
@@ -293,8 +330,8 @@ func (s *Sim) NewRecord(tenant int) *Record {
 	*r = Record{
 		Tenant:       tenant,
 		SLO:          t.SLO,
-		PromptTokens: max(t.PromptTokens.draw(s.tokens[tenant]), 0),
-		OutputTokens: max(t.OutputTokens.draw(s.tokens[tenant]), 0),
+		PromptTokens: max(prompt.draw(s.tokens[tenant]), 0),
+		OutputTokens: max(output.draw(s.tokens[tenant]), 0),
 	}
 	s.records = append(s.records, r)
 	return r
@@ -326,7 +363,9 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 	if s.cfg.Cost != nil {
 		req.Cost = s.cfg.Cost(r)
 	}
-	s.fc.Submit(context.Background(), req, func(a *flowcontrol.Admission, err error) {
+	fc := s.fcs[s.sent%len(s.fcs)]
+	s.sent++
+	fc.Submit(context.Background(), req, func(a *flowcontrol.Admission, err error) {
 		if err == nil {
 			s.pool.start(&job{rec: r, adm: a, respond: respond})
 			return

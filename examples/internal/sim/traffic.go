@@ -45,10 +45,13 @@ type Tenant struct {
 }
 
 // Phase is a stretch of open-loop arrivals at Rate requests per second
-// (0: none, an idle gap).
+// (0: none, an idle gap). PromptTokens and OutputTokens, when their Mean
+// is set, replace the tenant's sizes for the requests that arrive in the
+// phase (prompts that double mid-run, say).
 type Phase struct {
-	Rate float64
-	For  time.Duration
+	Rate                       float64
+	For                        time.Duration
+	PromptTokens, OutputTokens Tokens
 }
 
 // Tokens is a log-normal distribution of token counts with the given mean
@@ -112,12 +115,14 @@ const maxRate = 100_000
 
 func (t Tenant) validate(i int) error {
 	name := fmt.Sprintf("sim: Tenants[%d] (%s)", i, t.Name)
+	tokens := []Tokens{t.PromptTokens, t.OutputTokens}
 	for j, ph := range t.Phases {
 		if !(ph.Rate >= 0 && ph.Rate <= maxRate) || ph.For < 0 || (t.RandomPhases && ph.For < time.Millisecond) {
 			return fmt.Errorf("%s.Phases[%d] %+v: want 0 <= Rate <= %d and For >= 0 (>= 1ms with RandomPhases)", name, j, ph, maxRate)
 		}
+		tokens = append(tokens, ph.PromptTokens, ph.OutputTokens)
 	}
-	for _, tk := range []Tokens{t.PromptTokens, t.OutputTokens} {
+	for _, tk := range tokens {
 		if !(tk.Mean >= 0 && tk.Mean < 1e9) || !(tk.Sigma >= 0 && tk.Sigma < 5) || (tk.Sigma > 0 && tk.Mean == 0) {
 			return fmt.Errorf("%s: tokens %+v: want 0 <= Mean < 1e9 and 0 <= Sigma < 5, Mean > 0 with Sigma", name, tk)
 		}
@@ -191,7 +196,15 @@ func (o *openLoop) next(at time.Duration) {
 
 func (o *openLoop) arrive() {
 	now := o.s.clock.Elapsed()
-	o.s.Request(o.s.NewRecord(o.tenant), nil)
+	t := &o.s.cfg.Tenants[o.tenant]
+	prompt, output := t.PromptTokens, t.OutputTokens
+	if ph := t.Phases[o.phase]; ph.PromptTokens.Mean > 0 {
+		prompt = ph.PromptTokens
+	}
+	if ph := t.Phases[o.phase]; ph.OutputTokens.Mean > 0 {
+		output = ph.OutputTokens
+	}
+	o.s.Request(o.s.newRecord(o.tenant, prompt, output), nil)
 	o.next(now)
 }
 
