@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/gate"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/ordering"
@@ -19,15 +24,41 @@ import (
 // defaultBand is the band configured when no -band flag is given.
 const defaultBand = "priority=0,capacity=100"
 
-// options is the parsed command line.
+// options is the parsed command line, with the -config file applied: a
+// flag that is given wins over the file.
 type options struct {
-	listen     string
+	listen string
+	// controller is the controller's configuration with its gate, without
+	// its Observer.
 	controller flowcontrol.Config
 	classifier flowhttp.HeaderClassifier
 	// emitProvisionalHeadroom also stamps x-llm-d-flow-band-headroom.
 	emitProvisionalHeadroom bool
 	logLevel                slog.Level
 	shutdownTimeout         time.Duration
+
+	// configPath is -config; "" for none.
+	configPath string
+	// metricsListen is -metrics-listen; "" when the metrics server is off.
+	metricsListen string
+	// pool is -pool, the inference_pool label of the metrics.
+	pool string
+	// backends are the -backend URLs, then the file's gateway.backends,
+	// without duplicates: the model servers the saturation gate reads and
+	// a per-endpoint concurrency budget counts.
+	backends []*url.URL
+	// scrapeInterval and scrapeTimeout are gateway.scrapeInterval and
+	// gateway.scrapeTimeout (their defaults without -config).
+	scrapeInterval, scrapeTimeout time.Duration
+	// gates are the gates built for controller.Gate; gates.Saturation, when
+	// set, is fed by scraping the backends.
+	gates config.Gates
+	// gateLimit is the cap on requests in flight the gate sets, for
+	// flow_control_gate_limit; 0 when it sets none.
+	gateLimit int
+	// warnings are the file's warnings and what the adapter accepts but
+	// cannot do, for the start-up log.
+	warnings []string
 }
 
 const usageHeader = `Usage: sluice-extproc [flags]
@@ -45,6 +76,33 @@ Requests are classified by x-llm-d-inference-fairness-id (the flow),
 x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait;
 a malformed, zero or negative value is answered 400).
 
+Envoy sends no bodies, so every request costs 1 (a concurrency gate in
+tokens mode counts requests).
+
+-config reads the YAML file sluice-gateway reads (Sluice's form, or
+llm-d-router's EndpointPickerConfig with its flowControl section): its
+bands, capacities and TTLs, its gate, and gateway.backends,
+gateway.scrapeInterval, gateway.scrapeTimeout and gateway.gracePeriod
+(gateway.listen is the HTTP gateway's and is not read; the gRPC address is
+-listen). A flag that is given wins over the file: -band replaces the
+file's bands, -max-inflight its gate (0: no gate), -capacity, -default-ttl,
+-fallback-priority and -never-promote the controller's settings,
+-shutdown-timeout gateway.gracePeriod; -backend URLs are added to
+gateway.backends. Without -config the flags alone configure it.
+
+The gate: -max-inflight N if given; else the file's (Sluice's gate section,
+or llm-d-router's saturationDetector, which is the utilization-detector when
+unset); else none. A saturation gate reads each backend's vLLM /metrics
+every gateway.scrapeInterval, so it needs -backend or gateway.backends; so
+does llm-d-router's per-endpoint concurrency-detector, to count them.
+
+-metrics-listen serves HTTP (loopback unless told otherwise):
+  /metrics   Prometheus metrics under llm-d-router's names
+             (llm_d_epp_flow_control_*, llm_d_epp_datalayer_poll_errors_total)
+  /healthz   200 while the process runs
+  /readyz    200 while it admits; 503 and the reason once shutdown has
+             begun or while the saturation gate fails closed
+
 It stops on SIGINT or SIGTERM: queued requests are answered 503
 rejected-shutting-down, admitted ones may finish within -shutdown-timeout.
 
@@ -61,12 +119,14 @@ Band keys (-band, comma-separated key=value; priority is required):
                 slo-deadline-ordering-policy
   queue=KIND    fifo or heap (default: what the policy needs)
 
-Example:
+Examples:
   sluice-extproc -listen 127.0.0.1:9002 -max-inflight 64 \
     -band priority=10,capacity=100,policy=slo-deadline-ordering-policy \
     -band priority=0,capacity=200 \
     -band priority=-10,capacity=50,ttl=30s \
     -objective chat=10 -objective batch=-10
+  sluice-extproc -config epp.yaml -backend http://127.0.0.1:8000 \
+    -metrics-listen 127.0.0.1:9090 -objective chat=10
 `
 
 // bandsFlag collects repeated -band flags.
@@ -196,8 +256,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		neverPromote bool
 	)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9002", "gRPC listen `address` for Envoy's ext_proc filter (loopback unless told otherwise)")
-	fs.Var(bandsFlag{&bands}, "band", "a priority `band`, repeatable (keys below; default "+strconv.Quote(defaultBand)+")")
-	fs.IntVar(&maxInFlight, "max-inflight", 0, "requests admitted at once across all bands; 0 admits everything at once")
+	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file`, sluice-gateway's (Sluice's form or llm-d-router's EndpointPickerConfig); flags given win over it")
+	fs.StringVar(&o.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP `address` of /metrics, /healthz and /readyz; \"\" or \"off\" turns it off")
+	fs.Var(urlsFlag{&o.backends}, "backend", "base `URL` of a model server whose vLLM /metrics a saturation gate reads, repeatable; added to gateway.backends")
+	fs.StringVar(&o.pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
+	fs.Var(bandsFlag{&bands}, "band", "a priority `band`, repeatable (keys below; default "+strconv.Quote(defaultBand)+"); replaces the file's bands")
+	fs.IntVar(&maxInFlight, "max-inflight", 0, "requests admitted at once across all bands; 0 admits everything at once; replaces the file's gate")
 	fs.StringVar(&globalCap, "capacity", "unbounded", "queued-request capacity across all bands, or \"unbounded\"")
 	fs.IntVar(&o.controller.FallbackPriority, "fallback-priority", 0, "band for requests whose own band is not configured")
 	fs.BoolVar(&neverPromote, "never-promote", false, "fall back only to the nearest band at or below the requested priority")
@@ -210,7 +274,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
 		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long admitted requests may finish after SIGINT/SIGTERM")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", config.DefaultGracePeriod, "how long admitted requests may finish after SIGINT/SIGTERM; overrides gateway.gracePeriod")
 
 	err := fs.Parse(args)
 	switch {
@@ -230,6 +294,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		fmt.Fprintf(stderr, "%v\nRun sluice-extproc -h for usage.\n", err)
 		return o, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
 	if len(bands) == 0 {
 		b, err := parseBand(defaultBand)
 		if err != nil {
@@ -242,9 +309,6 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if maxInFlight < 0 {
 		return fail(fmt.Errorf("-max-inflight %d: negative", maxInFlight))
 	}
-	if maxInFlight > 0 {
-		o.controller.Gate = flowcontrol.MaxInFlight(maxInFlight)
-	}
 	if o.controller.RequestCapacity, err = parseLimit(globalCap); err != nil {
 		return fail(fmt.Errorf("-capacity %q: %w", globalCap, err))
 	}
@@ -254,5 +318,178 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if o.shutdownTimeout < 0 {
 		return fail(fmt.Errorf("-shutdown-timeout %v: negative", o.shutdownTimeout))
 	}
+	if o.metricsListen == "off" {
+		o.metricsListen = ""
+	}
+	if o.metricsListen != "" {
+		if _, port, err := net.SplitHostPort(o.metricsListen); err != nil || port == "" {
+			return fail(fmt.Errorf("-metrics-listen %q: want host:port, such as %q, or \"off\"", o.metricsListen, defaultMetricsListen))
+		}
+	}
+	o.scrapeInterval, o.scrapeTimeout = config.DefaultScrapeInterval, config.DefaultScrapeTimeout
+
+	gateCfg := config.Gate{}
+	if maxInFlight > 0 {
+		gateCfg.MaxInFlight = &maxInFlight
+	}
+	if o.configPath != "" {
+		if gateCfg, err = applyFile(&o, set, gateCfg); err != nil {
+			return fail(err)
+		}
+	}
+	if err := buildGate(&o, gateCfg); err != nil {
+		return fail(fmt.Errorf("%s%w", where(o.configPath), err))
+	}
 	return o, nil
+}
+
+// defaultMetricsListen is -metrics-listen's default: loopback only.
+const defaultMetricsListen = "127.0.0.1:9090"
+
+// applyFile reads the -config file into o, under the flags given (set names
+// them), and returns the file's gate unless -max-inflight replaces it with
+// flagGate. Errors name the file, and the line and path within it.
+func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Gate, error) {
+	f, err := config.Load(o.configPath)
+	if err != nil {
+		return config.Gate{}, err
+	}
+	o.warnings = append(o.warnings, f.Warnings...)
+
+	flagged := o.controller
+	o.controller = f.Flow
+	o.controller.Bands = slices.Clone(f.Flow.Bands)
+	if set["band"] {
+		o.controller.Bands = flagged.Bands
+	}
+	if set["capacity"] {
+		o.controller.RequestCapacity = flagged.RequestCapacity
+	}
+	if set["default-ttl"] {
+		o.controller.DefaultTTL = flagged.DefaultTTL
+	}
+	if set["fallback-priority"] {
+		o.controller.FallbackPriority = flagged.FallbackPriority
+	}
+	if set["never-promote"] {
+		o.controller.NeverPromote = flagged.NeverPromote
+	}
+	if !set["shutdown-timeout"] {
+		o.shutdownTimeout = f.Gateway.GracePeriod
+	}
+	seen := map[string]bool{}
+	var backends []*url.URL
+	for _, u := range append(o.backends, f.Gateway.Backends...) {
+		if !seen[u.String()] {
+			seen[u.String()] = true
+			backends = append(backends, u)
+		}
+	}
+	o.backends = backends
+	o.scrapeInterval, o.scrapeTimeout = f.Gateway.ScrapeInterval, f.Gateway.ScrapeTimeout
+
+	// llm-d-router provisions a band on first sight of a priority its file
+	// does not list; the priorities the flags can classify into are known
+	// now, so their bands are provisioned at start.
+	if !set["band"] {
+		for _, p := range classifiedPriorities(o.classifier) {
+			if slices.ContainsFunc(o.controller.Bands, func(b flowcontrol.BandConfig) bool { return b.Priority == p }) {
+				continue
+			}
+			if bc, ok := f.DynamicBand(p); ok {
+				o.controller.Bands = append(o.controller.Bands, bc)
+			}
+		}
+	}
+	if set["max-inflight"] {
+		return flagGate, nil
+	}
+	return f.Gate, nil
+}
+
+// buildGate builds the gate g describes into o.controller.Gate, with the
+// cap it sets on requests in flight. A saturation gate needs backends to
+// read, and a per-endpoint concurrency budget needs them to count.
+func buildGate(o *options, g config.Gate) error {
+	if g.Saturation != nil && len(o.backends) == 0 {
+		return errors.New("the gate is the saturation gate (llm-d-router's utilization-detector, also its default when flowControl.saturationDetector is unset), " +
+			"which reads the model servers' /metrics, and no backend is known: give -backend URL or gateway.backends, or replace the gate with -max-inflight")
+	}
+	if c := g.Concurrency; c != nil && c.PerEndpoint && len(o.backends) == 0 {
+		return errors.New("the concurrency gate's budgets are per endpoint (llm-d-router's concurrency-detector), and no backend is known to count: " +
+			"give -backend URL or gateway.backends, or replace the gate with -max-inflight")
+	}
+	gs, err := g.Build(config.BuildOptions{Endpoints: len(o.backends)})
+	if err != nil {
+		return err
+	}
+	o.gates = gs
+	o.controller.Gate = gs.Gate
+	o.gateLimit = 0
+	if g.MaxInFlight != nil {
+		o.gateLimit = *g.MaxInFlight
+	}
+	if c := g.Concurrency; c != nil {
+		if c.Mode != gate.ModeRequests {
+			// Envoy sends no bodies, so the tokens a request will take are unknown.
+			o.warnings = append(o.warnings, fmt.Sprintf("the concurrency gate's mode is %s, but ext_proc sees no request bodies: every request costs 1 token", c.Mode))
+		}
+		if c.Mode != gate.ModeTokens {
+			n := c.MaxConcurrency
+			if c.PerEndpoint {
+				n *= len(o.backends)
+			}
+			if o.gateLimit == 0 || n < o.gateLimit {
+				o.gateLimit = n
+			}
+		}
+	}
+	return nil
+}
+
+// where prefixes a message with the file it is about.
+func where(path string) string {
+	if path == "" {
+		return ""
+	}
+	return path + ": "
+}
+
+// classifiedPriorities lists the priorities the classifier gives without a
+// priority header: the default and each objective's.
+func classifiedPriorities(c flowhttp.HeaderClassifier) []int {
+	ps := []int{c.DefaultPriority}
+	for _, p := range c.Objectives {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return slices.Compact(ps)
+}
+
+// urlsFlag collects repeated -backend flags.
+type urlsFlag struct{ urls *[]*url.URL }
+
+func (f urlsFlag) String() string {
+	if f.urls == nil {
+		return ""
+	}
+	s := make([]string, len(*f.urls))
+	for i, u := range *f.urls {
+		s[i] = u.String()
+	}
+	return strings.Join(s, " ")
+}
+
+func (f urlsFlag) Set(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want an http or https URL such as \"http://127.0.0.1:8000\", got %q", raw)
+	}
+	for _, have := range *f.urls {
+		if have.String() == u.String() {
+			return fmt.Errorf("%q given twice", raw)
+		}
+	}
+	*f.urls = append(*f.urls, u)
+	return nil
 }

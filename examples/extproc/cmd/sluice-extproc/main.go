@@ -1,6 +1,10 @@
 // Command sluice-extproc runs Sluice's flow control as an Envoy external
 // processor: admission on request headers, advisory band headroom on
-// response headers. Run it with -h for its flags.
+// response headers. It reads sluice-gateway's configuration file (-config;
+// Sluice's form or llm-d-router's EndpointPickerConfig), serves
+// grpc.health.v1 beside ext_proc, and exports sluice-gateway's metrics
+// under llm-d-router's names on -metrics-listen (/metrics, /healthz,
+// /readyz). Run it with -h for its flags.
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -29,7 +34,8 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is the whole program; it returns the exit code.
+// run is the whole program; it returns the exit code: 0 after a clean
+// shutdown, 1 when it cannot listen or serve, 2 for a bad flag or file.
 func run(args []string, stdout, stderr io.Writer) int {
 	opts, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -39,22 +45,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	for _, w := range opts.warnings {
+		logger.Warn("configuration", "warning", w)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	fc, err := flowcontrol.New(opts.controller)
+	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: logger})
+	cfg := opts.controller
+	cfg.Observer = m.Observe
+	fc, err := flowcontrol.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s%v\nRun sluice-extproc -h for usage.\n", where(opts.configPath), err)
+		return 2
+	}
+	defer fc.Close()
+	tel, err := newTelemetry(ctx, fc, cfg, m, opts, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\nRun sluice-extproc -h for usage.\n", err)
 		return 2
 	}
-	defer fc.Close()
+	var metricsLis net.Listener
+	if opts.metricsListen != "" {
+		if metricsLis, err = net.Listen("tcp", opts.metricsListen); err != nil {
+			logger.Error("cannot listen for metrics", "error", err)
+			return 1
+		}
+	}
 	lis, err := net.Listen("tcp", opts.listen)
 	if err != nil {
+		if metricsLis != nil {
+			metricsLis.Close()
+		}
 		logger.Error("cannot listen", "error", err)
 		return 1
 	}
-	if err := serve(ctx, fc, opts, lis, logger); err != nil {
+	tel.start(metricsLis)
+	err = serve(ctx, fc, opts, lis, logger)
+	tel.stop()
+	if err != nil {
 		logger.Error("server failed", "error", err)
 		return 1
 	}

@@ -285,7 +285,7 @@ var listeningAddr = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // TestBinaryServesAndStopsOnSIGTERM runs the program in its own process:
 // it starts, serves one stream the way Envoy would, and exits 0 on SIGTERM.
 func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-listen", "127.0.0.1:0", "-max-inflight", "4",
+	cmd := exec.Command(os.Args[0], "-listen", "127.0.0.1:0", "-metrics-listen", "off", "-max-inflight", "4",
 		"-band", "priority=0,capacity=10", "-band", "priority=10,capacity=100,policy=slo-deadline-ordering-policy")
 	cmd.Env = append(os.Environ(), beMain+"=1")
 	stderr, err := cmd.StderrPipe()

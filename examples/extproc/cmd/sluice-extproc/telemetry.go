@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/examples/deploy/vllm"
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// telemetry is what runs beside the ext_proc server: the metrics of the
+// controller, the HTTP server of /metrics, /healthz and /readyz, and the
+// scraper that feeds a saturation gate with the backends' load.
+type telemetry struct {
+	// shutdown is done once shutdown has begun: /readyz turns 503.
+	shutdown context.Context
+	opts     options
+	log      *slog.Logger
+	handler  http.Handler
+	scraper  *vllm.Scraper // nil without a saturation gate
+
+	srv         *http.Server // nil until start, or when -metrics-listen is off
+	served      chan error
+	stopScraper context.CancelFunc
+	scraping    sync.WaitGroup
+}
+
+// newTelemetry registers fc's metrics with m (cfg is fc's configuration,
+// whose Observer is m.Observe) and builds the scraper of the saturation
+// gate, if any. Nothing runs until start.
+func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg flowcontrol.Config, m *metrics.Metrics, opts options, log *slog.Logger) (*telemetry, error) {
+	t := &telemetry{shutdown: shutdown, opts: opts, log: log}
+	m.Watch(fc, cfg)
+	if limit := opts.gateLimit; limit > 0 {
+		m.GateLimit(func() float64 { return float64(limit) })
+	}
+	if sat := opts.gates.Saturation; sat != nil {
+		m.PoolSaturation(sat.Saturation)
+		m.StaleEndpoints("utilization-detector", func() int {
+			st := sat.Status()
+			return st.Endpoints - st.Fresh
+		})
+		targets := make([]string, len(opts.backends))
+		for i, u := range opts.backends {
+			targets[i] = u.String()
+		}
+		var err error
+		t.scraper, err = vllm.New(vllm.Config{
+			Targets:  targets,
+			Sink:     sat,
+			Interval: opts.scrapeInterval,
+			Timeout:  opts.scrapeTimeout,
+			OnError:  func(string, error) { m.PollError(metrics.SourceMetrics) },
+			Logger:   log,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", t.serveReady)
+	t.handler = mux
+	return t, nil
+}
+
+// readiness returns nil while the adapter admits requests, or why not.
+func (t *telemetry) readiness() error {
+	if t.shutdown.Err() != nil {
+		return errors.New("shutting down")
+	}
+	if sat := t.opts.gates.Saturation; sat != nil {
+		st := sat.Status()
+		switch {
+		case st.Endpoints == 0:
+			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has answered a scrape of its metrics", len(t.opts.backends))
+		case st.Fresh == 0:
+			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has fresh metrics", st.Endpoints)
+		}
+	}
+	return nil
+}
+
+// serveReady answers /readyz: 200 when ready, 503 with the reason.
+func (t *telemetry) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := t.readiness(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// start starts the scraper, and the HTTP server on l unless l is nil.
+func (t *telemetry) start(l net.Listener) {
+	scrapeCtx, cancel := context.WithCancel(context.Background())
+	t.stopScraper = cancel
+	if t.scraper != nil {
+		t.scraping.Go(func() { _ = t.scraper.Run(scrapeCtx) })
+	}
+	if l == nil {
+		return
+	}
+	t.srv = &http.Server{
+		Handler:           t.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(t.log.Handler(), slog.LevelWarn),
+	}
+	t.served = make(chan error, 1)
+	go func() { t.served <- t.srv.Serve(l) }()
+	t.log.Info("serving metrics", "addr", l.Addr().String())
+}
+
+// stop closes the HTTP server, after letting the scrapes in progress
+// finish for a moment, and stops the scraper; it returns once both have.
+func (t *telemetry) stop() {
+	if t.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if t.srv.Shutdown(ctx) != nil {
+			t.srv.Close()
+		}
+		cancel()
+		if err := <-t.served; !errors.Is(err, http.ErrServerClosed) {
+			t.log.Warn("metrics server failed", "error", err)
+		}
+	}
+	t.stopScraper()
+	t.scraping.Wait()
+}
