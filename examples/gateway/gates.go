@@ -18,10 +18,11 @@ const (
 	gateSaturation            = "saturation"             // the servers' own metrics (default)
 	gateConcurrency           = "concurrency"            // a budget of estimated tokens in flight
 	gateSaturationConcurrency = "saturation+concurrency" // both
+	gateAdaptive              = "adaptive"               // a limit learnt from the time to first token
 	gateMaxInFlight           = "maxinflight"            // as many requests as the servers have slots
 )
 
-var gateNames = []string{gateSaturation, gateConcurrency, gateSaturationConcurrency, gateMaxInFlight}
+var gateNames = []string{gateSaturation, gateConcurrency, gateSaturationConcurrency, gateAdaptive, gateMaxInFlight}
 
 const (
 	// scrapeEvery is how often the scraper reads the model servers' load.
@@ -40,6 +41,8 @@ type gateView struct {
 	saturation  *gate.SaturationGate // nil unless the gate has one
 	tokens      *tokenMeter          // nil unless the gate has a token budget
 	tokenBudget int64
+	adaptive    *gate.AdaptiveGate // nil unless the gate is one
+	target      time.Duration      // the adaptive gate's TargetFirstToken
 	maxInFlight int
 	fc          *flowcontrol.FlowController // set once the controller exists
 }
@@ -69,6 +72,18 @@ func newGate(o options) (*gateView, error) {
 		gates = append(gates, v.tokens)
 	}
 	switch {
+	case o.gate == gateAdaptive:
+		// It starts from the fixed limit it replaces, the servers' slots,
+		// and learns from there.
+		v.target = o.targetTTFT
+		if v.target == 0 {
+			v.target = meanServiceTime(modelConfig(o, 0))
+		}
+		adaptive, err := gate.Adaptive(gate.AdaptiveConfig{TargetFirstToken: v.target, InitialLimit: o.servers * o.concurrency})
+		if err != nil {
+			return nil, err
+		}
+		v.adaptive, v.gate = adaptive, adaptive
 	case o.gate == gateMaxInFlight:
 		v.maxInFlight = o.servers * o.concurrency
 		v.gate = flowcontrol.MaxInFlight(v.maxInFlight)
@@ -90,6 +105,10 @@ func (v *gateView) describe(o options) string {
 	if v.tokens != nil {
 		parts = append(parts, fmt.Sprintf("concurrency (a budget of %d estimated tokens in flight)", v.tokenBudget))
 	}
+	if v.adaptive != nil {
+		parts = append(parts, fmt.Sprintf("adaptive (a limit on requests in flight from %d, the servers' slots, learnt from the time to first token: above %v it backs off, within %v it grows)",
+			v.adaptive.Limit(), v.target.Round(time.Millisecond), (v.target/2).Round(time.Millisecond)))
+	}
 	if v.maxInFlight > 0 {
 		parts = append(parts, fmt.Sprintf("MaxInFlight(%d), the servers' slots", v.maxInFlight))
 	}
@@ -106,6 +125,9 @@ func (v *gateView) status() string {
 	}
 	if v.tokens != nil {
 		parts = append(parts, fmt.Sprintf("tokens in flight %d of %d", v.tokens.cost.Load(), v.tokenBudget))
+	}
+	if v.adaptive != nil && v.fc != nil {
+		parts = append(parts, fmt.Sprintf("in flight %d, limit %d", v.fc.InFlight(), v.adaptive.Limit()))
 	}
 	if v.maxInFlight > 0 && v.fc != nil {
 		parts = append(parts, fmt.Sprintf("in flight %d of %d", v.fc.InFlight(), v.maxInFlight))

@@ -24,6 +24,7 @@ func TestEveryGate(t *testing.T) {
 		gateSaturation:            `gate: saturation \d+%, \d of 2 servers saturated, budget \d+`,
 		gateConcurrency:           `gate: tokens in flight \d+ of 16384$`,
 		gateSaturationConcurrency: `gate: saturation \d+%, \d of 2 servers saturated, budget \d+; tokens in flight \d+ of 16384$`,
+		gateAdaptive:              `gate: in flight \d+, limit \d+$`,
 		gateMaxInFlight:           `gate: in flight \d of 8$`,
 	}
 	for _, name := range gateNames {

@@ -19,6 +19,8 @@
 //	                        kept under -queue-depth
 //	concurrency             a budget of estimated tokens in flight (-token-budget)
 //	saturation+concurrency  both
+//	adaptive                a limit on requests in flight learnt from the time
+//	                        to first token (-target-ttft), starting from the slots
 //	maxinflight             as many requests as the servers have slots
 //
 // Two tenants of very different rates share the sheddable band: a heavy
@@ -34,8 +36,8 @@
 // headroom the clients last received), and for each tenant its requests,
 // outcomes, 95th-percentile queue time and SLO attainment; under them, each
 // server's waiting and running requests and KV-cache use, and the gate's
-// view (saturation and start budget, tokens in flight, or requests in
-// flight). At the end, a summary of what each class of clients saw and the
+// view (saturation and start budget, tokens in flight, the adaptive limit,
+// or requests in flight). At the end, a summary of what each class of clients saw and the
 // servers' peaks.
 //
 //	go run ./examples/gateway
@@ -120,10 +122,11 @@ type options struct {
 	fairness    flowcontrol.Fairness
 	noDisplace  bool
 
-	gate          string // one of gateNames
-	queueDepth    int    // the saturation gate's QueueDepthThreshold
-	tokenBudget   int64  // the token budget; 0: servers × kvCacheTokens
-	kvCacheTokens int    // each model server's KV cache
+	gate          string        // one of gateNames
+	queueDepth    int           // the saturation gate's QueueDepthThreshold
+	tokenBudget   int64         // the token budget; 0: servers × kvCacheTokens
+	kvCacheTokens int           // each model server's KV cache
+	targetTTFT    time.Duration // the adaptive gate's TargetFirstToken; 0: the mean service time
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -143,6 +146,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.queueDepth, "queue-depth", 0, "saturation gate: the waiting-queue depth at which a model server is saturated, llm-d's queueDepthThreshold (0: half of -concurrency, at least 1)")
 	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "concurrency gate: estimated tokens in flight (0: the servers' KV caches, -servers × -kv-cache-tokens)")
 	fs.IntVar(&o.kvCacheTokens, "kv-cache-tokens", defaultKVCacheTokens, "each model server's KV cache, in tokens")
+	fs.DurationVar(&o.targetTTFT, "target-ttft", 0, "adaptive gate: the time to first token, from dispatch, above which it backs off (0: the mix's mean service time)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -166,6 +170,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("-gate %q: want one of %s", o.gate, strings.Join(gateNames, ", "))}
 	case o.queueDepth < 0:
 		return o, usageError{fmt.Errorf("-queue-depth %d: must not be negative", o.queueDepth)}
+	case o.targetTTFT < 0:
+		return o, usageError{fmt.Errorf("-target-ttft %v: must not be negative", o.targetTTFT)}
 	case o.tokenBudget < 0:
 		return o, usageError{fmt.Errorf("-token-budget %d: must not be negative", o.tokenBudget)}
 	case o.kvCacheTokens < modelserver.DefaultMaxModelLen || o.kvCacheTokens > 1<<24:

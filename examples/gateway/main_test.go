@@ -221,6 +221,7 @@ func TestFlags(t *testing.T) {
 		{"-gate", "adaptive+saturation"},
 		{"-queue-depth", "-1"},
 		{"-token-budget", "-1"},
+		{"-target-ttft", "-1s"},
 		{"-kv-cache-tokens", "4095"},
 		{"extra"},
 	}
