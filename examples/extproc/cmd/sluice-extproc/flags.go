@@ -15,9 +15,9 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
-	"github.com/sluicegate/sluice/gate"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
