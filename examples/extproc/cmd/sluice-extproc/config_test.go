@@ -158,12 +158,16 @@ func TestBinaryWithLLMDConfigServesMetrics(t *testing.T) {
 		`llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",outcome="Dispatched",priority="0"} 1`,
 		// The file's global maxRequests "2k" is bounded, so its utilisation is exported.
 		`llm_d_epp_flow_control_global_capacity_utilization_requests{inference_pool="pool-a"} 0`,
-		// The concurrency gate in tokens mode sets no request limit.
+		// The file's priorityBands are watched.
 		`llm_d_epp_flow_control_queue_size{inference_pool="pool-a",priority="100"} 0`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// The concurrency gate in tokens mode sets no limit on requests.
+	if strings.Contains(page, "\nllm_d_epp_flow_control_gate_limit{") {
+		t.Error("/metrics has a gate limit; a tokens-mode gate sets none on requests")
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", page)
