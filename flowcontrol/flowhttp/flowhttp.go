@@ -83,6 +83,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -148,6 +149,12 @@ type Config struct {
 	// x-llm-d-flow-band-headroom-requests. Both names are router-owned
 	// either way.
 	EmitProvisionalHeadroom bool
+	// Logger, if set, hears what the handler swallows: a capacity read
+	// for the headroom header that fails or panics (the header is then
+	// omitted and the response goes on, as the headroom contract asks). It
+	// logs at Warn, once per failed read, and never on a request that goes
+	// well. Nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Handler is an http.Handler that admits each request through a flow
@@ -217,6 +224,9 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 	}
 	if h.capacity == nil {
 		h.capacity = cfg.Controller
+	}
+	if cfg.Logger != nil {
+		h.capacity = loggedReader{r: h.capacity, log: cfg.Logger}
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodyBytes
@@ -313,6 +323,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// as it is; stamp it now. Trailers set after the body are stripped
 	// here too, before net/http sends them.
 	hw.Finish()
+}
+
+// loggedReader is a capacity.Reader that logs the failures of the one it
+// wraps: an error, or a panic, which it turns into an error so the header
+// is omitted as for any failed read.
+type loggedReader struct {
+	r   capacity.Reader
+	log *slog.Logger
+}
+
+func (lr loggedReader) CapacitySnapshot(priority int) (s capacity.Snapshot, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("flowhttp: capacity reader panicked: %v", v)
+			lr.log.Warn("headroom header omitted: the capacity reader panicked", "priority", priority, "panic", v)
+		}
+	}()
+	s, err = lr.r.CapacitySnapshot(priority)
+	if err != nil {
+		lr.log.Warn("headroom header omitted: the capacity read failed", "priority", priority, "error", err)
+	}
+	return s, err
 }
 
 // firstByteWriter reports the first byte of the response body to the

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
@@ -116,7 +115,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
-		Capacity:                loggingReader{fc: g.fc, log: log},
+		Logger:                  log, // a failed read for the headroom header
 		Classify:                classify,
 		MaxBodyBytes:            opts.maxBodyBytes,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
@@ -371,21 +370,6 @@ func describeBands(c flowcontrol.Config) string {
 		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, ttl, policyName(b.Policy))
 	}
 	return sb.String()
-}
-
-// loggingReader reads the controller's bands for the headroom header and
-// logs a read that fails, which leaves the header off that response.
-type loggingReader struct {
-	fc  *flowcontrol.FlowController
-	log *slog.Logger
-}
-
-func (r loggingReader) CapacitySnapshot(priority int) (capacity.Snapshot, error) {
-	s, err := r.fc.CapacitySnapshot(priority)
-	if err != nil {
-		r.log.Warn("headroom left off a response: the band cannot be read", "priority", priority, "error", err)
-	}
-	return s, err
 }
 
 // backendCollector exports the load balancer's view of each backend.

@@ -469,25 +469,6 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 	<-b
 }
 
-func TestUnreadableBandIsLogged(t *testing.T) {
-	opts := testOptions()
-	opts.maxInFlight = intp(1)
-	g := startGateway(t, opts)
-	r := loggingReader{fc: g.fc, log: g.log}
-	if _, err := r.CapacitySnapshot(0); err != nil {
-		t.Fatalf("band 0: %v", err)
-	}
-	if strings.Contains(g.logs.String(), "headroom left off") {
-		t.Errorf("a good read was logged:\n%s", g.logs.String())
-	}
-	if _, err := r.CapacitySnapshot(42); err == nil {
-		t.Fatal("band 42 read without error")
-	}
-	if logs := g.logs.String(); !strings.Contains(logs, "headroom left off") || !strings.Contains(logs, "priority=42") {
-		t.Errorf("the failed read was not logged:\n%s", logs)
-	}
-}
-
 func TestUnreadBodiesReachTheBackend(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
