@@ -13,13 +13,9 @@ type Admission struct {
 	requested FlowKey
 	effective int // the priority of the band that dispatched the request
 	queueTime time.Duration
-	cost      int64 // the request's cost, at least 1
-	// start is when it was dispatched, as time since the controller's
-	// epoch; set only for a MeteredGate.
-	start time.Duration
-	// firstToken is the time from start to the first token, once
-	// FirstToken reported it; 0 before.
-	firstToken atomic.Int64
+	// meter is what a MeteredGate hears of this admission; nil unless the
+	// controller's gate is one, so that the common admission stays small.
+	meter *meter
 	// Guarded by c.mu.
 	done       bool
 	inCallback bool // its Submit callback is running
@@ -48,11 +44,21 @@ func (a *Admission) QueueTime() time.Duration { return a.queueTime }
 // clock only when the controller's gate is a MeteredGate, and is safe to
 // call from any goroutine.
 func (a *Admission) FirstToken() {
-	if a.c.metered == nil || a.firstToken.Load() != 0 {
+	m := a.meter
+	if m == nil || m.firstToken.Load() != 0 {
 		return
 	}
-	d := max(a.c.sinceEpoch(time.Time{})-a.start, 1)
-	a.firstToken.CompareAndSwap(0, int64(d))
+	d := max(a.c.sinceEpoch(time.Time{})-m.start, 1)
+	m.firstToken.CompareAndSwap(0, int64(d))
+}
+
+// meter is the part of an Admission that only a MeteredGate needs.
+type meter struct {
+	cost  int64         // the request's cost, at least 1
+	start time.Duration // dispatch, as time since the controller's epoch
+	// firstToken is the time from start to the first token, once
+	// FirstToken reported it; 0 before.
+	firstToken atomic.Int64
 }
 
 // Done releases the request's gate slot and lets the next waiting request

@@ -197,6 +197,10 @@ type FlowController struct {
 	// slab holds fresh Admissions for immediate dispatches; see
 	// admissionSlab.
 	slab []Admission
+	// meters holds fresh meters for the admissions of a MeteredGate, by
+	// slabs like slab; they hold no pointers, so a slab costs the
+	// collector nothing to scan.
+	meters []meter
 
 	// closing is set as Close begins, before it takes mu, so that shutdown
 	// wins over every outcome decided after that.
@@ -219,7 +223,7 @@ type FlowController struct {
 	metered         MeteredGate  // gate, when it is one
 	endpoints       EndpointGate // gate, when it is one
 	noEndpointsTTL  time.Duration
-	epoch           time.Time // the clock's reading at New, for Admission.start
+	epoch           time.Time // the clock's reading at New, for meter.start
 	clock           Clock
 	fallback        *band // nil with NeverPromote
 	neverPromote    bool
@@ -280,7 +284,7 @@ type waiterUse struct {
 
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
-	admission *Admission    // set on dispatch
+	admission *Admission    // allocated with the waiter, filled in on dispatch
 }
 
 // waiters recycles waiters: one is taken for each request that must queue
@@ -584,9 +588,9 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 	}
 	c.inFlight++
 	a := c.newAdmission()
-	*a = Admission{c: c, requested: key, effective: b.priority, cost: cost}
+	*a = Admission{c: c, requested: key, effective: b.priority}
 	if c.metered != nil {
-		c.took(a, time.Time{})
+		c.took(a, cost, time.Time{})
 	}
 	return a, nil
 }
@@ -609,6 +613,11 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	}
 	w := waiters.Get().(*waiter)
 	w.band, w.ctx, w.expireAfter, w.requested = b, ctx, expireAfter, req.Key
+	// The admission it may be granted is allocated here, outside the
+	// lock, so that dispatching a queued request allocates nothing while
+	// the lock is held. (An Admission outlives its waiter, which is
+	// reused: it cannot be part of it.)
+	w.admission = new(Admission)
 	w.item = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,
@@ -641,10 +650,10 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 	if first {
 		if c.gate.TryAcquire(b.priority) {
 			c.inFlight++
-			a := c.newAdmission()
-			*a = Admission{c: c, requested: w.requested, effective: b.priority, cost: w.cost}
+			a := w.admission
+			*a = Admission{c: c, requested: w.requested, effective: b.priority}
 			if c.metered != nil {
-				c.took(a, now)
+				c.took(a, w.cost, now)
 			}
 			return a, nil, 0
 		}
@@ -734,7 +743,7 @@ func (c *FlowController) withdraw(w *waiter) {
 		a.done = true
 		c.inFlight--
 		if c.metered != nil {
-			c.metered.Returned(Usage{Slot: Slot{Priority: a.effective, Cost: a.cost}, Unused: true})
+			c.metered.Returned(Usage{Slot: Slot{Priority: a.effective, Cost: a.meter.cost}, Unused: true})
 			return
 		}
 		c.gate.Release(w.band.priority)
@@ -883,7 +892,7 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		c.inFlight++
 		c.decide(w, OutcomeDispatched, now)
 		if c.metered != nil {
-			c.took(w.admission, now)
+			c.took(w.admission, w.cost, now)
 		}
 	}
 }
@@ -947,8 +956,7 @@ func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.outcome = o
 	w.queueTime = now.Sub(w.item.EnqueueTime)
 	if o == OutcomeDispatched {
-		w.admission = c.newAdmission()
-		*w.admission = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, cost: w.cost}
+		*w.admission = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime}
 	}
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
@@ -1167,10 +1175,11 @@ func (c *FlowController) release(a *Admission) {
 	}
 	defer c.dispatchLocked(time.Time{})
 	if c.metered != nil {
+		m := a.meter
 		u := Usage{
-			Slot:       Slot{Priority: a.effective, Cost: a.cost},
-			Held:       c.sinceEpoch(time.Time{}) - a.start,
-			FirstToken: time.Duration(a.firstToken.Load()),
+			Slot:       Slot{Priority: a.effective, Cost: m.cost},
+			Held:       c.sinceEpoch(time.Time{}) - m.start,
+			FirstToken: time.Duration(m.firstToken.Load()),
 		}
 		c.metered.Returned(u)
 		return
@@ -1181,9 +1190,15 @@ func (c *FlowController) release(a *Admission) {
 // took tells the metered gate which request took the slot it has just
 // granted, and starts a's clock. now is the time of the event, or the zero
 // Time to read the clock. Called with mu held.
-func (c *FlowController) took(a *Admission, now time.Time) {
-	a.start = c.sinceEpoch(now)
-	c.metered.Took(Slot{Priority: a.effective, Cost: a.cost})
+func (c *FlowController) took(a *Admission, cost int64, now time.Time) {
+	if len(c.meters) == 0 {
+		c.meters = make([]meter, admissionSlab)
+	}
+	m := &c.meters[0]
+	c.meters = c.meters[1:]
+	m.cost, m.start = cost, c.sinceEpoch(now)
+	a.meter = m
+	c.metered.Took(Slot{Priority: a.effective, Cost: cost})
 }
 
 // sinceEpoch returns now, or the clock's reading when now is the zero
