@@ -205,6 +205,9 @@ type FlowController struct {
 	// closing is set as Close begins, before it takes mu, so that shutdown
 	// wins over every outcome decided after that.
 	closing atomic.Bool
+	// refusals counts the heads the gate refused; written under mu, read
+	// without it.
+	refusals atomic.Uint64
 	// bands is replaced under mu and read without it.
 	bands atomic.Pointer[bandSet]
 	// waiters counts EnqueueAndWait calls that queued and have not
@@ -583,7 +586,11 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 		}
 		return nil, nil
 	}
-	if !c.isFirst(b) || !c.gate.TryAcquire(b.priority) {
+	if !c.isFirst(b) {
+		return nil, nil
+	}
+	if !c.gate.TryAcquire(b.priority) {
+		c.refusals.Add(1)
 		return nil, nil
 	}
 	c.inFlight++
@@ -657,6 +664,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 			}
 			return a, nil, 0
 		}
+		c.refusals.Add(1)
 		if c.endpoints != nil {
 			defer c.checkEndpoints(now) // once w is queued
 		}
@@ -868,6 +876,7 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		}
 		b := desc[i]
 		if !c.gate.TryAcquire(b.priority) {
+			c.refusals.Add(1)
 			// Strict priority: nothing below a refused band starts.
 			if c.endpoints != nil {
 				c.checkEndpoints(now)
@@ -1414,6 +1423,14 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	c.setBands(&bandSet{desc: slices.Insert(slices.Clone(set.desc), i, b)})
 	return nil
 }
+
+// GateRefusals returns how many times, since New, the gate refused the
+// request offered to it: each TryAcquire that returned false. A request
+// that waits is offered again at each event, so under a closed gate the
+// count grows with the events, not with the requests; its rate beside the
+// dispatch rate tells a gate-bound controller from one bound by its
+// capacities. It reads one atomic counter and takes no lock.
+func (c *FlowController) GateRefusals() uint64 { return c.refusals.Load() }
 
 // InFlight returns the number of dispatched requests whose admission is not
 // yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly.

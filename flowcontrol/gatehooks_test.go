@@ -224,3 +224,26 @@ func TestFirstTokenWithoutMeteredGateIsFree(t *testing.T) {
 	}
 	adm.Done()
 }
+
+func TestGateRefusalsCountsEachRefusedOffer(t *testing.T) {
+	g := &meterGate{n: 1}
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	ctx := context.Background()
+	first := submit(ctx, fc, req("a", 0)) // starts: no refusal
+	if first.outcome(t) != flowcontrol.OutcomeDispatched || fc.GateRefusals() != 0 {
+		t.Fatalf("after a start: %d refusals, want 0", fc.GateRefusals())
+	}
+	second := submit(ctx, fc, req("b", 0)) // refused once at once, once as it queues
+	if got := fc.GateRefusals(); got != 2 {
+		t.Fatalf("after a request that had to wait: %d refusals, want 2 (its immediate attempt and its enqueue)", got)
+	}
+	fc.Nudge() // offered again, refused again
+	if got := fc.GateRefusals(); got != 3 {
+		t.Fatalf("after a Nudge: %d refusals, want 3", got)
+	}
+	first.adm.Done() // the freed slot goes to second
+	if second.outcome(t) != flowcontrol.OutcomeDispatched || fc.GateRefusals() != 3 {
+		t.Fatalf("after the dispatch: %d refusals, want still 3", fc.GateRefusals())
+	}
+	second.adm.Done()
+}

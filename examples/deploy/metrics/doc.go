@@ -38,6 +38,7 @@
 //	flow_control_global_capacity_utilization_bytes     gauge                                      waiting bytes / global byte capacity, if bounded
 //	flow_control_global_capacity_utilization_cost      gauge                                      waiting cost / global cost capacity, if bounded; Sluice
 //	flow_control_requests_in_flight                    gauge                                      dispatched, not yet done; Sluice
+//	flow_control_gate_refusals_total                   counter                                    offers the gate refused; Sluice
 //	flow_control_pool_saturation                       gauge      stage="effective"               the func given to PoolSaturation
 //	flow_control_stale_endpoints                       gauge      detector                        the func given to StaleEndpoints
 //	flow_control_gate_limit                            gauge                                      the func given to GateLimit; Sluice

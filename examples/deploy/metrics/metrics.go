@@ -94,7 +94,7 @@ type Metrics struct {
 	queueSize, queueBytes, queueCost           *prometheus.Desc
 	utilRequests, utilBytes, utilCost          *prometheus.Desc
 	globalRequests, globalBytes, globalCost    *prometheus.Desc
-	inFlight, poolSaturation, gateLimit, stale *prometheus.Desc
+	inFlight, gateRefusals, poolSaturation, gateLimit, stale *prometheus.Desc
 }
 
 // The registered funcs, in the order Collect reads them.
@@ -194,6 +194,8 @@ func New(opts Options) *Metrics {
 	m.globalCost = desc("flow_control_global_capacity_utilization_cost",
 		"Cost waiting in all bands over the global cost capacity. Absent when it is unbounded.", nil)
 	m.inFlight = desc("flow_control_requests_in_flight", "Requests dispatched by flow control and not yet done.", nil)
+	m.gateRefusals = desc("flow_control_gate_refusals_total",
+		"Times the gate refused the request flow control offered it; a waiting request is offered again at each event.", nil)
 	m.poolSaturation = desc("flow_control_pool_saturation",
 		"Saturation of the model-server pool that gates dispatch; 1 is the gating set point, above 1 oversubscribed.", []string{"stage"})
 	m.gateLimit = desc("flow_control_gate_limit", "Requests the gate lets be in flight at once now.", nil)
@@ -316,7 +318,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.queueSize, m.queueBytes, m.queueCost,
 		m.utilRequests, m.utilBytes, m.utilCost,
 		m.globalRequests, m.globalBytes, m.globalCost,
-		m.inFlight, m.poolSaturation, m.gateLimit, m.stale,
+		m.inFlight, m.gateRefusals, m.poolSaturation, m.gateLimit, m.stale,
 	} {
 		ch <- d
 	}
@@ -366,6 +368,7 @@ func (m *Metrics) collectBands(ch chan<- prometheus.Metric, w *watched) {
 	utilization(ch, m.globalBytes, bytes, w.bytes)
 	utilization(ch, m.globalCost, cost, w.cost)
 	gauge(ch, m.inFlight, float64(w.c.InFlight()))
+	ch <- prometheus.MustNewConstMetric(m.gateRefusals, prometheus.CounterValue, float64(w.c.GateRefusals()))
 }
 
 // call returns f(), or false if f panicked, which it logs.

@@ -65,7 +65,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	reg := everyMetric(t)
 	families, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, families, 16, "every family has a series")
+	require.Len(t, families, 17, "every family has a series")
 	// The exposition exactly as a scrape receives it.
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

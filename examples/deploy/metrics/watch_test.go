@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -153,6 +154,14 @@ llm_d_epp_flow_control_requests_in_flight 1
 		gauges[i] = metrics.Prefix + g
 	}
 	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(state), gauges...))
+	// Requests waited, so the gate refused some offers; the counter reads
+	// the controller's count.
+	require.NotZero(t, c.GateRefusals())
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(fmt.Sprintf(`
+# HELP llm_d_epp_flow_control_gate_refusals_total Times the gate refused the request flow control offered it; a waiting request is offered again at each event.
+# TYPE llm_d_epp_flow_control_gate_refusals_total counter
+llm_d_epp_flow_control_gate_refusals_total %d
+`, c.GateRefusals())), metrics.Prefix+"flow_control_gate_refusals_total"))
 
 	// The in-flight request ends 250ms later: the next in band 10 starts,
 	// having waited 250ms. Close drops the other four, queued as long.
