@@ -91,9 +91,9 @@ type Metrics struct {
 	funcs [numFuncs]atomic.Pointer[funcGauge]
 
 	// Descriptions of the metrics read at scrape time.
-	queueSize, queueBytes, queueCost           *prometheus.Desc
-	utilRequests, utilBytes, utilCost          *prometheus.Desc
-	globalRequests, globalBytes, globalCost    *prometheus.Desc
+	queueSize, queueBytes, queueCost                         *prometheus.Desc
+	utilRequests, utilBytes, utilCost                        *prometheus.Desc
+	globalRequests, globalBytes, globalCost                  *prometheus.Desc
 	inFlight, gateRefusals, poolSaturation, gateLimit, stale *prometheus.Desc
 }
 
