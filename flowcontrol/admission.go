@@ -39,7 +39,8 @@ func (a *Admission) QueueTime() time.Duration { return a.queueTime }
 // FirstToken records that the first token of the response has reached the
 // router (for HTTP, the first byte of the response body). The time since
 // dispatch is what a [MeteredGate] hears as [Usage.FirstToken] when Done
-// returns the slot — the latency an adaptive gate learns its limit from.
+// returns the slot — the latency an adaptive gate learns its limit from —
+// and what a [FirstTokenGate] hears at once.
 // Only the first call counts; a call after Done is ignored. It reads the
 // clock only when the controller's gate is a MeteredGate, and is safe to
 // call from any goroutine.
@@ -49,7 +50,9 @@ func (a *Admission) FirstToken() {
 		return
 	}
 	d := max(a.c.sinceEpoch(time.Time{})-m.start, 1)
-	m.firstToken.CompareAndSwap(0, int64(d))
+	if m.firstToken.CompareAndSwap(0, int64(d)) && a.c.firstTokens != nil {
+		a.c.heardFirstToken(a, d)
+	}
 }
 
 // meter is the part of an Admission that only a MeteredGate needs.
@@ -59,6 +62,9 @@ type meter struct {
 	// firstToken is the time from start to the first token, once
 	// FirstToken reported it; 0 before.
 	firstToken atomic.Int64
+	// heard is set, under the controller's lock, once a FirstTokenGate
+	// was told of the first token.
+	heard bool
 }
 
 // Done releases the request's gate slot and lets the next waiting request

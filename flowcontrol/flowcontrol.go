@@ -223,8 +223,9 @@ type FlowController struct {
 
 	// Fixed by New.
 	gate            Gate
-	metered         MeteredGate  // gate, when it is one
-	endpoints       EndpointGate // gate, when it is one
+	metered         MeteredGate    // gate, when it is one
+	firstTokens     FirstTokenGate // gate, when it is one
+	endpoints       EndpointGate   // gate, when it is one
 	noEndpointsTTL  time.Duration
 	epoch           time.Time // the clock's reading at New, for meter.start
 	clock           Clock
@@ -366,6 +367,7 @@ func New(cfg Config) (*FlowController, error) {
 		c.gate = openGate{}
 	}
 	c.metered, _ = c.gate.(MeteredGate)
+	c.firstTokens, _ = c.gate.(FirstTokenGate)
 	c.endpoints, _ = c.gate.(EndpointGate)
 	if c.clock == nil {
 		c.clock = realClock{}
@@ -1189,11 +1191,26 @@ func (c *FlowController) release(a *Admission) {
 			Slot:       Slot{Priority: a.effective, Cost: m.cost},
 			Held:       c.sinceEpoch(time.Time{}) - m.start,
 			FirstToken: time.Duration(m.firstToken.Load()),
+			Heard:      m.heard,
 		}
 		c.metered.Returned(u)
 		return
 	}
 	c.gate.Release(a.effective)
+}
+
+// heardFirstToken tells the gate, a FirstTokenGate, of a's first token d
+// after dispatch, unless a has already ended, and runs dispatch: the gate
+// may admit more.
+func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
+	c.mu.Lock()
+	defer c.unlock()
+	if a.done {
+		return // Returned had it, as Usage.FirstToken
+	}
+	a.meter.heard = true
+	c.firstTokens.FirstToken(Slot{Priority: a.effective, Cost: a.meter.cost}, d)
+	c.dispatchLocked(time.Time{})
 }
 
 // took tells the metered gate which request took the slot it has just

@@ -63,6 +63,9 @@ type Usage struct {
 	// 0 when it did not. For LLM traffic it is the latency that tracks a
 	// model server's saturation: the total time grows with the output.
 	FirstToken time.Duration
+	// Heard is true when a [FirstTokenGate] was already told FirstToken
+	// through its FirstToken method, while the admission ran.
+	Heard bool
 }
 
 // MeteredGate is a [Gate] that weighs requests by cost and hears how each
@@ -89,6 +92,20 @@ type MeteredGate interface {
 	// Returned gives back the slot of an admission that ended, with how
 	// it was used.
 	Returned(u Usage)
+}
+
+// FirstTokenGate is a [MeteredGate] that hears each first token as the
+// caller reports it ([Admission.FirstToken]), while the request still runs,
+// rather than only when its admission ends, which for a long response is
+// seconds later: a gate that learns from time to first token reacts that
+// much sooner. The controller calls FirstToken with its lock held, once per
+// admission at most and never after Returned, then runs dispatch, since the
+// gate may admit more; Returned then carries [Usage.Heard]. Each reported
+// first token costs a lock acquisition, which is why this is an interface of
+// its own.
+type FirstTokenGate interface {
+	MeteredGate
+	FirstToken(s Slot, d time.Duration)
 }
 
 // BoundGate is a [Gate] that must know the controller it serves. [New]

@@ -247,3 +247,53 @@ func TestGateRefusalsCountsEachRefusedOffer(t *testing.T) {
 	}
 	second.adm.Done()
 }
+
+// ftGate is a meterGate that also hears first tokens as they come.
+type ftGate struct {
+	meterGate
+	heard []time.Duration
+	grow  bool // a first token frees one more slot
+}
+
+func (g *ftGate) FirstToken(s flowcontrol.Slot, d time.Duration) {
+	g.heard = append(g.heard, d)
+	if g.grow {
+		g.n++
+	}
+}
+
+func TestFirstTokenGateHearsFirstTokensAtOnce(t *testing.T) {
+	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := &ftGate{meterGate: meterGate{n: 1}, grow: true}
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
+	ctx := context.Background()
+	first := submit(ctx, fc, req("a", 0))
+	second := submit(ctx, fc, req("b", 0))
+	if first.outcome(t) != flowcontrol.OutcomeDispatched || second.finished() {
+		t.Fatal("want the first started and the second waiting")
+	}
+	clock.Advance(30 * time.Millisecond)
+	first.adm.FirstToken()
+	// The gate heard it at once, and the slot it then opened went to the
+	// waiting request: the controller ran dispatch.
+	if len(g.heard) != 1 || g.heard[0] != 30*time.Millisecond {
+		t.Fatalf("heard %v, want [30ms]", g.heard)
+	}
+	if second.outcome(t) != flowcontrol.OutcomeDispatched {
+		t.Fatalf("second: %v; the slot the first token opened was not used", second.err)
+	}
+	first.adm.FirstToken() // only the first report counts
+	first.adm.Done()
+	second.adm.Done()
+	second.adm.FirstToken() // after Done: nothing
+	if len(g.heard) != 1 {
+		t.Fatalf("heard %v: a second report, or one after Done, reached the gate", g.heard)
+	}
+	want := []flowcontrol.Usage{
+		{Slot: flowcontrol.Slot{Priority: 0, Cost: 1}, Held: 30 * time.Millisecond, FirstToken: 30 * time.Millisecond, Heard: true},
+		{Slot: flowcontrol.Slot{Priority: 0, Cost: 1}},
+	}
+	if len(g.returned) != 2 || g.returned[0] != want[0] || g.returned[1] != want[1] {
+		t.Fatalf("returned %+v, want %+v", g.returned, want)
+	}
+}

@@ -46,11 +46,13 @@ const (
 // For LLM traffic the time to first token, not the total time, tracks a
 // model server's saturation: the total grows with the output length,
 // while the first token waits for the server's queue and the prefill only.
-// The gate hears it as [flowcontrol.Usage.FirstToken] when each admission
-// ends — reported by the caller through [flowcontrol.Admission.FirstToken]
-// (flowhttp reports the first body byte) — and falls back to the hold time
-// [flowcontrol.Usage.Held] for a response that reported none, which
-// overstates the latency of a long response: report first tokens.
+// The gate hears it the moment the caller reports it through
+// [flowcontrol.Admission.FirstToken] (flowhttp reports the first body byte,
+// the ext_proc adapter the response headers), while the request still
+// runs; for a response that reported none it learns from the hold time
+// [flowcontrol.Usage.Held] when the admission ends, which overstates the
+// latency of a long response and comes a response's length later: report
+// first tokens.
 //
 // For each response, with T the TargetFirstToken:
 //   - later than T: the limit is multiplied by Backoff — at most once per
@@ -65,14 +67,16 @@ const (
 // A slot handed back unused teaches nothing. The limit stays within
 // [MinLimit, MaxLimit].
 //
-// The gate learns when admissions end, a hold time after the requests
-// started, so it follows a change of capacity within a few hold times;
-// the saturation gate, which reads the servers' own queues every scrape,
-// follows within a scrape interval. The simulation in examples/gates
-// compares both, and the gradient design this gate was chosen over.
+// The gate learns as first tokens arrive, so it follows a change of
+// capacity within a few times to first token; the saturation gate, which
+// reads the servers' own queues every scrape, follows within a scrape
+// interval. The simulation in examples/gates compares both, and the
+// gradient design this gate was chosen over, which needs each response's
+// hold time and so learns only as admissions end.
 //
-// An AdaptiveGate is a [flowcontrol.MeteredGate] and a
-// [flowcontrol.BoundGate]: its state is guarded by the lock of the one
+// An AdaptiveGate is a [flowcontrol.FirstTokenGate] (so a
+// [flowcontrol.MeteredGate]) and a [flowcontrol.BoundGate]: its state is
+// guarded by the lock of the one
 // controller it serves, and Bind refuses a second. Limit may be called from
 // any goroutine.
 type AdaptiveGate struct {
@@ -164,18 +168,32 @@ func (g *AdaptiveGate) Release(int) { g.inFlight-- }
 // Took does nothing: the gate counts requests, whatever their cost.
 func (g *AdaptiveGate) Took(flowcontrol.Slot) {}
 
-// Returned gives back a slot and learns from the response's time to first
-// token.
+// FirstToken learns from a response's time to first token d as soon as the
+// caller reports it, while the request still runs: for a long response
+// that is seconds before its admission ends.
+func (g *AdaptiveGate) FirstToken(_ flowcontrol.Slot, d time.Duration) {
+	g.learn(d, g.inFlight)
+}
+
+// Returned gives back a slot and, unless the gate heard the response's
+// first token already, learns from its time to first token, or its hold
+// time when none was reported.
 func (g *AdaptiveGate) Returned(u flowcontrol.Usage) {
 	used := g.inFlight
 	g.inFlight--
-	if u.Unused {
+	if u.Unused || u.Heard {
 		return
 	}
 	latency := u.FirstToken
 	if latency == 0 {
 		latency = u.Held
 	}
+	g.learn(latency, used)
+}
+
+// learn adjusts the limit for one response's latency, with used requests in
+// flight, this one included.
+func (g *AdaptiveGate) learn(latency time.Duration, used int) {
 	g.sinceCut++
 	switch {
 	case latency > g.target:

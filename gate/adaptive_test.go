@@ -183,3 +183,54 @@ func TestAdaptiveConfigErrorsNameTheField(t *testing.T) {
 		t.Fatal("a second controller was accepted")
 	}
 }
+
+// A first token heard while its request runs teaches the gate at once, and
+// the same response does not teach it again when its slot comes back.
+func TestAdaptiveLearnsFromFirstTokensOnce(t *testing.T) {
+	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Backoff: 0.5})
+	var _ flowcontrol.FirstTokenGate = g
+	if n := fill(g); n != 10 {
+		t.Fatalf("filled %d slots, want 10", n)
+	}
+	slot := flowcontrol.Slot{Cost: 1}
+	g.FirstToken(slot, 3*time.Second) // late: the limit halves now
+	if g.Limit() != 5 {
+		t.Fatalf("limit %d after a late first token, want 5", g.Limit())
+	}
+	// Its slot comes back, already heard: nothing more is learnt (a second
+	// lesson would be another cut, the guard being spent).
+	g.Returned(flowcontrol.Usage{Slot: slot, Held: 10 * time.Second, FirstToken: 3 * time.Second, Heard: true})
+	if g.Limit() != 5 {
+		t.Fatalf("limit %d after the heard response returned, want still 5", g.Limit())
+	}
+	// Not heard: learnt at Returned, from its first token.
+	g.Returned(flowcontrol.Usage{Slot: slot, Held: 10 * time.Second, FirstToken: 100 * time.Millisecond})
+	if g.Limit() != 5 {
+		t.Fatalf("limit %d: a timely response moved a limit that is not in use", g.Limit())
+	}
+}
+
+// All hears first tokens only when one of its gates does, since each costs
+// the controller a lock.
+func TestAllIsAFirstTokenGateOnlyWithOne(t *testing.T) {
+	conc, err := gate.Concurrency(gate.ConcurrencyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := gate.All(conc).(flowcontrol.FirstTokenGate); ok {
+		t.Fatal("All of a concurrency gate hears first tokens")
+	}
+	conc2, _ := gate.Concurrency(gate.ConcurrencyConfig{})
+	a := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, Backoff: 0.5})
+	all, ok := gate.All(conc2, a).(flowcontrol.FirstTokenGate)
+	if !ok {
+		t.Fatal("All with an adaptive gate does not hear first tokens")
+	}
+	for all.TryAcquire(0) {
+		all.Took(flowcontrol.Slot{Cost: 1})
+	}
+	all.FirstToken(flowcontrol.Slot{Cost: 1}, 2*time.Second)
+	if a.Limit() != 2 {
+		t.Fatalf("adaptive limit %d after All passed on a late first token, want 2", a.Limit())
+	}
+}

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -20,7 +21,8 @@ import (
 // their slot back with Release when an admission ends. It is also a
 // [flowcontrol.BoundGate], binding each of gates that is one (the first
 // error fails the controller's New), and a [flowcontrol.EndpointGate]
-// that reports no endpoints when any of gates does.
+// that reports no endpoints when any of gates does; and, when one of gates
+// is a [flowcontrol.FirstTokenGate], one too, telling each such gate.
 //
 // All panics, naming the index, if one of gates is nil. With no gates it
 // admits every request. A gate that panics in TryAcquire leaves the slots
@@ -40,13 +42,31 @@ func All(gates ...flowcontrol.Gate) flowcontrol.Gate {
 		if e, ok := g.(flowcontrol.EndpointGate); ok {
 			a.endpoints = append(a.endpoints, e)
 		}
+		if f, ok := g.(flowcontrol.FirstTokenGate); ok {
+			a.firstTokens = append(a.firstTokens, f)
+		}
+	}
+	if len(a.firstTokens) > 0 {
+		// Only then: hearing first tokens costs the controller a lock each.
+		return allFirstToken{a}
 	}
 	return a
 }
 
+// allFirstToken is an All with a FirstTokenGate among its gates.
+type allFirstToken struct{ *allGate }
+
+// FirstToken tells each FirstTokenGate among the gates.
+func (a allFirstToken) FirstToken(s flowcontrol.Slot, d time.Duration) {
+	for _, f := range a.firstTokens {
+		f.FirstToken(s, d)
+	}
+}
+
 type allGate struct {
-	children  []child
-	endpoints []flowcontrol.EndpointGate
+	children    []child
+	endpoints   []flowcontrol.EndpointGate
+	firstTokens []flowcontrol.FirstTokenGate
 }
 
 // child is one gate of an All. The gates of this package are called

@@ -18,7 +18,10 @@ import (
 // rest queue), and the limit moves that way by gain per round trip (a
 // window is window/limit of one). It grows only while at least half the
 // limit is in use. It needs no baseline of the unloaded latency, which
-// Netflix's Gradient2 keeps and which moves when prompts grow.
+// Netflix's Gradient2 keeps and which moves when prompts grow. It does need
+// each response's hold time, known only when its admission ends, so unlike
+// gate.Adaptive it cannot learn from first tokens as they arrive
+// (flowcontrol.FirstTokenGate): it reacts a response's length later.
 type gradientGate struct {
 	limit, min, max float64
 	target          time.Duration
