@@ -278,9 +278,9 @@ func (d *decoder) gateway(n *yaml.Node, path string, g *Gateway) {
 				if !ok {
 					return
 				}
-				u, err := url.Parse(s)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					d.errorf(item, p, "want an http or https URL such as \"http://127.0.0.1:8000\", got %q", truncate(s))
+				u, err := ParseBackend(s)
+				if err != nil {
+					d.errorf(item, p, "%v", err)
 					return
 				}
 				if first, dup := seen[u.String()]; dup {

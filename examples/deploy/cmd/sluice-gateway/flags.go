@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,68 +116,6 @@ Examples:
     -objective chat=10 -objective batch=-10
 `
 
-// urlsFlag collects repeated -backend flags.
-type urlsFlag struct{ urls *[]*url.URL }
-
-func (f urlsFlag) String() string {
-	if f.urls == nil {
-		return ""
-	}
-	s := make([]string, len(*f.urls))
-	for i, u := range *f.urls {
-		s[i] = u.String()
-	}
-	return strings.Join(s, " ")
-}
-
-func (f urlsFlag) Set(raw string) error {
-	u, err := parseBackend(raw)
-	if err != nil {
-		return err
-	}
-	for _, have := range *f.urls {
-		if have.String() == u.String() {
-			return fmt.Errorf("%q given twice", raw)
-		}
-	}
-	*f.urls = append(*f.urls, u)
-	return nil
-}
-
-// parseBackend parses a backend's base URL as the config file does: http or
-// https, with a host.
-func parseBackend(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("want an http or https URL such as \"http://127.0.0.1:8000\", got %q", raw)
-	}
-	return u, nil
-}
-
-// objectivesFlag collects repeated -objective name=priority flags.
-type objectivesFlag struct{ m *map[string]int }
-
-func (f objectivesFlag) String() string { return "" }
-
-func (f objectivesFlag) Set(spec string) error {
-	name, value, ok := strings.Cut(spec, "=")
-	if !ok || name == "" {
-		return fmt.Errorf("%q: want name=priority", spec)
-	}
-	p, err := strconv.Atoi(value)
-	if err != nil {
-		return fmt.Errorf("%q: priority %q is not an integer", spec, value)
-	}
-	if *f.m == nil {
-		*f.m = make(map[string]int)
-	}
-	if _, dup := (*f.m)[name]; dup {
-		return fmt.Errorf("%q: objective %q given twice", spec, name)
-	}
-	(*f.m)[name] = p
-	return nil
-}
-
 // parseFlags parses args. For -h it prints the usage to stdout and returns
 // flag.ErrHelp; for a bad flag it prints the error to stderr, with the
 // usage for a flag the parser does not know.
@@ -201,13 +138,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	)
 	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file` (Sluice's form or llm-d-router's EndpointPickerConfig); reloaded on SIGHUP")
 	fs.StringVar(&listen, "listen", config.DefaultListen, "`address` to listen on; overrides gateway.listen")
-	fs.Var(urlsFlag{&o.backends}, "backend", "base `URL` of a model server (its root: /v1/... and /metrics are below it), repeatable; added to gateway.backends")
+	fs.Var(config.BackendsFlag{URLs: &o.backends}, "backend", "base `URL` of a model server (its root: /v1/... and /metrics are below it), repeatable; added to gateway.backends")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate")
 	fs.DurationVar(&grace, "grace-period", config.DefaultGracePeriod, "how long admitted requests may finish after SIGTERM; overrides gateway.gracePeriod")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
 	fs.StringVar(&o.classifier.PriorityHeader, "priority-header", "", "request `header` carrying an integer priority (off when empty)")
-	fs.Var(objectivesFlag{&o.classifier.Objectives}, "objective", "`name=priority` of an inference objective (x-llm-d-inference-objective), repeatable")
+	fs.Var(config.ObjectivesFlag{Objectives: &o.classifier.Objectives}, "objective", "`name=priority` of an inference objective (x-llm-d-inference-objective), repeatable")
 	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
 	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
 		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")

@@ -152,30 +152,6 @@ func (f bandsFlag) Set(spec string) error {
 	return nil
 }
 
-// objectivesFlag collects repeated -objective name=priority flags.
-type objectivesFlag struct{ m *map[string]int }
-
-func (f objectivesFlag) String() string { return "" }
-
-func (f objectivesFlag) Set(spec string) error {
-	name, value, ok := strings.Cut(spec, "=")
-	if !ok || name == "" {
-		return fmt.Errorf("objective %q: want name=priority", spec)
-	}
-	p, err := strconv.Atoi(value)
-	if err != nil {
-		return fmt.Errorf("objective %q: priority %q is not an integer", spec, value)
-	}
-	if *f.m == nil {
-		*f.m = make(map[string]int)
-	}
-	if _, dup := (*f.m)[name]; dup {
-		return fmt.Errorf("objective %q: %q given twice", spec, name)
-	}
-	(*f.m)[name] = p
-	return nil
-}
-
 // parseBand parses one -band value, such as
 // "priority=10,capacity=100,policy=slo-deadline-ordering-policy".
 func parseBand(spec string) (flowcontrol.BandConfig, error) {
@@ -258,7 +234,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9002", "gRPC listen `address` for Envoy's ext_proc filter (loopback unless told otherwise)")
 	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file`, sluice-gateway's (Sluice's form or llm-d-router's EndpointPickerConfig); flags given win over it")
 	fs.StringVar(&o.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP `address` of /metrics, /healthz and /readyz; \"\" or \"off\" turns it off")
-	fs.Var(urlsFlag{&o.backends}, "backend", "base `URL` of a model server whose vLLM /metrics a saturation gate reads, repeatable; added to gateway.backends")
+	fs.Var(config.BackendsFlag{URLs: &o.backends}, "backend", "base `URL` of a model server whose vLLM /metrics a saturation gate reads, repeatable; added to gateway.backends")
 	fs.StringVar(&o.pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
 	fs.Var(bandsFlag{&bands}, "band", "a priority `band`, repeatable (keys below; default "+strconv.Quote(defaultBand)+"); replaces the file's bands")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "requests admitted at once across all bands; 0 admits everything at once; replaces the file's gate")
@@ -269,7 +245,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.classifier.PriorityHeader, "priority-header", "", "request `header` carrying an integer priority (off when empty)")
 	fs.StringVar(&o.classifier.ObjectiveHeader, "objective-header", flowhttp.DefaultObjectiveHeader,
 		"request `header` naming the inference objective (the default also reads "+flowhttp.DeprecatedObjectiveHeader+")")
-	fs.Var(objectivesFlag{&o.classifier.Objectives}, "objective", "`name=priority` of an inference objective, repeatable")
+	fs.Var(config.ObjectivesFlag{Objectives: &o.classifier.Objectives}, "objective", "`name=priority` of an inference objective, repeatable")
 	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
 	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
 		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
@@ -464,32 +440,4 @@ func classifiedPriorities(c flowhttp.HeaderClassifier) []int {
 	}
 	slices.Sort(ps)
 	return slices.Compact(ps)
-}
-
-// urlsFlag collects repeated -backend flags.
-type urlsFlag struct{ urls *[]*url.URL }
-
-func (f urlsFlag) String() string {
-	if f.urls == nil {
-		return ""
-	}
-	s := make([]string, len(*f.urls))
-	for i, u := range *f.urls {
-		s[i] = u.String()
-	}
-	return strings.Join(s, " ")
-}
-
-func (f urlsFlag) Set(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("want an http or https URL such as \"http://127.0.0.1:8000\", got %q", raw)
-	}
-	for _, have := range *f.urls {
-		if have.String() == u.String() {
-			return fmt.Errorf("%q given twice", raw)
-		}
-	}
-	*f.urls = append(*f.urls, u)
-	return nil
 }
