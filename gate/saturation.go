@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -420,6 +421,19 @@ func (g *SaturationGate) Status() SaturationStatus {
 	}
 	s.Budget = max(g.limit.Load()-g.started.Load(), 0)
 	return s
+}
+
+// Ready returns nil while the gate admits on fresh metrics, and otherwise
+// why it fails closed — no endpoint has reported, or none has fresh
+// metrics — for a router's readiness probe.
+func (g *SaturationGate) Ready() error {
+	switch st := g.Status(); {
+	case st.Endpoints == 0:
+		return errors.New("the saturation gate fails closed: no endpoint has reported its metrics")
+	case st.Fresh == 0:
+		return fmt.Errorf("the saturation gate fails closed: none of its %d endpoints has fresh metrics", st.Endpoints)
+	}
+	return nil
 }
 
 // Saturation returns the pool's saturation for a gauge: the mean over the

@@ -301,3 +301,24 @@ func TestSaturationServesOneController(t *testing.T) {
 		t.Fatalf("%v does not wrap the gate's error", err)
 	}
 }
+
+// Ready says why the gate fails closed, and nothing once it has fresh
+// metrics.
+func TestSaturationReady(t *testing.T) {
+	clock := newClock()
+	g, err := gate.Saturation(gate.SaturationConfig{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Ready(); err == nil || !strings.Contains(err.Error(), "no endpoint has reported") {
+		t.Fatalf("no endpoints: %v", err)
+	}
+	g.Update("a", gate.Metrics{Waiting: 9}) // fresh, though saturated: ready
+	if err := g.Ready(); err != nil {
+		t.Fatalf("fresh metrics: %v", err)
+	}
+	clock.Advance(gate.DefaultMetricsStalenessThreshold)
+	if err := g.Ready(); err == nil || !strings.Contains(err.Error(), "none of its 1 endpoints has fresh metrics") {
+		t.Fatalf("stale metrics: %v", err)
+	}
+}

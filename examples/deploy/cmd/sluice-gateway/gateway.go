@@ -210,13 +210,7 @@ func (g *gateway) readiness() error {
 		return errors.New("no backend: give -backend or gateway.backends")
 	}
 	if g.sat != nil {
-		st := g.sat.Status()
-		switch {
-		case st.Endpoints == 0:
-			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has answered a scrape of its metrics", n)
-		case st.Fresh == 0:
-			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has fresh metrics", st.Endpoints)
-		}
+		return g.sat.Ready()
 	}
 	return nil
 }

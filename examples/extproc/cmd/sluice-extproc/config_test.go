@@ -309,7 +309,7 @@ func TestReadyzFollowsSaturationGateAndShutdown(t *testing.T) {
 			return rec.Code, rec.Body.String()
 		}
 
-		if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "has answered") {
+		if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "no endpoint has reported") {
 			t.Errorf("before any scrape: %d %q, want 503 naming the missing scrape", code, body)
 		}
 		// What the scraper delivers for an idle server, read now.

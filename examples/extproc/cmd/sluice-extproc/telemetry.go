@@ -90,13 +90,7 @@ func (t *telemetry) readiness() error {
 		return errors.New("shutting down")
 	}
 	if sat := t.opts.gates.Saturation; sat != nil {
-		st := sat.Status()
-		switch {
-		case st.Endpoints == 0:
-			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has answered a scrape of its metrics", len(t.opts.backends))
-		case st.Fresh == 0:
-			return fmt.Errorf("the saturation gate fails closed: none of the %d backends has fresh metrics", st.Endpoints)
-		}
+		return sat.Ready()
 	}
 	return nil
 }
