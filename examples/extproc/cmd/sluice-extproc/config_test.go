@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,8 +44,9 @@ type child struct {
 	metrics string // the metrics address
 }
 
-// startChild runs the program with args and waits until it logs both of
-// its listening addresses.
+// startChild runs the program with args and waits until it logs its
+// listening addresses: the ext_proc one, and the metrics one unless args
+// turn the metrics server off.
 func startChild(t *testing.T, args ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
@@ -68,7 +70,8 @@ func startChild(t *testing.T, args ...string) *child {
 	}()
 	t.Cleanup(func() { cmd.Process.Kill() })
 	c := &child{cmd: cmd, lines: lines, exited: exited}
-	for c.grpc == "" || c.metrics == "" {
+	metricsOff := slices.ContainsFunc(args, func(a string) bool { return a == "off" || a == "-metrics-listen=off" })
+	for c.grpc == "" || (c.metrics == "" && !metricsOff) {
 		line, ok := <-lines
 		if !ok {
 			t.Fatalf("the program exited before listening:\n%s", strings.Join(c.log, "\n"))

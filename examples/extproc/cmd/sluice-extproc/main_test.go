@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -285,42 +282,10 @@ var listeningAddr = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // TestBinaryServesAndStopsOnSIGTERM runs the program in its own process:
 // it starts, serves one stream the way Envoy would, and exits 0 on SIGTERM.
 func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-listen", "127.0.0.1:0", "-metrics-listen", "off", "-max-inflight", "4",
+	c := startChild(t, "-listen", "127.0.0.1:0", "-metrics-listen", "off", "-max-inflight", "4",
 		"-band", "priority=0,capacity=10", "-band", "priority=10,capacity=100,policy=slo-deadline-ordering-policy")
-	cmd.Env = append(os.Environ(), beMain+"=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
 
-	var log []string
-	addr := ""
-	for addr == "" {
-		line, ok := <-lines
-		if !ok {
-			t.Fatalf("the program exited before listening:\n%s", strings.Join(log, "\n"))
-		}
-		log = append(log, line)
-		if m := listeningAddr.FindStringSubmatch(line); m != nil {
-			addr = m[1]
-		}
-	}
-
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,17 +301,9 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 	closeStream(t, s)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	for line := range lines {
-		log = append(log, line)
-	}
-	if err := <-exited; err != nil {
-		t.Errorf("exit after SIGTERM: %v, want status 0\n%s", err, strings.Join(log, "\n"))
-	}
-	if !strings.Contains(strings.Join(log, "\n"), "msg=stopped") {
-		t.Errorf("no stopped record in the log:\n%s", strings.Join(log, "\n"))
+	c.stop(t)
+	if !strings.Contains(strings.Join(c.log, "\n"), "msg=stopped") {
+		t.Errorf("no stopped record in the log:\n%s", strings.Join(c.log, "\n"))
 	}
 }
 
