@@ -263,7 +263,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
 	size, body, status, err := h.readBody(r)
 	if err != nil {
-		refuse(w, status, err.Error())
+		ErrorRejection(status, err.Error()).Write(w)
 		return
 	}
 	classified := r
@@ -276,7 +276,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	class, err := h.classify(classified)
 	if err != nil {
-		ClassifyRejection(err).write(w)
+		ClassifyRejection(err).Write(w)
 		return
 	}
 
@@ -289,7 +289,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Cost:         class.Cost,
 	})
 	if err != nil {
-		RejectionFor(err).write(w)
+		RejectionFor(err).Write(w)
 		return
 	}
 
@@ -526,13 +526,19 @@ func errorJSON(status int, code, message string) []byte {
 	return append(js, '\n')
 }
 
-// refuse answers a request that flow control never saw.
-func refuse(w http.ResponseWriter, status int, message string) {
-	Rejection{Status: status, Body: errorJSON(status, "", message)}.write(w)
+// ErrorRejection returns the answer to a request that flow control never
+// saw: status, no dropped reason, and an OpenAI-shaped body with message and
+// the type that follows the status. The Handler refuses an oversized body
+// with it; a router answers its own errors with it (no backend to send the
+// request to, a backend that failed) the way flowhttp answers its refusals.
+func ErrorRejection(status int, message string) Rejection {
+	return Rejection{Status: status, Body: errorJSON(status, "", message)}
 }
 
-// write sends r as the response.
-func (r Rejection) write(w http.ResponseWriter) {
+// Write sends r as the response: its status, Content-Type
+// application/json, the dropped-reason and Retry-After headers when set,
+// and its body.
+func (r Rejection) Write(w http.ResponseWriter) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("X-Content-Type-Options", "nosniff")

@@ -28,7 +28,7 @@ func TestRejectRetryAfterWholeSecondsRoundedUp(t *testing.T) {
 	}
 	for _, c := range cases {
 		rec := httptest.NewRecorder()
-		RejectionFor(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedSaturated, RetryAfter: c.retryAfter}).write(rec)
+		RejectionFor(&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedSaturated, RetryAfter: c.retryAfter}).Write(rec)
 		if diff := cmp.Diff(c.want, rec.Result().Header.Values("Retry-After")); diff != "" {
 			t.Errorf("RetryAfter %v: Retry-After (-want +got):\n%s", c.retryAfter, diff)
 		}
@@ -101,7 +101,7 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 			}
 
 			rec := httptest.NewRecorder()
-			RejectionFor(c.err).write(rec)
+			RejectionFor(c.err).Write(rec)
 			res := rec.Result()
 			if res.StatusCode != c.want.Status {
 				t.Errorf("written status %d, want %d", res.StatusCode, c.want.Status)
@@ -142,5 +142,20 @@ func TestErrorBodyIsOpenAIShaped(t *testing.T) {
 		if got := string(errorJSON(c.status, c.code, c.message)); got != c.want {
 			t.Errorf("errorJSON(%d, %q, %q) = %s, want %s", c.status, c.code, c.message, got, c.want)
 		}
+	}
+}
+
+// ErrorRejection answers a router's own error in flowhttp's shape: no
+// dropped reason, the type that follows the status.
+func TestErrorRejection(t *testing.T) {
+	rec := httptest.NewRecorder()
+	ErrorRejection(http.StatusBadGateway, "backend down").Write(rec)
+	var body errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusBadGateway || rec.Header().Get(flowcontrol.DroppedReasonHeader) != "" ||
+		body.Error.Message != "backend down" || body.Error.Type != "service_unavailable" || body.Error.Code != nil {
+		t.Fatalf("%d %v %+v", rec.Code, rec.Header(), body)
 	}
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -123,7 +121,7 @@ func (p *pool) newBackend(u *url.URL) *backend {
 				return
 			}
 			p.log.Warn("backend request failed", "backend", b.name, "path", r.URL.Path, "error", err)
-			writeError(w, http.StatusBadGateway, "server_error", "sluice-gateway: backend "+b.name+": "+err.Error())
+			flowhttp.ErrorRejection(http.StatusBadGateway, "sluice-gateway: backend "+b.name+": "+err.Error()).Write(w)
 		},
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
@@ -163,7 +161,7 @@ func (p *pool) pick() *backend {
 func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b := p.pick()
 	if b == nil {
-		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "sluice-gateway: no backend to send the request to")
+		flowhttp.ErrorRejection(http.StatusServiceUnavailable, "sluice-gateway: no backend to send the request to").Write(w)
 		return
 	}
 	b.inFlight.Add(1)
@@ -193,24 +191,3 @@ func (p *pool) closeIdle() {
 	}
 }
 
-// writeError answers with an OpenAI-shaped error body, as flowhttp does
-// for its own refusals.
-func writeError(w http.ResponseWriter, status int, typ, message string) {
-	var body struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	body.Error.Message, body.Error.Type = message, typ
-	js, _ := json.Marshal(body) // strings and nulls: cannot fail
-	js = append(js, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(js)))
-	w.WriteHeader(status)
-	_, _ = w.Write(js)
-}
