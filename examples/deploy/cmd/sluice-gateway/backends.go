@@ -190,4 +190,3 @@ func (p *pool) closeIdle() {
 		tr.CloseIdleConnections()
 	}
 }
-
