@@ -57,8 +57,10 @@ func (b *band) flow(id string) (f *Flow, created bool) {
 		b.free[n-1] = nil
 		b.free = b.free[:n-1]
 	} else {
-		q, _ := ordering.NewQueue(b.kind, b.policy) // validated when the band was made
-		f = &Flow{band: b, queue: q}
+		f = &Flow{band: b}
+		if b.kind != ordering.QueueFIFO {
+			f.queue, _ = ordering.NewQueue(b.kind, b.policy) // validated when the band was made
+		}
 	}
 	f.id = id
 	b.flows[id] = f
@@ -70,7 +72,7 @@ func (b *band) flow(id string) (f *Flow, created bool) {
 // The scheduler has been told. Called with the controller's lock held.
 func (b *band) dropFlow(f *Flow) {
 	delete(b.flows, f.id)
-	f.id, f.cost, f.newest = "", 0, nil
+	f.id = "" // the rest is zero with the flow empty
 	if len(b.free) < max(minFreeFlows, len(b.flows)) {
 		b.free = append(b.free, f)
 	}

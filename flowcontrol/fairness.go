@@ -81,16 +81,23 @@ func FairnessByName(name string) (Fairness, error) {
 // methods read the controller's state and may be called only from a
 // Scheduler's methods.
 type Flow struct {
-	id    string
-	band  *band
+	// The flow's waiters in arrival order, linked through waiter.older
+	// and newer: newest is the first to be displaced. In a band whose
+	// queue kind is FIFO this list is also the flow's queue, oldest its
+	// head; the fields a dispatch reads come first, in one cache line.
+	oldest, newest *waiter
+	n              int   // waiters
+	bytes          int64 // their summed byte size
+	cost           int64 // their summed cost
+	// queue orders the waiters in a band of another queue kind (a heap);
+	// nil in a FIFO band.
 	queue ordering.Queue
-	cost  int64 // summed cost of the waiters
-	// newest is the most recently queued waiter, the first to be
-	// displaced; waiters link to older ones through older.
-	newest *waiter
+	ring  *Flow // round robin: the next flow in the ring
+
+	id   string
+	band *band
 
 	// State of the built-in schedulers.
-	ring       *Flow // round robin: the next flow in the ring
 	ringPrev   *Flow
 	deficit    int64 // deficit round robin
 	credited   bool  // deficit round robin: this visit's quantum is added
@@ -101,12 +108,17 @@ type Flow struct {
 func (f *Flow) ID() string { return f.id }
 
 // Len returns the number of the flow's waiters in the band.
-func (f *Flow) Len() int { return f.queue.Len() }
+func (f *Flow) Len() int { return f.n }
 
 // HeadCost returns the cost of the flow's head, the request it would offer.
 func (f *Flow) HeadCost() int64 { return f.head().cost }
 
-func (f *Flow) head() *waiter { return f.queue.Peek().Value.(*waiter) }
+func (f *Flow) head() *waiter {
+	if f.queue == nil {
+		return f.oldest
+	}
+	return f.queue.Peek().Value.(*waiter)
+}
 
 // headKey is the flow's head in the band's single-queue order.
 type headKey struct {
@@ -115,6 +127,11 @@ type headKey struct {
 }
 
 func (f *Flow) headKey() headKey {
+	if f.queue == nil {
+		// A FIFO band's single queue is in arrival order, whatever the
+		// keys say (enqueue times read before the lock may disagree).
+		return headKey{seq: f.oldest.seq}
+	}
 	w := f.head()
 	return headKey{key: w.key, seq: w.seq}
 }

@@ -242,16 +242,29 @@ type FlowController struct {
 // waiter is one queued request. A waiter is reused (see waiters): gen
 // survives each use, the rest is the use's.
 type waiter struct {
+	waiterUse
 	// gen counts the times the waiter left a queue, so that a timer or a
 	// context's AfterFunc of an earlier use, which may fire late, finds it
 	// moved on and does nothing. Guarded by the controller's mu, and never
 	// written without it.
 	gen uint64
-	waiterUse
 }
 
 // waiterUse is the state of one use of a waiter.
+//
+// Its first cache line holds what the controller and the schedulers touch
+// of a waiter that is not the one arriving or leaving — the tail a newcomer
+// links to, the next head a dispatch uncovers — so that in a band of
+// thousands of flows, whose waiters are cold in cache, that costs one miss.
 type waiterUse struct {
+	// The flow's waiters in arrival order (see Flow.oldest); guarded by
+	// the controller's mu.
+	older, newer *waiter
+	// Fixed before the waiter is queued.
+	cost int64        // the request's cost, at least 1
+	seq  uint64       // arrival in its band, for the single-queue order of ties; set under mu
+	key  ordering.Key // derived by the band's policy, outside the lock
+
 	item ordering.Item // item.Value is the waiter
 	band *band
 	ctx  context.Context
@@ -268,27 +281,20 @@ type waiterUse struct {
 	timer       Timer
 	expireAfter time.Duration
 
-	// Fixed before the waiter is queued.
-	key  ordering.Key // derived by the band's policy, outside the lock
-	cost int64        // the request's cost, at least 1
-
 	// Guarded by the controller's mu. Once queued is false, outcome is
 	// final and is read by whoever delivers it.
 	queued     bool
+	byContext  bool // the context ended the wait (expiry by deadline, or cancellation)
+	withdrawn  bool // its caller panicked out of its enqueue: deliver nothing
+	planned    bool // chosen for displacement by the admission being planned
 	outcome    Outcome
-	byContext  bool          // the context ended the wait (expiry by deadline, or cancellation)
-	withdrawn  bool          // its caller panicked out of its enqueue: deliver nothing
-	planned    bool          // chosen for displacement by the admission being planned
 	retryAfter time.Duration // for a displaced request
-	seq        uint64        // arrival in its band, for the single-queue order of ties
 	flow       *Flow
-	older      *waiter // the flow's waiters in arrival order, for displacement
-	newer      *waiter
 	next       *waiter // in the controller's decided list
 
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
-	admission *Admission    // allocated with the waiter, filled in on dispatch
+	meter     *meter        // for a MeteredGate, set on dispatch
 }
 
 // waiters recycles waiters: one is taken for each request that must queue
@@ -411,7 +417,9 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 		sched:    fair.NewScheduler(),
 		flows:    make(map[string]*Flow),
 	}
-	b.free = append(b.free, &Flow{band: b, queue: q})
+	if b.kind != ordering.QueueFIFO {
+		b.free = append(b.free, &Flow{band: b, queue: q})
+	}
 	b.limits.Store(newBandLimits(bc))
 	return b, nil
 }
@@ -599,7 +607,7 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 	a := c.newAdmission()
 	*a = Admission{c: c, requested: key, effective: b.priority}
 	if c.metered != nil {
-		c.took(a, cost, time.Time{})
+		a.meter = c.took(b.priority, cost, time.Time{})
 	}
 	return a, nil
 }
@@ -622,11 +630,6 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	}
 	w := waiters.Get().(*waiter)
 	w.band, w.ctx, w.expireAfter, w.requested = b, ctx, expireAfter, req.Key
-	// The admission it may be granted is allocated here, outside the
-	// lock, so that dispatching a queued request allocates nothing while
-	// the lock is held. (An Admission outlives its waiter, which is
-	// reused: it cannot be part of it.)
-	w.admission = new(Admission)
 	w.item = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,
@@ -659,10 +662,10 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 	if first {
 		if c.gate.TryAcquire(b.priority) {
 			c.inFlight++
-			a := w.admission
+			a := c.newAdmission()
 			*a = Admission{c: c, requested: w.requested, effective: b.priority}
 			if c.metered != nil {
-				c.took(a, w.cost, now)
+				a.meter = c.took(b.priority, w.cost, now)
 			}
 			return a, nil, 0
 		}
@@ -687,7 +690,8 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 		c.dispatchLocked(now)
 		if !w.queued {
 			// Dispatched by its own enqueue.
-			return w.admission, nil, 0
+			adm, _ := c.result(w)
+			return adm, nil, 0
 		}
 	}
 	gen := w.gen
@@ -711,12 +715,18 @@ func (c *FlowController) queue(w *waiter, now time.Time) {
 	w.flow = f
 	w.seq = b.seq
 	b.seq++
-	f.queue.AddKeyed(&w.item, w.key)
-	f.cost += w.cost
+	if f.queue != nil {
+		f.queue.AddKeyed(&w.item, w.key)
+	}
 	if f.newest != nil {
 		f.newest.newer = w
+	} else {
+		f.oldest = w
 	}
 	w.older, w.newer, f.newest = f.newest, nil, w
+	f.n++
+	f.bytes += w.item.ByteSize
+	f.cost += w.cost
 	b.queued++
 	b.bytes += w.item.ByteSize
 	b.cost += w.cost
@@ -734,8 +744,8 @@ func (c *FlowController) queue(w *waiter, now time.Time) {
 	switch {
 	case created:
 		b.sched.Add(f)
-	case f.queue.Peek() == &w.item:
-		b.sched.HeadChanged(f)
+	case f.queue != nil && f.queue.Peek() == &w.item:
+		b.sched.HeadChanged(f) // (in a FIFO band, a newcomer is never the head)
 	}
 }
 
@@ -749,11 +759,10 @@ func (c *FlowController) withdraw(w *waiter) {
 		return
 	}
 	if w.outcome == OutcomeDispatched {
-		a := w.admission
-		a.done = true
+		// Its admission was never handed out: nobody else can end it.
 		c.inFlight--
 		if c.metered != nil {
-			c.metered.Returned(Usage{Slot: Slot{Priority: a.effective, Cost: a.meter.cost}, Unused: true})
+			c.metered.Returned(Usage{Slot: Slot{Priority: w.band.priority, Cost: w.meter.cost}, Unused: true})
 			return
 		}
 		c.gate.Release(w.band.priority)
@@ -781,7 +790,7 @@ func contextOutcome(ctx context.Context) Outcome {
 // dispatches. Allocating them one by one costs more than the rest of an
 // immediate admission; a slab divides that cost by its size. Each Admission
 // is still used for one request only. The price is memory: an Admission kept
-// alive keeps its whole slab (32 × 56 bytes) alive.
+// alive keeps its whole slab (2 KB) alive.
 const admissionSlab = 32
 
 // newAdmission returns an unused, zero Admission. Called with mu held.
@@ -791,6 +800,28 @@ func (c *FlowController) newAdmission() *Admission {
 	}
 	a := &c.slab[0]
 	c.slab = c.slab[1:]
+	return a
+}
+
+// admissionBatch is a slab of Admissions for the requests that waited,
+// whose admissions are made outside the lock, as their outcome is
+// delivered: in the goroutine of whoever delivers it, so the slab is taken
+// from a sync.Pool, which keeps one per processor. One Admission fewer than
+// admissionSlab leaves room for used within a 2 KB allocation.
+type admissionBatch struct {
+	used int
+	a    [admissionSlab - 1]Admission
+}
+
+var admissionBatches = sync.Pool{New: func() any { return new(admissionBatch) }}
+
+// newQueuedAdmission returns an unused, zero Admission, without the lock.
+func newQueuedAdmission() *Admission {
+	s := admissionBatches.Get().(*admissionBatch)
+	a := &s.a[s.used]
+	if s.used++; s.used < len(s.a) {
+		admissionBatches.Put(s)
+	}
 	return a
 }
 
@@ -894,7 +925,10 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		if now.IsZero() {
 			now = c.clock.Now()
 		}
-		w := f.queue.PopHead().Value.(*waiter)
+		w := f.oldest
+		if f.queue != nil {
+			w = f.queue.PopHead().Value.(*waiter)
+		}
 		// Counted while the scopes are still busy with w, so that the
 		// window w closes (if it empties a queue) includes it.
 		b.drain.dispatched(now)
@@ -903,7 +937,7 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		c.inFlight++
 		c.decide(w, OutcomeDispatched, now)
 		if c.metered != nil {
-			c.took(w.admission, w.cost, now)
+			w.meter = c.took(b.priority, w.cost, now)
 		}
 	}
 }
@@ -911,8 +945,11 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 // unqueue takes w out of its flow's queue at now, other than by dispatch.
 // Called with mu held.
 func (c *FlowController) unqueue(w *waiter, now time.Time) {
-	wasHead := w.flow.queue.Peek() == &w.item
-	w.flow.queue.Remove(&w.item)
+	f := w.flow
+	wasHead := f.head() == w
+	if f.queue != nil {
+		f.queue.Remove(&w.item)
+	}
 	c.left(w, now, false, wasHead)
 }
 
@@ -921,9 +958,13 @@ func (c *FlowController) unqueue(w *waiter, now time.Time) {
 // head (wasHead) and left otherwise. Called with mu held.
 func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
 	b, f := w.band, w.flow
+	f.n--
+	f.bytes -= w.item.ByteSize
 	f.cost -= w.cost
 	if w.older != nil {
 		w.older.newer = w.newer
+	} else {
+		f.oldest = w.newer
 	}
 	if w.newer != nil {
 		w.newer.older = w.older
@@ -948,7 +989,7 @@ func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
 		b.sched.Served(f, w.cost)
 	}
 	switch {
-	case f.queue.Len() == 0:
+	case f.n == 0:
 		b.sched.Remove(f)
 		b.dropFlow(f)
 	case wasHead && !served:
@@ -966,9 +1007,6 @@ func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.outcome = o
 	w.queueTime = now.Sub(w.item.EnqueueTime)
-	if o == OutcomeDispatched {
-		*w.admission = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime}
-	}
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
 	}
@@ -1112,7 +1150,9 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 // rejection its caller receives.
 func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 	if w.outcome == OutcomeDispatched {
-		return w.admission, nil
+		a := newQueuedAdmission()
+		*a = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, meter: w.meter}
+		return a, nil
 	}
 	rej := &RejectionError{
 		Outcome:    w.outcome,
@@ -1213,18 +1253,19 @@ func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
 	c.dispatchLocked(time.Time{})
 }
 
-// took tells the metered gate which request took the slot it has just
-// granted, and starts a's clock. now is the time of the event, or the zero
-// Time to read the clock. Called with mu held.
-func (c *FlowController) took(a *Admission, cost int64, now time.Time) {
+// took tells the metered gate that a request of the given cost took the
+// slot it has just granted band priority, and returns the request's meter,
+// its clock started. now is the time of the event, or the zero Time to read
+// the clock. Called with mu held.
+func (c *FlowController) took(priority int, cost int64, now time.Time) *meter {
 	if len(c.meters) == 0 {
 		c.meters = make([]meter, admissionSlab)
 	}
 	m := &c.meters[0]
 	c.meters = c.meters[1:]
 	m.cost, m.start = cost, c.sinceEpoch(now)
-	a.meter = m
-	c.metered.Took(Slot{Priority: a.effective, Cost: cost})
+	c.metered.Took(Slot{Priority: priority, Cost: cost})
+	return m
 }
 
 // sinceEpoch returns now, or the clock's reading when now is the zero
@@ -1391,7 +1432,7 @@ func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Sna
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := b.flows[flowID]; f != nil {
-		s.QueuedRequests, s.QueuedBytes, s.QueuedCost = int64(f.Len()), f.queue.ByteSize(), f.cost
+		s.QueuedRequests, s.QueuedBytes, s.QueuedCost = int64(f.n), f.bytes, f.cost
 	}
 	return s, nil
 }

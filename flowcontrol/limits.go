@@ -218,7 +218,7 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 		var n int64
 		switch r.limit {
 		case limitBandBytes, limitGlobalBytes:
-			n = g.queue.ByteSize()
+			n = g.bytes
 		case limitBandCost, limitGlobalCost:
 			n = g.cost
 		default:
