@@ -120,6 +120,33 @@ func TestGlobalStrictIsTheSingleQueueOrder(t *testing.T) {
 	})
 }
 
+// TestGlobalStrictFIFOBandIsArrivalOrder: a FIFO band's single queue is in
+// arrival order, so global-strict across flows follows arrival even when
+// the enqueue times disagree — here a clock stepped back between two
+// arrivals, as a wall clock may be.
+func TestGlobalStrictFIFOBandIsArrivalOrder(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	g := &switchGate{}
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.FCFS(), Fairness: flowcontrol.GlobalStrict()}},
+		Gate:  g, Clock: clock,
+	})
+	var order []string
+	for _, id := range []string{"late-clock", "early-clock", "late-clock"} {
+		fc.Submit(context.Background(), flowcontrol.Request{Key: key(id, 0)}, func(adm *flowcontrol.Admission, err error) {
+			require.NoError(t, err)
+			order = append(order, id)
+			adm.Done()
+		})
+		clock.now = clock.now.Add(-time.Second)
+	}
+	for range 3 {
+		g.set(g.inFlight + 1)
+		fc.Nudge()
+	}
+	require.Equal(t, []string{"late-clock", "early-clock", "late-clock"}, order)
+}
+
 // served returns, after each dispatch of order, the requests (or cost)
 // each flow has been served, and the index of the dispatch after which
 // each flow ran out of waiters.
