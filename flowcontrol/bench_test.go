@@ -329,14 +329,28 @@ func driveTraffic(fc *flowcontrol.FlowController, stop <-chan struct{}) {
 // bytes per queued request (B/queued): heap and goroutine stacks measured
 // after a collection, with n requests queued behind a closed gate and with
 // none. mode=submit queues through the non-blocking Submit;
-// mode=enqueue-and-wait, the baseline, parks a goroutine per request.
-// Requests carry a header map, as a gateway's do, and no deadline.
+// mode=enqueue-and-wait, the baseline, parks a goroutine per request. The
+// requests carry no header map (a gateway's belongs to its server; the
+// controller only refers to it) and no deadline. The requests are of one
+// flow, or with flows=n each of its own, so that the difference between the
+// two is what an active flow holds; the flow IDs are made before the first
+// reading.
 func BenchmarkQueuedMemory(b *testing.B) {
 	for _, bc := range []struct {
 		mode, name string
 		n          int
-	}{{"submit", "1e5", 100_000}, {"submit", "1e6", 1_000_000}, {"enqueue-and-wait", "1e5", 100_000}} {
+		manyFlows  bool
+	}{
+		{"submit", "1e5", 100_000, false},
+		{"submit", "1e5/flows=1e5", 100_000, true},
+		{"submit", "1e6", 1_000_000, false},
+		{"enqueue-and-wait", "1e5", 100_000, false},
+	} {
 		b.Run("mode="+bc.mode+"/n="+bc.name, func(b *testing.B) {
+			ids := []string{"tenant"}
+			if bc.manyFlows {
+				ids = flowIDs(bc.n)
+			}
 			for range b.N {
 				b.StopTimer()
 				before := memInUse()
@@ -349,8 +363,8 @@ func BenchmarkQueuedMemory(b *testing.B) {
 				}
 				b.StartTimer()
 				var wg sync.WaitGroup
-				for range bc.n {
-					r := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "tenant"}}
+				for i := range bc.n {
+					r := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: ids[i%len(ids)]}}
 					if bc.mode == "submit" {
 						fc.Submit(context.Background(), r, func(*flowcontrol.Admission, error) {})
 						continue
