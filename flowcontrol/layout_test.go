@@ -1,0 +1,43 @@
+package flowcontrol
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestHotFieldsShareALine guards the layout that keeps a band of many flows
+// fast (BenchmarkFairness at flows=10000): what a dispatch or an enqueue
+// reads of a waiter it does not move, and what a dispatch reads of a flow,
+// each lie within one cache line.
+//
+// Go allocates an object in the smallest size class that holds it, at a
+// multiple of the class size from a page boundary. Every class from 256 to
+// 512 bytes is a multiple of 32, so a waiter of that size starts on a
+// 32-byte boundary, and its first 32 bytes never straddle two lines; a
+// Flow of at most 128 bytes takes the 128-byte class and starts on a line.
+func TestHotFieldsShareALine(t *testing.T) {
+	var w waiter
+	if size := unsafe.Sizeof(w); size <= 256 || size > 512 {
+		t.Errorf("waiter is %d bytes: check that its size class still starts it on 32 bytes", size)
+	}
+	// The arrival links, the cost and the band arrival: all a dispatch in
+	// a FIFO band reads of the head it uncovers, and an enqueue of the tail.
+	for name, end := range map[string]uintptr{
+		"older": unsafe.Offsetof(w.older) + unsafe.Sizeof(w.older),
+		"newer": unsafe.Offsetof(w.newer) + unsafe.Sizeof(w.newer),
+		"cost":  unsafe.Offsetof(w.cost) + unsafe.Sizeof(w.cost),
+		"seq":   unsafe.Offsetof(w.seq) + unsafe.Sizeof(w.seq),
+	} {
+		if end > 32 {
+			t.Errorf("waiter.%s ends at byte %d, past the first 32", name, end)
+		}
+	}
+	var f Flow
+	if size := unsafe.Sizeof(f); size > 128 {
+		t.Errorf("Flow is %d bytes, past the 128-byte size class", size)
+	}
+	// What a dispatch reads of a flow: its list, counts, queue and ring.
+	if end := unsafe.Offsetof(f.ring) + unsafe.Sizeof(f.ring); end > 64 {
+		t.Errorf("a flow's hot fields end at byte %d, past its first cache line", end)
+	}
+}
