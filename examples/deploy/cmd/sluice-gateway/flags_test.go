@@ -77,7 +77,7 @@ gate:
 		t.Fatal(err)
 	}
 	if s.listen != "127.0.0.1:9100" || s.grace.String() != "3s" || s.gate.MaxInFlight == nil || *s.gate.MaxInFlight != 2 {
-		t.Errorf("listen %s, grace %s, gate %s; want the flags'", s.listen, s.grace, describeGate(s.gate))
+		t.Errorf("listen %s, grace %s, gate %s; want the flags'", s.listen, s.grace, s.gate)
 	}
 	// The flags' backends first, then the file's, each once.
 	want := "http://127.0.0.1:8002 http://127.0.0.1:8003 http://127.0.0.1:8001"
@@ -103,7 +103,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 		t.Errorf("bands %+v, want one band of priority 0 and 5000 places", s.flow.Bands)
 	}
 	if s.gate.Saturation == nil || s.gate.MaxInFlight != nil || s.gate.Concurrency != nil {
-		t.Errorf("gate %s, want the saturation gate alone", describeGate(s.gate))
+		t.Errorf("gate %s, want the saturation gate alone", s.gate)
 	}
 }
 

@@ -249,7 +249,7 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	go func() { served <- srv.Serve(l) }()
 	g.mu.Lock()
 	g.log.Info("listening", "addr", l.Addr().String(), "backends", g.cur.backendNames(),
-		"gate", describeGate(g.cur.gate), "bands", describeBands(g.cur.flow))
+		"gate", g.cur.gate.String(), "bands", describeBands(g.cur.flow))
 	g.mu.Unlock()
 
 	var err error
@@ -324,15 +324,15 @@ func (g *gateway) apply() ([]string, error) {
 		return nil, err
 	}
 	c := diff(g.cur, next)
-	if len(c.restart) > 0 {
-		return nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.restart, "; "))
+	if len(c.Restart) > 0 {
+		return nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.Restart, "; "))
 	}
-	for _, bc := range c.provision {
+	for _, bc := range c.Provision {
 		if err := g.fc.ProvisionBand(bc); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range c.added {
+	for _, p := range c.Added {
 		g.metrics.WatchBand(p)
 	}
 	g.pool.set(next.backends)
@@ -343,7 +343,7 @@ func (g *gateway) apply() ([]string, error) {
 	}
 	g.grace.Store(int64(next.grace))
 	g.cur = next
-	return c.live, nil
+	return c.Live, nil
 }
 
 // describeBands formats the bands for the start-up log.
@@ -361,7 +361,7 @@ func describeBands(c flowcontrol.Config) string {
 		case c.DefaultTTL > 0:
 			ttl = c.DefaultTTL.String()
 		}
-		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, ttl, policyName(b.Policy))
+		fmt.Fprintf(&sb, "%d: maxRequests %s, ttl %s, %s", b.Priority, b.RequestCapacity, ttl, config.PolicyName(b.Policy))
 	}
 	return sb.String()
 }

@@ -250,23 +250,23 @@ gate:
 			old := loadText(t, base)
 			next := loadText(t, tc.edit(base))
 			c := diff(old, next)
-			joined := strings.Join(c.restart, "; ")
+			joined := strings.Join(c.Restart, "; ")
 			for _, want := range tc.restart {
 				if !strings.Contains(joined, want) {
 					t.Errorf("restart reasons %q lack %q", joined, want)
 				}
 			}
-			if len(tc.restart) == 0 && len(c.restart) > 0 {
+			if len(tc.restart) == 0 && len(c.Restart) > 0 {
 				t.Errorf("restart reasons %q, want none", joined)
 			}
-			live := strings.Join(c.live, "; ")
+			live := strings.Join(c.Live, "; ")
 			for _, want := range tc.live {
 				if !strings.Contains(live, want) {
 					t.Errorf("live changes %q lack %q", live, want)
 				}
 			}
-			if len(tc.restart) == 0 && len(c.provision) != tc.provided {
-				t.Errorf("%d bands provisioned, want %d", len(c.provision), tc.provided)
+			if len(tc.restart) == 0 && len(c.Provision) != tc.provided {
+				t.Errorf("%d bands provisioned, want %d", len(c.Provision), tc.provided)
 			}
 		})
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/gate"
-	"github.com/sluicegate/sluice/ordering"
 )
 
 // settings is what the gateway runs: the configuration file (or the
@@ -129,14 +128,6 @@ func hasBand(bands []flowcontrol.BandConfig, p int) bool {
 	return slices.ContainsFunc(bands, func(b flowcontrol.BandConfig) bool { return b.Priority == p })
 }
 
-func findBand(bands []flowcontrol.BandConfig, p int) (flowcontrol.BandConfig, bool) {
-	i := slices.IndexFunc(bands, func(b flowcontrol.BandConfig) bool { return b.Priority == p })
-	if i < 0 {
-		return flowcontrol.BandConfig{}, false
-	}
-	return bands[i], true
-}
-
 // backendNames returns the backends' URLs as written: the names the
 // scraper, the saturation gate and the metrics know them by.
 func (s *settings) backendNames() []string {
@@ -147,110 +138,31 @@ func (s *settings) backendNames() []string {
 	return names
 }
 
-// change is what a reload does to the running gateway.
-type change struct {
-	// provision lists the bands to provision: changed limits of a band
-	// that runs, or a new band.
-	provision []flowcontrol.BandConfig
-	// added lists the priorities of the new bands.
-	added []int
-	// live describes each change that applies at once, for the log.
-	live []string
-	// restart describes each change only a restart can make; a reload
-	// with any is refused.
-	restart []string
-}
-
-// diff compares the running settings with those of a reloaded file.
-func diff(old, next *settings) change {
-	var c change
-	restart := func(format string, args ...any) { c.restart = append(c.restart, fmt.Sprintf(format, args...)) }
-	live := func(format string, args ...any) { c.live = append(c.live, fmt.Sprintf(format, args...)) }
-
+// diff compares the running settings with those of a reloaded file: the
+// controller's changes (config.DiffFlow), and the gateway's own.
+func diff(old, next *settings) config.FlowChange {
+	var restart []string
+	restartf := func(format string, args ...any) { restart = append(restart, fmt.Sprintf(format, args...)) }
 	if old.listen != next.listen {
-		restart("listen address %s → %s", old.listen, next.listen)
+		restartf("listen address %s → %s", old.listen, next.listen)
 	}
 	og, ng := old.file.Gateway, next.file.Gateway
 	if og.ScrapeInterval != ng.ScrapeInterval {
-		restart("gateway.scrapeInterval %s → %s", og.ScrapeInterval, ng.ScrapeInterval)
+		restartf("gateway.scrapeInterval %s → %s", og.ScrapeInterval, ng.ScrapeInterval)
 	}
 	if og.ScrapeTimeout != ng.ScrapeTimeout {
-		restart("gateway.scrapeTimeout %s → %s", og.ScrapeTimeout, ng.ScrapeTimeout)
+		restartf("gateway.scrapeTimeout %s → %s", og.ScrapeTimeout, ng.ScrapeTimeout)
 	}
 	if !reflect.DeepEqual(old.gate, next.gate) {
-		restart("the gate: %s → %s", describeGate(old.gate), describeGate(next.gate))
+		restartf("the gate: %s → %s", old.gate, next.gate)
 	} else if c := next.gate.Concurrency; c != nil && c.PerEndpoint && len(old.backends) != len(next.backends) {
-		restart("the number of backends %d → %d, by which the concurrency gate's per-endpoint budgets are multiplied",
+		restartf("the number of backends %d → %d, by which the concurrency gate's per-endpoint budgets are multiplied",
 			len(old.backends), len(next.backends))
 	}
 
-	of, nf := old.flow, next.flow
-	limit := func(name string, a, b capacity.Limit) {
-		if a != b {
-			restart("controller-wide %s %s → %s", name, a, b)
-		}
-	}
-	limit("maxRequests", of.RequestCapacity, nf.RequestCapacity)
-	limit("maxBytes", of.ByteCapacity, nf.ByteCapacity)
-	limit("maxCost", of.CostCapacity, nf.CostCapacity)
-	if of.DefaultTTL != nf.DefaultTTL {
-		restart("defaultTTL %s → %s", of.DefaultTTL, nf.DefaultTTL)
-	}
-	if of.NoEndpointsTTL != nf.NoEndpointsTTL {
-		restart("noEndpointsTTL %s → %s", of.NoEndpointsTTL, nf.NoEndpointsTTL)
-	}
-	if of.FallbackPriority != nf.FallbackPriority {
-		restart("fallbackPriority %d → %d", of.FallbackPriority, nf.FallbackPriority)
-	}
-	if of.NeverPromote != nf.NeverPromote {
-		restart("neverPromote %t → %t", of.NeverPromote, nf.NeverPromote)
-	}
-	if of.NoDisplacement != nf.NoDisplacement {
-		restart("displacement %t → %t", !of.NoDisplacement, !nf.NoDisplacement)
-	}
-
-	for _, ob := range of.Bands {
-		if !hasBand(nf.Bands, ob.Priority) {
-			restart("band %d removed", ob.Priority)
-		}
-	}
-	for _, nb := range nf.Bands {
-		ob, ok := findBand(of.Bands, nb.Priority)
-		if !ok {
-			c.provision = append(c.provision, nb)
-			c.added = append(c.added, nb.Priority)
-			live("band %d added (maxRequests %s, ttl %s, %s)", nb.Priority, nb.RequestCapacity, nb.TTL, policyName(nb.Policy))
-			continue
-		}
-		if a, b := policyName(ob.Policy), policyName(nb.Policy); a != b {
-			restart("band %d ordering %s → %s", nb.Priority, a, b)
-		}
-		if a, b := queueKind(ob), queueKind(nb); a != b {
-			restart("band %d queue %s → %s", nb.Priority, a, b)
-		}
-		if a, b := fairnessOf(ob), fairnessOf(nb); !reflect.DeepEqual(a, b) {
-			restart("band %d fairness %s → %s (or its weights or quantum)", nb.Priority, a.TypeName(), b.TypeName())
-		}
-		changed := false
-		bandLimit := func(name string, a, b capacity.Limit) {
-			if a != b {
-				changed = true
-				live("band %d %s %s → %s", nb.Priority, name, a, b)
-			}
-		}
-		bandLimit("maxRequests", ob.RequestCapacity, nb.RequestCapacity)
-		bandLimit("maxBytes", ob.ByteCapacity, nb.ByteCapacity)
-		bandLimit("maxCost", ob.CostCapacity, nb.CostCapacity)
-		bandLimit("maxFlowRequests", ob.FlowRequestCapacity, nb.FlowRequestCapacity)
-		if ob.TTL != nb.TTL {
-			changed = true
-			live("band %d ttl %s → %s", nb.Priority, ob.TTL, nb.TTL)
-		}
-		if changed {
-			c.provision = append(c.provision, nb)
-		}
-	}
-
+	c := config.DiffFlow(old.flow, next.flow)
+	c.Restart = append(restart, c.Restart...)
+	live := func(format string, args ...any) { c.Live = append(c.Live, fmt.Sprintf(format, args...)) }
 	if a, b := old.backendNames(), next.backendNames(); !slices.Equal(a, b) {
 		live("backends %v → %v", a, b)
 	}
@@ -258,56 +170,4 @@ func diff(old, next *settings) change {
 		live("grace period %s → %s", old.grace, next.grace)
 	}
 	return c
-}
-
-// policyName is the type name of a band's ordering policy; nil is FCFS.
-func policyName(p ordering.Policy) string {
-	if p == nil {
-		return ordering.FCFSPolicyName
-	}
-	return p.TypeName()
-}
-
-// queueKind is the queue a band runs: its own, or its policy's default.
-func queueKind(b flowcontrol.BandConfig) ordering.QueueKind {
-	if b.Queue != "" {
-		return b.Queue
-	}
-	p := b.Policy
-	if p == nil {
-		p = ordering.FCFS()
-	}
-	return ordering.DefaultQueueKind(p)
-}
-
-// fairnessOf is the fairness policy a band runs; nil is global strict.
-func fairnessOf(b flowcontrol.BandConfig) flowcontrol.Fairness {
-	if b.Fairness == nil {
-		return flowcontrol.GlobalStrict()
-	}
-	return b.Fairness
-}
-
-// describeGate names the gates of g with their settings, for messages.
-func describeGate(g config.Gate) string {
-	var parts []string
-	if g.MaxInFlight != nil {
-		parts = append(parts, fmt.Sprintf("maxInFlight %d", *g.MaxInFlight))
-	}
-	if s := g.Saturation; s != nil {
-		parts = append(parts, fmt.Sprintf("saturation (queueDepthThreshold %d, kvCacheUtilThreshold %v, metricsStalenessThreshold %s)",
-			s.QueueDepthThreshold, s.KVCacheUtilThreshold, s.MetricsStalenessThreshold))
-	}
-	if c := g.Concurrency; c != nil {
-		per := ""
-		if c.PerEndpoint {
-			per = " per endpoint"
-		}
-		parts = append(parts, fmt.Sprintf("concurrency (%s, maxConcurrency %d, maxTokenConcurrency %d%s)",
-			c.Mode, c.MaxConcurrency, c.MaxTokenConcurrency, per))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return fmt.Sprint(parts)
 }
