@@ -55,4 +55,7 @@
 // A utilisation is absent for an unbounded capacity, and may exceed 1 after
 // ProvisionBand shrinks a capacity below what waits. The global ones sum the
 // watched bands, each read at a slightly different instant.
+//
+// [Reloads] is a binary's own pair of metrics, outside llm-d's names: its
+// configuration reloads by result, and whether the last one succeeded.
 package metrics

@@ -46,8 +46,7 @@ type gateway struct {
 	mu  sync.Mutex // serializes reloads; guards cur
 	cur *settings
 
-	reloads    *prometheus.CounterVec
-	reloadedOK prometheus.Gauge
+	reloads *metrics.Reloads
 }
 
 // newGateway loads the configuration and builds the gateway; nothing
@@ -126,18 +125,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 
 	g.registry = prometheus.NewRegistry()
-	g.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_gateway_config_reloads_total",
-		Help: "Configuration reloads on SIGHUP, by result: success, or failure (the running configuration stayed).",
-	}, []string{"result"})
-	g.reloads.WithLabelValues("success")
-	g.reloads.WithLabelValues("failure")
-	g.reloadedOK = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "sluice_gateway_config_last_reload_successful",
-		Help: "1 if the last configuration reload succeeded (or none was tried), 0 if it failed.",
-	})
-	g.reloadedOK.Set(1)
-	g.registry.MustRegister(g.metrics, g.reloads, g.reloadedOK, backendCollector{g.pool},
+	g.reloads = metrics.NewReloads("sluice_gateway")
+	g.registry.MustRegister(g.metrics, g.reloads, backendCollector{g.pool},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	mux := http.NewServeMux()
@@ -284,52 +273,33 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-// errNoConfigFile is reload's error when the gateway runs without -config.
-var errNoConfigFile = errors.New("no -config file to reload")
-
 // reload reads the -config file again and applies it, or keeps the running
 // configuration and returns why; see the package documentation for what a
-// reload may change. It logs the outcome either way.
+// reload may change. It logs and counts the outcome either way.
 func (g *gateway) reload() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.opts.configPath == "" {
-		g.log.Warn("SIGHUP: " + errNoConfigFile.Error())
-		return errNoConfigFile
+	err := config.Reload(g.log, g.opts.configPath, g.apply)
+	if !errors.Is(err, config.ErrNoConfigFile) {
+		g.reloads.Record(err)
 	}
-	changes, err := g.apply()
-	if err != nil {
-		g.reloads.WithLabelValues("failure").Inc()
-		g.reloadedOK.Set(0)
-		g.log.Error("configuration reload refused; the running configuration stays", "file", g.opts.configPath, "error", err)
-		return err
-	}
-	g.reloads.WithLabelValues("success").Inc()
-	g.reloadedOK.Set(1)
-	if len(changes) == 0 {
-		changes = []string{"none"}
-	}
-	g.log.Info("configuration reloaded", "file", g.opts.configPath, "changes", strings.Join(changes, "; "))
-	for _, w := range g.cur.file.Warnings {
-		g.log.Warn("configuration", "warning", w)
-	}
-	return nil
+	return err
 }
 
 // apply loads the file and, when every change it makes can be made live,
-// makes them. g.mu is held.
-func (g *gateway) apply() ([]string, error) {
+// makes them, and returns them and the file's warnings. g.mu is held.
+func (g *gateway) apply() (changes, warnings []string, err error) {
 	next, err := load(g.opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := diff(g.cur, next)
 	if len(c.Restart) > 0 {
-		return nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.Restart, "; "))
+		return nil, nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.Restart, "; "))
 	}
 	for _, bc := range c.Provision {
 		if err := g.fc.ProvisionBand(bc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, p := range c.Added {
@@ -338,12 +308,12 @@ func (g *gateway) apply() ([]string, error) {
 	g.pool.set(next.backends)
 	if g.scraper != nil {
 		if err := g.scraper.SetTargets(next.backendNames()); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	g.grace.Store(int64(next.grace))
 	g.cur = next
-	return c.Live, nil
+	return c.Live, next.file.Warnings, nil
 }
 
 // describeBands formats the bands for the start-up log.

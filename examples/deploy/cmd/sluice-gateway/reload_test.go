@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/modelserver"
 )
 
@@ -137,8 +138,8 @@ func TestReloadWithoutConfigFile(t *testing.T) {
 	opts := testOptions()
 	opts.maxInFlight = intp(1)
 	g := startGateway(t, opts)
-	if err := g.reload(); !errors.Is(err, errNoConfigFile) {
-		t.Errorf("reload: %v, want errNoConfigFile", err)
+	if err := g.reload(); !errors.Is(err, config.ErrNoConfigFile) {
+		t.Errorf("reload: %v, want config.ErrNoConfigFile", err)
 	}
 }
 
