@@ -50,6 +50,8 @@ type options struct {
 	// scrapeInterval and scrapeTimeout are gateway.scrapeInterval and
 	// gateway.scrapeTimeout (their defaults without -config).
 	scrapeInterval, scrapeTimeout time.Duration
+	// gate is the configuration of the gate: the file's, or -max-inflight's.
+	gate config.Gate
 	// gates are the gates built for controller.Gate; gates.Saturation, when
 	// set, is fed by scraping the backends.
 	gates config.Gates
@@ -105,6 +107,30 @@ does llm-d-router's per-endpoint concurrency-detector, to count them.
 
 It stops on SIGINT or SIGTERM: queued requests are answered 503
 rejected-shutting-down, admitted ones may finish within -shutdown-timeout.
+
+SIGHUP reloads the -config file. A reload is all or nothing: a file that does
+not parse, or that changes something only a restart can change, is refused
+with an ERROR log naming why, and the running configuration stays; /metrics
+counts reloads in sluice_extproc_config_reloads_total{result} and
+sluice_extproc_config_last_reload_successful. No reload drops a request that
+is admitted or queued.
+  A reload may change:
+    the backends (gateway.backends) a saturation gate scrapes
+    gateway.gracePeriod, unless -shutdown-timeout is given
+    a band's capacities and TTL (maxRequests, maxBytes, maxCost,
+      maxFlowRequests, ttl; in llm-d's form priorityBands[].maxRequests,
+      maxBytes and the default band templates), unless -band is given: they
+      apply to requests enqueued from then on, and requests already queued
+      stay queued even above a smaller capacity
+    add a band: requests of its priority go to it from then on
+  Only a restart changes:
+    gateway.scrapeInterval, gateway.scrapeTimeout
+    removing a band; a band's ordering, queue or fairness (with its weights
+      and quantum)
+    the controller-wide capacities, defaultTTL, noEndpointsTTL,
+      fallbackPriority, neverPromote and displacement
+    the gate: which gates there are and their thresholds
+    the flags (which win over the file)
 
 Flags:
 `
@@ -313,6 +339,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 			return fail(err)
 		}
 	}
+	o.gate = gateCfg
 	if err := buildGate(&o, gateCfg); err != nil {
 		return fail(fmt.Errorf("%s%w", where(o.configPath), err))
 	}

@@ -4,7 +4,8 @@
 // Sluice's form or llm-d-router's EndpointPickerConfig), serves
 // grpc.health.v1 beside ext_proc, and exports sluice-gateway's metrics
 // under llm-d-router's names on -metrics-listen (/metrics, /healthz,
-// /readyz). Run it with -h for its flags.
+// /readyz). SIGHUP reloads the file, all or nothing. Run it with -h for its
+// flags and what a reload may change.
 package main
 
 import (
@@ -37,6 +38,13 @@ func main() {
 // run is the whole program; it returns the exit code: 0 after a clean
 // shutdown, 1 when it cannot listen or serve, 2 for a bad flag or file.
 func run(args []string, stdout, stderr io.Writer) int {
+	// Listen for SIGHUP before anything can take time, so that one during
+	// start-up is a reload once the adapter runs, not the default action
+	// (exit).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	opts, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -82,7 +90,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	tel.start(metricsLis)
-	err = serve(ctx, fc, opts, lis, logger)
+	rl := newReloader(args, opts, fc, m, tel, logger)
+	reloading, stopReloading := context.WithCancel(ctx)
+	defer stopReloading()
+	go func() {
+		for {
+			select {
+			case <-reloading.Done():
+				return
+			case <-hup:
+				_ = rl.reload() // logged and counted
+			}
+		}
+	}()
+	err = serve(ctx, fc, opts, rl.timeout, lis, logger)
 	tel.stop()
 	if err != nil {
 		logger.Error("server failed", "error", err)
@@ -94,9 +115,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // serve runs the ext_proc server over fc on lis until ctx is done, then
 // shuts down: the controller closes first, so queued requests are answered
 // rejected-shutting-down at once and new ones are refused; admitted requests
-// get opts.shutdownTimeout to finish before their streams are cancelled.
+// get shutdownTimeout() — read as shutdown begins, for a reload may have
+// changed it — to finish before their streams are cancelled.
 // serve closes lis.
-func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, lis net.Listener, logger *slog.Logger) error {
+func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, shutdownTimeout func() time.Duration, lis net.Listener, logger *slog.Logger) error {
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
 		Classify:   opts.classifier.ClassifyHeader,
@@ -121,9 +143,11 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, li
 	go func() { served <- g.Serve(lis) }()
 	logger.Info("listening", "addr", lis.Addr().String(), "bands", describeBands(opts.controller))
 
+	var timeout time.Duration
 	select {
 	case <-ctx.Done():
-		logger.Info("shutting down", "timeout", opts.shutdownTimeout)
+		timeout = shutdownTimeout()
+		logger.Info("shutting down", "timeout", timeout)
 	case err := <-served:
 		// Serve returns early only when the listener fails.
 		g.Stop()
@@ -137,7 +161,7 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, li
 		g.GracefulStop()
 		close(drained)
 	}()
-	timer := time.NewTimer(opts.shutdownTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-drained:

@@ -120,7 +120,9 @@ func startServeOptions(t *testing.T, opts options) (fc *flowcontrol.FlowControll
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)
-	go func() { errc <- serve(ctx, fc, opts, lis, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		errc <- serve(ctx, fc, opts, func() time.Duration { return opts.shutdownTimeout }, lis, slog.New(slog.DiscardHandler))
+	}()
 	conn, err := grpc.NewClient("passthrough:///pipe",
 		grpc.WithContextDialer(lis.DialAddr),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))

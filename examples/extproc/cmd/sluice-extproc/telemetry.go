@@ -29,6 +29,7 @@ type telemetry struct {
 	log      *slog.Logger
 	handler  http.Handler
 	scraper  *vllm.Scraper // nil without a saturation gate
+	reloads  *metrics.Reloads
 
 	srv         *http.Server // nil until start, or when -metrics-listen is off
 	served      chan error
@@ -51,13 +52,9 @@ func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg 
 			st := sat.Status()
 			return st.Endpoints - st.Fresh
 		})
-		targets := make([]string, len(opts.backends))
-		for i, u := range opts.backends {
-			targets[i] = u.String()
-		}
 		var err error
 		t.scraper, err = vllm.New(vllm.Config{
-			Targets:  targets,
+			Targets:  backendNames(opts),
 			Sink:     sat,
 			Interval: opts.scrapeInterval,
 			Timeout:  opts.scrapeTimeout,
@@ -70,7 +67,8 @@ func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg 
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	t.reloads = metrics.NewReloads("sluice_extproc")
+	registry.MustRegister(m, t.reloads, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
