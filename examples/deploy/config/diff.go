@@ -4,36 +4,100 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
 )
 
-// FlowChange is what moving a running controller from one configuration to
-// another takes. A binary that reloads its file applies it all or not at
-// all: with any Restart reason it keeps the running configuration.
-type FlowChange struct {
+// Running is what a binary runs that a reload compares: the controller's
+// configuration, the gate's, and the settings of its gateway section.
+type Running struct {
+	Flow flowcontrol.Config
+	Gate Gate
+	// Backends are the model servers' URLs as written.
+	Backends       []string
+	ScrapeInterval time.Duration
+	ScrapeTimeout  time.Duration
+	GracePeriod    time.Duration
+}
+
+// Change is what moving a running binary from one configuration to another
+// takes. A binary that reloads its file applies it all or not at all: with
+// any Restart reason it keeps the running configuration.
+type Change struct {
 	// Provision lists the bands to give [flowcontrol.FlowController.ProvisionBand]:
 	// each new band, and each band whose capacities or TTL changed.
 	Provision []flowcontrol.BandConfig
 	// Added lists the priorities of the new bands, which a metrics
 	// exporter starts to watch.
 	Added []int
-	// Live describes each change Provision makes, for a log.
+	// Live describes each change that applies at once, for a log: those
+	// of Provision, and new backends or grace period, which the binary
+	// applies itself.
 	Live []string
-	// Restart describes each change a running controller cannot make.
+	// Restart describes each change only a restart can make.
 	Restart []string
 }
 
-// DiffFlow compares the controller configuration a binary runs with the one
-// a reloaded file gives. Bands may be added, and their capacities and TTLs
-// changed, while the controller runs; everything else — a band removed, a
-// band's ordering, queue or fairness, the controller-wide capacities and
-// TTLs, the fallback, displacement — takes a restart. The gates are not
-// compared: see [Gate.String] for describing them.
-func DiffFlow(old, next flowcontrol.Config) FlowChange {
-	var c FlowChange
+// Diff compares what a binary runs with what a reloaded file gives. Bands
+// may be added, their capacities and TTLs changed, and the backends and
+// the grace period replaced while the binary runs; everything else — a
+// band removed, a band's ordering, queue or fairness, the controller-wide
+// capacities and TTLs, the fallback, displacement, the gate, the scrape
+// interval and timeout, and the number of backends when a per-endpoint
+// concurrency budget multiplies by it — takes a restart.
+func Diff(old, next Running) Change {
+	c := diffFlow(old.Flow, next.Flow)
+	var restart []string
+	restartf := func(format string, args ...any) { restart = append(restart, fmt.Sprintf(format, args...)) }
+	if old.ScrapeInterval != next.ScrapeInterval {
+		restartf("gateway.scrapeInterval %s → %s", old.ScrapeInterval, next.ScrapeInterval)
+	}
+	if old.ScrapeTimeout != next.ScrapeTimeout {
+		restartf("gateway.scrapeTimeout %s → %s", old.ScrapeTimeout, next.ScrapeTimeout)
+	}
+	if !reflect.DeepEqual(old.Gate, next.Gate) {
+		restartf("the gate: %s → %s", old.Gate, next.Gate)
+	} else if cc := next.Gate.Concurrency; cc != nil && cc.PerEndpoint && len(old.Backends) != len(next.Backends) {
+		restartf("the number of backends %d → %d, by which the concurrency gate's per-endpoint budgets are multiplied",
+			len(old.Backends), len(next.Backends))
+	}
+	c.Restart = append(restart, c.Restart...)
+	if !slices.Equal(old.Backends, next.Backends) {
+		c.Live = append(c.Live, fmt.Sprintf("backends %v → %v", old.Backends, next.Backends))
+	}
+	if old.GracePeriod != next.GracePeriod {
+		c.Live = append(c.Live, fmt.Sprintf("grace period %s → %s", old.GracePeriod, next.GracePeriod))
+	}
+	return c
+}
+
+// Apply makes the controller's part of c live: it provisions c.Provision on
+// fc and calls watch, if not nil, with each added band. With any Restart
+// reason it changes nothing and returns an error listing them.
+func (c Change) Apply(fc *flowcontrol.FlowController, watch func(priority int)) error {
+	if len(c.Restart) > 0 {
+		return fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.Restart, "; "))
+	}
+	for _, bc := range c.Provision {
+		if err := fc.ProvisionBand(bc); err != nil {
+			return err
+		}
+	}
+	if watch != nil {
+		for _, p := range c.Added {
+			watch(p)
+		}
+	}
+	return nil
+}
+
+// diffFlow compares the controllers' configurations.
+func diffFlow(old, next flowcontrol.Config) Change {
+	var c Change
 	restart := func(format string, args ...any) { c.Restart = append(c.Restart, fmt.Sprintf(format, args...)) }
 	live := func(format string, args ...any) { c.Live = append(c.Live, fmt.Sprintf(format, args...)) }
 

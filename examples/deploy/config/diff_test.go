@@ -59,7 +59,7 @@ func TestDiffFlow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			next := base()
 			tc.edit(&next)
-			c := DiffFlow(base(), next)
+			c := diffFlow(base(), next)
 			for _, want := range tc.restart {
 				if !strings.Contains(strings.Join(c.Restart, "; "), want) {
 					t.Errorf("restart reasons %q lack %q", c.Restart, want)
@@ -99,5 +99,93 @@ func TestGateString(t *testing.T) {
 		if got := tc.g.String(); got != tc.want {
 			t.Errorf("String() = %q, want %q", got, tc.want)
 		}
+	}
+}
+
+func TestDiff(t *testing.T) {
+	four, five := 4, 5
+	base := func() Running {
+		return Running{
+			Flow:     flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}},
+			Gate:     Gate{MaxInFlight: &four},
+			Backends: []string{"http://127.0.0.1:8001"}, ScrapeInterval: 50 * time.Millisecond,
+			ScrapeTimeout: time.Second, GracePeriod: 5 * time.Second,
+		}
+	}
+	perEndpoint := Gate{Concurrency: &Concurrency{Mode: "requests", MaxConcurrency: 8, PerEndpoint: true}}
+	cases := []struct {
+		name          string
+		edit          func(*Running)
+		old           func(*Running) // applied to the running side too
+		restart, live []string
+	}{
+		{name: "same", edit: func(*Running) {}},
+		{name: "backends and grace", edit: func(r *Running) {
+			r.Backends = append(r.Backends, "http://127.0.0.1:8002")
+			r.GracePeriod = 9 * time.Second
+		}, live: []string{"backends [http://127.0.0.1:8001] → [http://127.0.0.1:8001 http://127.0.0.1:8002]", "grace period 5s → 9s"}},
+		{name: "gate threshold", edit: func(r *Running) { r.Gate = Gate{MaxInFlight: &five} },
+			restart: []string{"the gate: [maxInFlight 4] → [maxInFlight 5]"}},
+		{name: "scraping", edit: func(r *Running) { r.ScrapeInterval, r.ScrapeTimeout = 20*time.Millisecond, 2*time.Second },
+			restart: []string{"gateway.scrapeInterval 50ms → 20ms", "gateway.scrapeTimeout 1s → 2s"}},
+		{name: "backends of a per-endpoint budget", old: func(r *Running) { r.Gate = perEndpoint },
+			edit:    func(r *Running) { r.Gate = perEndpoint; r.Backends = append(r.Backends, "http://127.0.0.1:8002") },
+			restart: []string{"the number of backends 1 → 2, by which the concurrency gate's per-endpoint budgets are multiplied"},
+			live:    []string{"backends [http://127.0.0.1:8001] → [http://127.0.0.1:8001 http://127.0.0.1:8002]"}},
+		{name: "with the controller's", edit: func(r *Running) { r.Flow.DefaultTTL = time.Second; r.Gate = Gate{} },
+			restart: []string{"the gate: [maxInFlight 4] → none", "defaultTTL 0s → 1s"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old, next := base(), base()
+			if tc.old != nil {
+				tc.old(&old)
+			}
+			tc.edit(&next)
+			c := Diff(old, next)
+			if diff := cmp.Diff(tc.restart, c.Restart); diff != "" {
+				t.Errorf("restart reasons (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.live, c.Live); diff != "" {
+				t.Errorf("live changes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestChangeApply(t *testing.T) {
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	capacityOf := func(p int) capacity.Limit {
+		t.Helper()
+		s, err := fc.CapacitySnapshot(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.RequestCapacity
+	}
+	var watched []int
+	watch := func(p int) { watched = append(watched, p) }
+	grow := []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(20)}, {Priority: 7, RequestCapacity: capacity.Bounded(3)}}
+
+	refused := Change{Provision: grow, Added: []int{7}, Restart: []string{"band -5 removed", "defaultTTL 0s → 1s"}}
+	if err := refused.Apply(fc, watch); err == nil || !strings.Contains(err.Error(), "band -5 removed; defaultTTL 0s → 1s") {
+		t.Errorf("Apply with restart reasons: %v, want an error listing them", err)
+	}
+	if got := capacityOf(0); got != capacity.Bounded(10) || len(watched) > 0 {
+		t.Errorf("a refused change applied: capacity %s, watched %v", got, watched)
+	}
+
+	if err := (Change{Provision: grow, Added: []int{7}}).Apply(fc, watch); err != nil {
+		t.Fatal(err)
+	}
+	if capacityOf(0) != capacity.Bounded(20) || capacityOf(7) != capacity.Bounded(3) {
+		t.Errorf("after Apply: capacities %s and %s, want 20 and 3", capacityOf(0), capacityOf(7))
+	}
+	if diff := cmp.Diff([]int{7}, watched); diff != "" {
+		t.Errorf("watched bands (-want +got):\n%s", diff)
 	}
 }

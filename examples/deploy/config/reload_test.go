@@ -12,6 +12,8 @@ func TestReload(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	called := false
+	var recorded []error
+	record := func(err error) { recorded = append(recorded, err) }
 	apply := func(changes, warnings []string, err error) func() ([]string, []string, error) {
 		return func() ([]string, []string, error) {
 			called = true
@@ -19,12 +21,12 @@ func TestReload(t *testing.T) {
 		}
 	}
 
-	if err := Reload(log, "", apply(nil, nil, nil)); !errors.Is(err, ErrNoConfigFile) || called {
+	if err := Reload(log, "", apply(nil, nil, nil), record); !errors.Is(err, ErrNoConfigFile) || called {
 		t.Errorf("without a file: %v, apply called %t; want ErrNoConfigFile, not called", err, called)
 	}
 
 	bad := errors.New("line 3: unknown key")
-	if err := Reload(log, "f.yaml", apply(nil, nil, bad)); err != bad {
+	if err := Reload(log, "f.yaml", apply(nil, nil, bad), record); err != bad {
 		t.Errorf("refused: %v, want %v", err, bad)
 	}
 	if !strings.Contains(logs.String(), `level=ERROR msg="configuration reload refused; the running configuration stays" file=f.yaml error="line 3: unknown key"`) {
@@ -32,7 +34,7 @@ func TestReload(t *testing.T) {
 	}
 
 	logs.Reset()
-	if err := Reload(log, "f.yaml", apply([]string{"band 0 ttl 0s → 1s", "backends"}, []string{"deprecated key"}, nil)); err != nil {
+	if err := Reload(log, "f.yaml", apply([]string{"band 0 ttl 0s → 1s", "backends"}, []string{"deprecated key"}, nil), record); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -45,7 +47,10 @@ func TestReload(t *testing.T) {
 	}
 
 	logs.Reset()
-	if err := Reload(log, "f.yaml", apply(nil, nil, nil)); err != nil || !strings.Contains(logs.String(), `changes=none`) {
+	if err := Reload(log, "f.yaml", apply(nil, nil, nil), nil); err != nil || !strings.Contains(logs.String(), `changes=none`) {
 		t.Errorf("no change: %v, log:\n%s", err, logs.String())
+	}
+	if len(recorded) != 2 || recorded[0] != bad || recorded[1] != nil {
+		t.Errorf("recorded %v, want [%v <nil>]: the refusal and the success, not the missing file", recorded, bad)
 	}
 }

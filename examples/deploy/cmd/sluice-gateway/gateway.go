@@ -279,11 +279,7 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 func (g *gateway) reload() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	err := config.Reload(g.log, g.opts.configPath, g.apply)
-	if !errors.Is(err, config.ErrNoConfigFile) {
-		g.reloads.Record(err)
-	}
-	return err
+	return config.Reload(g.log, g.opts.configPath, g.apply, g.reloads.Record)
 }
 
 // apply loads the file and, when every change it makes can be made live,
@@ -294,16 +290,8 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 		return nil, nil, err
 	}
 	c := diff(g.cur, next)
-	if len(c.Restart) > 0 {
-		return nil, nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.Restart, "; "))
-	}
-	for _, bc := range c.Provision {
-		if err := g.fc.ProvisionBand(bc); err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, p := range c.Added {
-		g.metrics.WatchBand(p)
+	if err := c.Apply(g.fc, g.metrics.WatchBand); err != nil {
+		return nil, nil, err
 	}
 	g.pool.set(next.backends)
 	if g.scraper != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/url"
-	"reflect"
 	"slices"
 	"time"
 
@@ -138,36 +137,24 @@ func (s *settings) backendNames() []string {
 	return names
 }
 
-// diff compares the running settings with those of a reloaded file: the
-// controller's changes (config.DiffFlow), and the gateway's own.
-func diff(old, next *settings) config.FlowChange {
-	var restart []string
-	restartf := func(format string, args ...any) { restart = append(restart, fmt.Sprintf(format, args...)) }
-	if old.listen != next.listen {
-		restartf("listen address %s → %s", old.listen, next.listen)
+// running is what s runs that a reload compares.
+func (s *settings) running() config.Running {
+	return config.Running{
+		Flow:           s.flow,
+		Gate:           s.gate,
+		Backends:       s.backendNames(),
+		ScrapeInterval: s.file.Gateway.ScrapeInterval,
+		ScrapeTimeout:  s.file.Gateway.ScrapeTimeout,
+		GracePeriod:    s.grace,
 	}
-	og, ng := old.file.Gateway, next.file.Gateway
-	if og.ScrapeInterval != ng.ScrapeInterval {
-		restartf("gateway.scrapeInterval %s → %s", og.ScrapeInterval, ng.ScrapeInterval)
-	}
-	if og.ScrapeTimeout != ng.ScrapeTimeout {
-		restartf("gateway.scrapeTimeout %s → %s", og.ScrapeTimeout, ng.ScrapeTimeout)
-	}
-	if !reflect.DeepEqual(old.gate, next.gate) {
-		restartf("the gate: %s → %s", old.gate, next.gate)
-	} else if c := next.gate.Concurrency; c != nil && c.PerEndpoint && len(old.backends) != len(next.backends) {
-		restartf("the number of backends %d → %d, by which the concurrency gate's per-endpoint budgets are multiplied",
-			len(old.backends), len(next.backends))
-	}
+}
 
-	c := config.DiffFlow(old.flow, next.flow)
-	c.Restart = append(restart, c.Restart...)
-	live := func(format string, args ...any) { c.Live = append(c.Live, fmt.Sprintf(format, args...)) }
-	if a, b := old.backendNames(), next.backendNames(); !slices.Equal(a, b) {
-		live("backends %v → %v", a, b)
-	}
-	if old.grace != next.grace {
-		live("grace period %s → %s", old.grace, next.grace)
+// diff compares the running settings with those of a reloaded file:
+// config.Diff, and the listen address, which only a restart changes.
+func diff(old, next *settings) config.Change {
+	c := config.Diff(old.running(), next.running())
+	if old.listen != next.listen {
+		c.Restart = append([]string{fmt.Sprintf("listen address %s → %s", old.listen, next.listen)}, c.Restart...)
 	}
 	return c
 }

@@ -1,13 +1,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,11 +46,7 @@ func (r *reloader) timeout() time.Duration { return time.Duration(r.shutdownTime
 func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := config.Reload(r.log, r.cur.configPath, r.apply)
-	if !errors.Is(err, config.ErrNoConfigFile) {
-		r.reloads.Record(err)
-	}
-	return err
+	return config.Reload(r.log, r.cur.configPath, r.apply, r.reloads.Record)
 }
 
 // apply parses the command line and the file again and, when every change
@@ -65,17 +56,9 @@ func (r *reloader) apply() (changes, warnings []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c := diff(r.cur, next)
-	if len(c.Restart) > 0 {
-		return nil, nil, fmt.Errorf("it changes what only a restart can change: %s", strings.Join(c.Restart, "; "))
-	}
-	for _, bc := range c.Provision {
-		if err := r.fc.ProvisionBand(bc); err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, p := range c.Added {
-		r.metrics.WatchBand(p)
+	c := config.Diff(running(r.cur), running(next))
+	if err := c.Apply(r.fc, r.metrics.WatchBand); err != nil {
+		return nil, nil, err
 	}
 	if r.scraper != nil {
 		if err := r.scraper.SetTargets(backendNames(next)); err != nil {
@@ -89,33 +72,16 @@ func (r *reloader) apply() (changes, warnings []string, err error) {
 	return c.Live, next.warnings, nil
 }
 
-// diff compares the running options with those of a reloaded file: the
-// controller's changes (config.DiffFlow), and the adapter's own.
-func diff(old, next options) config.FlowChange {
-	var restart []string
-	restartf := func(format string, args ...any) { restart = append(restart, fmt.Sprintf(format, args...)) }
-	if old.scrapeInterval != next.scrapeInterval {
-		restartf("gateway.scrapeInterval %s → %s", old.scrapeInterval, next.scrapeInterval)
+// running is what o runs that a reload compares.
+func running(o options) config.Running {
+	return config.Running{
+		Flow:           o.controller,
+		Gate:           o.gate,
+		Backends:       backendNames(o),
+		ScrapeInterval: o.scrapeInterval,
+		ScrapeTimeout:  o.scrapeTimeout,
+		GracePeriod:    o.shutdownTimeout,
 	}
-	if old.scrapeTimeout != next.scrapeTimeout {
-		restartf("gateway.scrapeTimeout %s → %s", old.scrapeTimeout, next.scrapeTimeout)
-	}
-	if !reflect.DeepEqual(old.gate, next.gate) {
-		restartf("the gate: %s → %s", old.gate, next.gate)
-	} else if c := next.gate.Concurrency; c != nil && c.PerEndpoint && len(old.backends) != len(next.backends) {
-		restartf("the number of backends %d → %d, by which the concurrency gate's per-endpoint budgets are multiplied",
-			len(old.backends), len(next.backends))
-	}
-
-	c := config.DiffFlow(old.controller, next.controller)
-	c.Restart = append(restart, c.Restart...)
-	if a, b := backendNames(old), backendNames(next); !slices.Equal(a, b) {
-		c.Live = append(c.Live, fmt.Sprintf("backends %v → %v", a, b))
-	}
-	if old.shutdownTimeout != next.shutdownTimeout {
-		c.Live = append(c.Live, fmt.Sprintf("shutdown timeout %s → %s", old.shutdownTimeout, next.shutdownTimeout))
-	}
-	return c
 }
 
 // backendNames returns the backends' URLs as written: the names the scraper
