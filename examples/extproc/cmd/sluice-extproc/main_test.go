@@ -42,7 +42,7 @@ func TestHelpPrintsUsage(t *testing.T) {
 	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl", "-config", "-metrics-listen", "-backend", "/readyz"} {
+	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl", "-config", "-metrics-listen", "-backend", "/readyz", "SIGHUP", "A reload may change", "Only a restart changes", "sluice_extproc_config_reloads_total"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, stdout.String())
 		}
