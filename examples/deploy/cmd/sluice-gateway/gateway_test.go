@@ -254,15 +254,7 @@ func TestSaturatedBandAnswers429(t *testing.T) {
 	g := startGateway(t, opts)
 	client := newClient(t)
 
-	a := send(client, g.url, "a")
-	if id := <-hb.arrived; id != "a" {
-		t.Fatalf("arrived %q, want a", id)
-	}
-	b := send(client, g.url, "b")
-	waitFor(t, "b to be queued", func() bool {
-		s, err := g.fc.CapacitySnapshot(0)
-		return err == nil && s.QueuedRequests == 1
-	})
+	a, b := runningAndQueued(t, g, client, hb)
 	c := <-send(client, g.url, "c")
 	if c.err != nil || c.status != http.StatusTooManyRequests {
 		t.Fatalf("c: %d, %v; want 429", c.status, c.err)
@@ -307,13 +299,7 @@ func TestShutdownRejectsQueuedAndFinishesAdmitted(t *testing.T) {
 	g := startGateway(t, opts)
 	client := newClient(t)
 
-	a := send(client, g.url, "a")
-	<-hb.arrived
-	b := send(client, g.url, "b")
-	waitFor(t, "b to be queued", func() bool {
-		s, err := g.fc.CapacitySnapshot(0)
-		return err == nil && s.QueuedRequests == 1
-	})
+	a, b := runningAndQueued(t, g, client, hb)
 	g.stop() // what SIGTERM does
 
 	r := <-b
@@ -451,13 +437,7 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 	opts.backends = []*url.URL{hb.url}
 	g := startGateway(t, opts)
 	client := newClient(t)
-	a := send(client, g.url, "a")
-	<-hb.arrived
-	b := send(client, g.url, "b")
-	waitFor(t, "b to be queued", func() bool {
-		s, err := g.fc.CapacitySnapshot(0)
-		return err == nil && s.QueuedRequests == 1
-	})
+	a, b := runningAndQueued(t, g, client, hb)
 	want := int64(len(chatBody)+3)/4 + 4 // the body's bytes ÷ 4 and its max_tokens
 	if s, _ := g.fc.CapacitySnapshot(0); s.QueuedCost != want {
 		t.Errorf("queued cost %d, want %d", s.QueuedCost, want)

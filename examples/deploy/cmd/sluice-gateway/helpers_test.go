@@ -173,6 +173,23 @@ func newHoldBackend(t testing.TB) *holdBackend {
 	return hb
 }
 
+// runningAndQueued sends request a, which hb holds once it arrives, then
+// request b, and returns once b waits in band 0 of g, whose gate admits one
+// request at a time.
+func runningAndQueued(t *testing.T, g *testGateway, client *http.Client, hb *holdBackend) (a, b <-chan result) {
+	t.Helper()
+	a = send(client, g.url, "a")
+	if id := <-hb.arrived; id != "a" {
+		t.Fatalf("arrived %q, want a", id)
+	}
+	b = send(client, g.url, "b")
+	waitFor(t, "b to be queued", func() bool {
+		s, err := g.fc.CapacitySnapshot(0)
+		return err == nil && s.QueuedRequests == 1
+	})
+	return a, b
+}
+
 // idleVLLMMetrics is the metrics page of an idle vLLM server.
 const idleVLLMMetrics = `# TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{model_name="sim"} 0

@@ -160,13 +160,7 @@ gate:
 	opts.configPath = path
 	g := startGateway(t, opts)
 	client := newClient(t)
-	a := send(client, g.url, "a")
-	<-hb.arrived
-	b := send(client, g.url, "b")
-	waitFor(t, "b to be queued", func() bool {
-		s, err := g.fc.CapacitySnapshot(0)
-		return err == nil && s.QueuedRequests == 1
-	})
+	a, b := runningAndQueued(t, g, client, hb)
 
 	// The held backend leaves the pool and another joins; the band shrinks
 	// to one place, which b already takes.
