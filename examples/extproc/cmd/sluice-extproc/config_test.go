@@ -101,6 +101,26 @@ func (c *child) stop(t *testing.T) {
 	}
 }
 
+// oneStream sends one request through the program's ext_proc server, the
+// way Envoy would, and returns the headroom stamped on its response.
+func (c *child) oneStream(t *testing.T) string {
+	t.Helper()
+	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := extprocv3.NewExternalProcessorClient(conn).Process(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRequestHeaders(t, s)
+	expectContinue(t, s)
+	headroom := responseHeaders(t, s)
+	closeStream(t, s)
+	return headroom
+}
+
 // get fetches a path of the metrics server and returns its status and body.
 func get(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
@@ -137,23 +157,11 @@ func TestBinaryWithLLMDConfigServesMetrics(t *testing.T) {
 		t.Fatalf("a dispatch counted before any request:\n%s", before)
 	}
 
-	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	s, err := extprocv3.NewExternalProcessorClient(conn).Process(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendRequestHeaders(t, s)
-	expectContinue(t, s)
 	// Priority 0 is not among the file's priorityBands, so llm-d-router's
 	// defaultPriorityBand (maxRequests "300") provisions it.
-	if got := responseHeaders(t, s); got != "300" {
+	if got := c.oneStream(t); got != "300" {
 		t.Errorf("headroom = %q, want 300: band 0 from flowControl.defaultPriorityBand", got)
 	}
-	closeStream(t, s)
 
 	_, page := get(t, c.metrics, "/metrics")
 	for _, want := range []string{

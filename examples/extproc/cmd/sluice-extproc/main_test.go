@@ -287,21 +287,9 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	c := startChild(t, "-listen", "127.0.0.1:0", "-metrics-listen", "off", "-max-inflight", "4",
 		"-band", "priority=0,capacity=10", "-band", "priority=10,capacity=100,policy=slo-deadline-ordering-policy")
 
-	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	s, err := extprocv3.NewExternalProcessorClient(conn).Process(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendRequestHeaders(t, s)
-	expectContinue(t, s)
-	if got := responseHeaders(t, s); got != "10" {
+	if got := c.oneStream(t); got != "10" {
 		t.Errorf("headroom = %q, want 10 (band 0, capacity 10, empty)", got)
 	}
-	closeStream(t, s)
 
 	c.stop(t)
 	if !strings.Contains(strings.Join(c.log, "\n"), "msg=stopped") {

@@ -186,7 +186,8 @@ func TestReloadWithoutConfigFile(t *testing.T) {
 }
 
 // TestBinaryReloadsOnSIGHUP: the running program takes a new band capacity
-// from its file on SIGHUP, and counts the reload on /metrics.
+// from its file on SIGHUP, stamps headroom from it, and counts the reload
+// on /metrics.
 func TestBinaryReloadsOnSIGHUP(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(reloadFile(10, 4, 5*time.Second, "")), 0o600); err != nil {
@@ -211,6 +212,9 @@ func TestBinaryReloadsOnSIGHUP(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("no reload logged within 10s:\n%s", strings.Join(c.log, "\n"))
 		}
+	}
+	if got := c.oneStream(t); got != "20" {
+		t.Errorf("headroom after the reload = %q, want 20 (band 0's new capacity, empty)", got)
 	}
 	if _, body := get(t, c.metrics, "/metrics"); !strings.Contains(body, `sluice_extproc_config_reloads_total{result="success"} 1`) {
 		t.Errorf("/metrics does not count the reload:\n%s", body)
