@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
@@ -187,7 +189,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		}
 		o.gracePeriod = &grace
 	}
-	if h := o.classifier.PriorityHeader; h != "" && !validHeaderName(h) {
+	if h := o.classifier.PriorityHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		return fail(fmt.Errorf("-priority-header %q: not a valid header name", h))
 	}
 	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
@@ -197,21 +199,4 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))
 	}
 	return o, nil
-}
-
-// validHeaderName reports whether name is an HTTP token (RFC 9110, section
-// 5.6.2), as a header field name must be.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, c := range []byte(name) {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -313,6 +315,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	if o.controller.RequestCapacity, err = parseLimit(globalCap); err != nil {
 		return fail(fmt.Errorf("-capacity %q: %w", globalCap, err))
+	}
+	if h := o.classifier.PriorityHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
+		return fail(fmt.Errorf("-priority-header %q: not a valid header name", h))
+	}
+	if h := o.classifier.ObjectiveHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
+		return fail(fmt.Errorf("-objective-header %q: not a valid header name", h))
 	}
 	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return fail(fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel))

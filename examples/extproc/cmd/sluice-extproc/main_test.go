@@ -68,6 +68,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		"bad log level":         {"-log-level", "loud"},
 		"stray argument":        {"serve"},
 		"negative inflight":     {"-max-inflight", "-1"},
+		"bad priority header":   {"-priority-header", "x priority"},
+		"bad objective header":  {"-objective-header", "x-objective:"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
