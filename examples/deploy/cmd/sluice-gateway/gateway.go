@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/examples/deploy/probe"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -133,11 +134,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 	}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", g.serveReady)
+	mux.Handle("/healthz", probe.Alive())
+	mux.Handle("/readyz", probe.Ready(g.readiness))
 	mux.Handle("/", admit)
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.handlers.add()
@@ -202,18 +200,6 @@ func (g *gateway) readiness() error {
 		return g.sat.Ready()
 	}
 	return nil
-}
-
-// serveReady answers /readyz: 200 when ready, 503 with the reason.
-func (g *gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if err := g.readiness(); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: %v\n", err)
-		return
-	}
-	fmt.Fprintln(w, "ready")
 }
 
 // serve serves on l and scrapes the backends until ctx ends, then shuts

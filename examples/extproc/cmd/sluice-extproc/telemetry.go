@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/examples/deploy/probe"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -73,11 +73,8 @@ func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg 
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", t.serveReady)
+	mux.Handle("GET /healthz", probe.Alive())
+	mux.Handle("GET /readyz", probe.Ready(t.readiness))
 	t.handler = mux
 	return t, nil
 }
@@ -91,18 +88,6 @@ func (t *telemetry) readiness() error {
 		return sat.Ready()
 	}
 	return nil
-}
-
-// serveReady answers /readyz: 200 when ready, 503 with the reason.
-func (t *telemetry) serveReady(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if err := t.readiness(); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: %v\n", err)
-		return
-	}
-	fmt.Fprintln(w, "ready")
 }
 
 // start starts the scraper, and the HTTP server on l unless l is nil.
