@@ -3,6 +3,7 @@
 // metrics ([github.com/sluicegate/sluice/examples/deploy/metrics]), a vLLM
 // metrics source ([github.com/sluicegate/sluice/examples/deploy/vllm]),
 // configuration from a YAML file
-// ([github.com/sluicegate/sluice/examples/deploy/config]) — and the
-// sluice-gateway binary that puts them together.
+// ([github.com/sluicegate/sluice/examples/deploy/config]), health probes
+// ([github.com/sluicegate/sluice/examples/deploy/probe]) — and the
+// sluice-gateway binary that puts them together. It holds no code itself.
 package deploy
