@@ -31,9 +31,13 @@ type Timer interface {
 	Stop() bool
 }
 
-// realClock is the Clock of a controller configured without one.
-type realClock struct{}
+// RealClock is the real clock: [time.Now] and [time.AfterFunc]. It is the
+// Clock of a controller, or of a gate, configured without one; its zero
+// value is ready to use.
+type RealClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+// Now returns [time.Now].
+func (RealClock) Now() time.Time { return time.Now() }
 
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// AfterFunc calls [time.AfterFunc].
+func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

@@ -378,7 +378,7 @@ func New(cfg Config) (*FlowController, error) {
 	c.firstTokens, _ = c.gate.(FirstTokenGate)
 	c.endpoints, _ = c.gate.(EndpointGate)
 	if c.clock == nil {
-		c.clock = realClock{}
+		c.clock = RealClock{}
 	}
 	c.epoch = c.clock.Now()
 	c.setBands(&bandSet{desc: desc})
@@ -1483,6 +1483,12 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	c.setBands(&bandSet{desc: slices.Insert(slices.Clone(set.desc), i, b)})
 	return nil
 }
+
+// Clock returns the controller's clock: [Config.Clock], or [RealClock]
+// when none was configured. Code around the controller that measures time
+// (a gateway's queue-duration header, say) reads it so that it shares the
+// controller's time line.
+func (c *FlowController) Clock() Clock { return c.clock }
 
 // GateRefusals returns how many times, since New, the gate refused the
 // request offered to it: each TryAcquire that returned false. A request

@@ -36,7 +36,7 @@ type Gate interface {
 //     that they end [OutcomeRejectedNoEndpoints] after
 //     [Config.NoEndpointsTTL] instead of waiting out their TTL.
 //
-// Package [github.com/sluicegate/sluice/gate] holds gates built on them.
+// Package [github.com/sluicegate/sluice/flowcontrol/gate] holds gates built on them.
 
 // Slot is what a [MeteredGate] learns about the request that took a slot.
 type Slot struct {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicegate/sluice/examples/internal/sim"
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // Config is the pool, the workload and the phases in which the pool's real

@@ -7,7 +7,7 @@
 //
 // [Parse] and [Load] return a [File]; [File.Controller] turns it into a
 // flowcontrol.Config with its gate built (package
-// [github.com/sluicegate/sluice/gate]), and returns the saturation gate for
+// [github.com/sluicegate/sluice/flowcontrol/gate]), and returns the saturation gate for
 // the binary to feed with each model server's metrics. Every problem in a file is an
 // [*Error] naming its line, column and path, such as
 //

@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // ConcurrencyModes are the modes of the concurrency gate, as

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // admits counts how many slots g grants in a row, up to limit.

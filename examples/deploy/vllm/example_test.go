@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // A page of a vLLM server running two data-parallel engines.

@@ -1,6 +1,6 @@
 package vllm
 
-import "github.com/sluicegate/sluice/gate"
+import "github.com/sluicegate/sluice/flowcontrol/gate"
 
 // Metrics is one reading of an endpoint: the saturation gate's own type, so
 // that a reading goes to a *gate.SaturationGate unchanged. ReadAt is when

@@ -22,7 +22,7 @@ import (
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // gateway is the running program: the controller, its gate, the backends,

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // settings is what the gateway runs: the configuration file (or the

@@ -26,7 +26,7 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // deployTestdata is examples/deploy/config's testdata, seen from here.

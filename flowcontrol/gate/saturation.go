@@ -191,7 +191,7 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 		return nil, configError("Replica", "", cfg.Replica, "outside [0, Replicas)")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = flowcontrol.RealClock{}
 	}
 	g := &SaturationGate{
 		qThr:      cfg.QueueDepthThreshold,
@@ -455,13 +455,4 @@ func (g *SaturationGate) Saturation() float64 {
 		sum += score
 	}
 	return sum / float64(len(g.endpoints))
-}
-
-// realClock is the clock of a gate configured without one.
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) AfterFunc(d time.Duration, f func()) flowcontrol.Timer {
-	return time.AfterFunc(d, f)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 func newConcurrency(t *testing.T, cfg gate.ConcurrencyConfig) *gate.ConcurrencyGate {

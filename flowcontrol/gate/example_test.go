@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // A router gates its model servers on their own metrics AND on a budget of

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"pgregory.net/rapid"
 )
 

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // The gates' own cost per admission, as the controller calls them: a
 // plain gate's TryAcquire and Release, a metered gate's TryAcquire, Took
 // and Returned. The baseline is flowcontrol.MaxInFlight in the same run.
 //
-//	go test -run '^$' -bench Gate -count 5 ./gate
+//	go test -run '^$' -bench Gate -count 5 ./flowcontrol/gate
 func BenchmarkGate(b *testing.B) {
 	plain := func(g flowcontrol.Gate) func(*testing.B) {
 		return func(b *testing.B) {

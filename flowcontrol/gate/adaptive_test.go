@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/gate"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 func newAdaptive(t *testing.T, cfg gate.AdaptiveConfig) *gate.AdaptiveGate {
