@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -71,3 +72,114 @@ type meter struct {
 // start. Only the first call has an effect; Done is safe to call from any
 // goroutine, also after the controller was closed.
 func (a *Admission) Done() { a.c.release(a) }
+
+// admissionSlab is how many Admissions one allocation provides to immediate
+// dispatches. Allocating them one by one costs more than the rest of an
+// immediate admission; a slab divides that cost by its size. Each Admission
+// is still used for one request only. The price is memory: an Admission kept
+// alive keeps its whole slab (2 KB) alive.
+const admissionSlab = 32
+
+// newAdmission returns an unused, zero Admission. Called with mu held.
+func (c *FlowController) newAdmission() *Admission {
+	if len(c.slab) == 0 {
+		c.slab = make([]Admission, admissionSlab)
+	}
+	a := &c.slab[0]
+	c.slab = c.slab[1:]
+	return a
+}
+
+// admissionBatch is a slab of Admissions for the requests that waited,
+// whose admissions are made outside the lock, as their outcome is
+// delivered: in the goroutine of whoever delivers it, so the slab is taken
+// from a sync.Pool, which keeps one per processor. One Admission fewer than
+// admissionSlab leaves room for used within a 2 KB allocation.
+type admissionBatch struct {
+	used int
+	a    [admissionSlab - 1]Admission
+}
+
+var admissionBatches = sync.Pool{New: func() any { return new(admissionBatch) }}
+
+// newQueuedAdmission returns an unused, zero Admission, without the lock.
+func newQueuedAdmission() *Admission {
+	s := admissionBatches.Get().(*admissionBatch)
+	a := &s.a[s.used]
+	if s.used++; s.used < len(s.a) {
+		admissionBatches.Put(s)
+	}
+	return a
+}
+
+// release ends admission a, unless it already ended: it returns the gate
+// slot and dispatches whatever that lets start.
+//
+// When a's Submit callback is still running (it called Done from inside),
+// the outcomes the freed slot settles are parked for that callback's
+// goroutine to deliver once it returns. The dispatch runs even if the gate's
+// Release panics.
+func (c *FlowController) release(a *Admission) {
+	c.mu.Lock()
+	defer c.unlock()
+	if a.done {
+		return
+	}
+	a.done = true
+	c.inFlight--
+	if a.inCallback {
+		defer c.park()
+	}
+	defer c.dispatchLocked(time.Time{})
+	if c.metered != nil {
+		m := a.meter
+		u := Usage{
+			Slot:       Slot{Priority: a.effective, Cost: m.cost},
+			Held:       c.sinceEpoch(time.Time{}) - m.start,
+			FirstToken: time.Duration(m.firstToken.Load()),
+			Heard:      m.heard,
+		}
+		c.metered.Returned(u)
+		return
+	}
+	c.gate.Release(a.effective)
+}
+
+// heardFirstToken tells the gate, a FirstTokenGate, of a's first token d
+// after dispatch, unless a has already ended, and runs dispatch: the gate
+// may admit more.
+func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
+	c.mu.Lock()
+	defer c.unlock()
+	if a.done {
+		return // Returned had it, as Usage.FirstToken
+	}
+	a.meter.heard = true
+	c.firstTokens.FirstToken(Slot{Priority: a.effective, Cost: a.meter.cost}, d)
+	c.dispatchLocked(time.Time{})
+}
+
+// took tells the metered gate that a request of the given cost took the
+// slot it has just granted band priority, and returns the request's meter,
+// its clock started. now is the time of the event, or the zero Time to read
+// the clock. Called with mu held.
+func (c *FlowController) took(priority int, cost int64, now time.Time) *meter {
+	if len(c.meters) == 0 {
+		c.meters = make([]meter, admissionSlab)
+	}
+	m := &c.meters[0]
+	c.meters = c.meters[1:]
+	m.cost, m.start = cost, c.sinceEpoch(now)
+	c.metered.Took(Slot{Priority: priority, Cost: cost})
+	return m
+}
+
+// sinceEpoch returns now, or the clock's reading when now is the zero
+// Time, as time since the controller's epoch: admissions keep their start
+// in 8 bytes rather than a Time's 24.
+func (c *FlowController) sinceEpoch(now time.Time) time.Duration {
+	if now.IsZero() {
+		now = c.clock.Now()
+	}
+	return now.Sub(c.epoch)
+}

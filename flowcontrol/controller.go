@@ -1,0 +1,367 @@
+package flowcontrol
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// FlowController admits requests into priority bands and dispatches them
+// through a gate. Create one with [New]; most callers need only
+// [FlowController.EnqueueAndWait] and [Admission.Done]. A FlowController is
+// safe for concurrent use.
+type FlowController struct {
+	// mu serializes every change to the queues, the counters below it and
+	// the gate, and the dispatch that follows each change. Gate, queue and
+	// Clock methods are called with mu held; policies, the Observer and
+	// Submit callbacks only after it is released. Every critical section
+	// ends in unlock, which delivers the outcomes it decided.
+	mu sync.Mutex
+	// nonEmpty has bit i set while bands.desc[i] has waiters, so finding
+	// the highest waiting band costs one word per 64 bands.
+	nonEmpty       []uint64
+	queuedRequests int64 // in all bands
+	queuedBytes    int64
+	queuedCost     int64
+	inFlight       int // admissions not yet Done
+	closed         bool
+	// decided lists, in order, the waiters whose outcome was settled in
+	// the current critical section; unlock delivers them.
+	decided, decidedTail *waiter
+	// enqueuing is the waiter whose own enqueue is dispatching: its outcome
+	// is returned by that call, not delivered.
+	enqueuing *waiter
+	// parked lists outcomes settled by a Done of an admission whose Submit
+	// callback is still running: the goroutine running it delivers them
+	// when the callback returns, so a callback that calls Done does not
+	// deliver, and recurse, from inside itself.
+	parked, parkedTail *waiter
+	// drain measures all bands together, for global-capacity rejections.
+	drain drainMeter
+	// slab holds fresh Admissions for immediate dispatches; see
+	// admissionSlab.
+	slab []Admission
+	// meters holds fresh meters for the admissions of a MeteredGate, by
+	// slabs like slab; they hold no pointers, so a slab costs the
+	// collector nothing to scan.
+	meters []meter
+
+	// closing is set as Close begins, before it takes mu, so that shutdown
+	// wins over every outcome decided after that.
+	closing atomic.Bool
+	// refusals counts the heads the gate refused; written under mu, read
+	// without it.
+	refusals atomic.Uint64
+	// bands is replaced under mu and read without it.
+	bands atomic.Pointer[bandSet]
+	// waiters counts EnqueueAndWait calls that queued and have not
+	// returned; Close waits for it.
+	waiters sync.WaitGroup
+
+	// emptySince is when the gate, an EndpointGate, was last seen to
+	// report no endpoints after reporting some (the zero Time while it
+	// reports endpoints); emptyTimer, if set, is the pending check that
+	// drops requests that waited NoEndpointsTTL with no endpoints.
+	emptySince time.Time
+	emptyTimer Timer
+
+	// Fixed by New.
+	gate            Gate
+	metered         MeteredGate    // gate, when it is one
+	firstTokens     FirstTokenGate // gate, when it is one
+	endpoints       EndpointGate   // gate, when it is one
+	noEndpointsTTL  time.Duration
+	epoch           time.Time // the clock's reading at New, for meter.start
+	clock           Clock
+	fallback        *band // nil with NeverPromote
+	neverPromote    bool
+	requestCapacity capacity.Limit
+	byteCapacity    capacity.Limit
+	costCapacity    capacity.Limit
+	noDisplacement  bool
+	defaultTTL      time.Duration
+	observer        func(Event)
+}
+
+// New returns a controller for cfg. A bad configuration fails with an error
+// naming the field and its value: no bands, duplicate priorities, an unknown
+// policy name, a policy on a queue without the capability it needs, a
+// negative capacity or TTL, a negative [MaxInFlight] limit, a MaxInFlight
+// gate used by another controller, or a fallback band that is not
+// configured.
+func New(cfg Config) (*FlowController, error) {
+	if len(cfg.Bands) == 0 {
+		return nil, configError("Bands", "[]", "no bands configured")
+	}
+	if err := checkLimit("RequestCapacity", cfg.RequestCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkLimit("ByteCapacity", cfg.ByteCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkLimit("CostCapacity", cfg.CostCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkTTL("DefaultTTL", cfg.DefaultTTL); err != nil {
+		return nil, err
+	}
+	if err := checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL); err != nil {
+		return nil, err
+	}
+	if g, ok := cfg.Gate.(*maxInFlight); ok && g.limit < 0 {
+		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "negative limit")
+	}
+	desc := make([]*band, 0, len(cfg.Bands))
+	first := make(map[int]int, len(cfg.Bands))
+	for i, bc := range cfg.Bands {
+		name := fmt.Sprintf("Bands[%d]", i)
+		if j, dup := first[bc.Priority]; dup {
+			return nil, configError(name+".Priority", bc.Priority, fmt.Sprintf("duplicates Bands[%d].Priority", j))
+		}
+		first[bc.Priority] = i
+		p, err := checkBand(name, bc)
+		if err != nil {
+			return nil, err
+		}
+		b, err := newBand(name, bc, p)
+		if err != nil {
+			return nil, err
+		}
+		desc = append(desc, b)
+	}
+	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
+
+	c := &FlowController{
+		gate:            cfg.Gate,
+		clock:           cfg.Clock,
+		neverPromote:    cfg.NeverPromote,
+		requestCapacity: cfg.RequestCapacity,
+		byteCapacity:    cfg.ByteCapacity,
+		costCapacity:    cfg.CostCapacity,
+		noDisplacement:  cfg.NoDisplacement,
+		defaultTTL:      cfg.DefaultTTL,
+		noEndpointsTTL:  cfg.NoEndpointsTTL,
+		observer:        cfg.Observer,
+	}
+	if c.gate == nil {
+		c.gate = openGate{}
+	}
+	c.metered, _ = c.gate.(MeteredGate)
+	c.firstTokens, _ = c.gate.(FirstTokenGate)
+	c.endpoints, _ = c.gate.(EndpointGate)
+	if c.clock == nil {
+		c.clock = RealClock{}
+	}
+	c.epoch = c.clock.Now()
+	c.setBands(&bandSet{desc: desc})
+	set := c.bands.Load()
+	if cfg.NeverPromote {
+		if cfg.FallbackPriority != 0 {
+			return nil, configError("FallbackPriority", cfg.FallbackPriority, "has no effect with NeverPromote; leave it 0")
+		}
+	} else if c.fallback = set.lookup(cfg.FallbackPriority); c.fallback == nil {
+		return nil, configError("FallbackPriority", cfg.FallbackPriority, "no band in Bands has this priority")
+	}
+	if g, ok := c.gate.(*maxInFlight); ok && !g.owner.CompareAndSwap(nil, c) {
+		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "already used by another controller")
+	}
+	if g, ok := c.gate.(BoundGate); ok {
+		if err := g.Bind(c); err != nil {
+			return nil, fmt.Errorf("flowcontrol: Gate %T: %w", g, err)
+		}
+	}
+	return c, nil
+}
+
+// newBand builds a band from a validated configuration.
+func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
+	q, err := newQueue(name, p, bc.Queue)
+	if err != nil {
+		return nil, err
+	}
+	fair := bc.Fairness
+	if fair == nil {
+		fair = GlobalStrict()
+	}
+	b := &band{
+		priority: bc.Priority,
+		policy:   q.Policy(),
+		kind:     q.Kind(),
+		fairness: fair,
+		sched:    fair.NewScheduler(),
+		flows:    make(map[string]*Flow),
+	}
+	if b.kind != ordering.QueueFIFO {
+		b.free = append(b.free, &Flow{band: b, queue: q})
+	}
+	b.limits.Store(newBandLimits(bc))
+	return b, nil
+}
+
+// setBands publishes set and re-derives the band indexes and the non-empty
+// bitset from it. Called with mu held, or before c is shared.
+func (c *FlowController) setBands(set *bandSet) {
+	c.nonEmpty = make([]uint64, (len(set.desc)+63)/64)
+	for i, b := range set.desc {
+		b.index = i
+		if b.queued > 0 {
+			c.nonEmpty[i/64] |= 1 << (i % 64)
+		}
+	}
+	c.bands.Store(set)
+}
+
+// resolve returns the band a request for priority p is queued in, or nil if
+// none may take it. It reads only what New fixed and the published band
+// set, so it needs no lock.
+func (c *FlowController) resolve(set *bandSet, p int) *band {
+	i, found := set.search(p)
+	switch {
+	case found:
+		return set.desc[i]
+	case !c.neverPromote:
+		return c.fallback
+	case i < len(set.desc):
+		return set.desc[i] // the highest band below p
+	}
+	return nil
+}
+
+// effectiveKey is the key a request is handled under in band b, or the
+// requested key when no band takes it.
+func effectiveKey(requested FlowKey, b *band) FlowKey {
+	if b == nil {
+		return requested
+	}
+	return FlowKey{ID: requested.ID, Priority: b.priority}
+}
+
+// shutdownRejection is the rejection of a request for key after Close.
+func (c *FlowController) shutdownRejection(key FlowKey) *RejectionError {
+	return &RejectionError{
+		Outcome:   OutcomeRejectedShuttingDown,
+		Requested: key,
+		Effective: effectiveKey(key, c.resolve(c.bands.Load(), key.Priority)),
+	}
+}
+
+// Nudge runs dispatch now. Call it when the gate may admit more for a reason
+// the controller cannot see; enqueues, Done, expiry and cancellation already
+// run dispatch themselves.
+func (c *FlowController) Nudge() {
+	c.mu.Lock()
+	defer c.unlock()
+	c.dispatchLocked(time.Time{})
+}
+
+// Close shuts the controller down: every queued request ends with
+// [OutcomeRejectedShuttingDown], and every later EnqueueAndWait or Submit is
+// rejected the same way at once, also one whose context is already done.
+// Close returns when the EnqueueAndWait calls of the queued requests have
+// returned (their Observer calls included) and the done functions of the
+// queued Submits have run. Admissions already granted stay valid; their
+// Done still returns their slots. Close may be called more than once; it
+// must not be called from the Observer or a Submit callback.
+func (c *FlowController) Close() {
+	c.closing.Store(true)
+	c.shutdown()
+	c.waiters.Wait()
+}
+
+// shutdown ends every queued request with OutcomeRejectedShuttingDown, once,
+// in each band from the oldest arrival to the newest.
+func (c *FlowController) shutdown() {
+	c.mu.Lock()
+	defer c.unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	now := c.clock.Now()
+	for _, b := range c.bands.Load().desc {
+		var all []*waiter
+		for _, f := range b.flows {
+			for w := f.newest; w != nil; w = w.older {
+				all = append(all, w)
+			}
+		}
+		slices.SortFunc(all, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
+		for _, w := range all {
+			c.unqueue(w, now)
+			c.decide(w, OutcomeRejectedShuttingDown, now)
+		}
+	}
+}
+
+// ProvisionBand adds a band, or changes the capacities and TTL of an existing
+// one. For an existing band, Policy, Queue and Fairness must be left empty
+// or name what the band already runs: a band's order cannot change while
+// requests wait in it. The new limits apply to requests enqueued from now on;
+// requests already queued keep their TTL and stay queued even if the band now
+// holds more than its capacity. Requests already admitted keep the band they
+// were admitted under. It fails with an error wrapping [ErrRejectedShuttingDown] after
+// Close.
+func (c *FlowController) ProvisionBand(bc BandConfig) error {
+	p, err := checkBand("BandConfig", bc)
+	if err != nil {
+		return err
+	}
+	lim := newBandLimits(bc)
+	c.mu.Lock()
+	defer c.unlock()
+	if c.closed {
+		return fmt.Errorf("flowcontrol: ProvisionBand(priority %d): %w", bc.Priority, ErrRejectedShuttingDown)
+	}
+	set := c.bands.Load()
+	if b := set.lookup(bc.Priority); b != nil {
+		if running := b.fairness.TypeName(); bc.Fairness != nil && bc.Fairness.TypeName() != running {
+			return configError("BandConfig.Fairness", bc.Fairness.TypeName(),
+				fmt.Sprintf("band %d already runs %q; a provisioned band's fairness cannot change", bc.Priority, running))
+		}
+		if running := b.policy.TypeName(); p != nil && p.TypeName() != running {
+			return configError("BandConfig.Policy", p.TypeName(),
+				fmt.Sprintf("band %d already runs %q; a provisioned band's policy cannot change", bc.Priority, running))
+		}
+		if running := b.kind; bc.Queue != "" && bc.Queue != running {
+			return configError("BandConfig.Queue", bc.Queue,
+				fmt.Sprintf("band %d already runs %q; a provisioned band's queue cannot change", bc.Priority, running))
+		}
+		b.limits.Store(lim)
+		return nil
+	}
+	b, err := newBand("BandConfig", bc, p)
+	if err != nil {
+		return err
+	}
+	i, _ := set.search(bc.Priority)
+	c.setBands(&bandSet{desc: slices.Insert(slices.Clone(set.desc), i, b)})
+	return nil
+}
+
+// Clock returns the controller's clock: [Config.Clock], or [RealClock]
+// when none was configured. Code around the controller that measures time
+// (a gateway's queue-duration header, say) reads it so that it shares the
+// controller's time line.
+func (c *FlowController) Clock() Clock { return c.clock }
+
+// GateRefusals returns how many times, since New, the gate refused the
+// request offered to it: each TryAcquire that returned false. A request
+// that waits is offered again at each event, so under a closed gate the
+// count grows with the events, not with the requests; its rate beside the
+// dispatch rate tells a gate-bound controller from one bound by its
+// capacities. It reads one atomic counter and takes no lock.
+func (c *FlowController) GateRefusals() uint64 { return c.refusals.Load() }
+
+// InFlight returns the number of dispatched requests whose admission is not
+// yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly.
+func (c *FlowController) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}

@@ -1,0 +1,148 @@
+// Package flowcontrol is the admission gate a router puts in front of its
+// model servers: a [FlowController] queues requests in priority bands, keeps
+// one queue per flow (tenant) inside each band, and dispatches them one at a
+// time through a [Gate] — strictly by priority across bands, by the band's
+// [Fairness] policy among its flows, and by its ordering policy within a
+// flow — reporting for each request which band really handled it.
+//
+// # Outcomes
+//
+// [FlowController.EnqueueAndWait] blocks until exactly one outcome;
+// [FlowController.Submit] is its non-blocking form, which hands the same
+// outcome to a callback. An outcome's String is its dropped reason, the
+// value of the x-llm-d-request-dropped-reason header
+// ([DroppedReasonHeader]); see [Outcome] for the naming rule.
+//
+//	outcome                          error wraps                  HTTP
+//	OutcomeDispatched                (none)                       200
+//	OutcomeRejectedSaturated         ErrRejectedSaturated         429 + RetryAfter (413 with ErrTooLarge)
+//	OutcomeEvictedQueuePressure      ErrEvictedQueuePressure      429 + RetryAfter
+//	OutcomeRejectedTTLExpired        ErrRejectedTTLExpired        429
+//	OutcomeRejectedContextCancelled  ErrRejectedContextCancelled  503
+//	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
+//	OutcomeRejectedNoEndpoints       ErrRejectedNoEndpoints       503
+//
+// # Bands and fallback
+//
+// A band has a priority (higher is more important; negative bands are
+// sheddable), request, byte and cost capacities bounding what waits in it, a
+// queue-wait TTL, an ordering policy and a fairness policy. A request asks
+// for a priority; if that band is not provisioned it is queued in the
+// fallback band ([Config.FallbackPriority], 0 unless set) — or, with
+// [Config.NeverPromote], in the nearest band at or below its priority, and
+// rejected for capacity if there is none. The band is chosen once, at
+// enqueue: the admission reports both the requested and the effective key,
+// and provisioning the requested band later changes neither.
+//
+// Capacities bound waiting requests. A request enters its band only if the
+// band, its flow ([BandConfig.FlowRequestCapacity]) and the controller,
+// with it added, stay within their request, byte and cost capacities; this
+// is checked at enqueue, also for a request that would start at once, so a
+// bounded capacity of 0 closes a band. A request larger than a byte or cost
+// capacity can never fit: it is refused with [ErrTooLarge] and no
+// Retry-After. When a band or the controller is full, a request whose flow
+// holds less than its share may displace another flow's newest request
+// instead of being refused (fair admission; see [Config.NoDisplacement]).
+//
+// # Retry-After
+//
+// [RejectionError.RetryAfter] is set on OutcomeRejectedSaturated and
+// OutcomeEvictedQueuePressure once the scope that refused the request (its
+// band, or the controller's capacities) has a measured drain rate: the
+// dispatches from its queue per second of busy time — time with waiters,
+// so an idle stretch changes nothing — as a moving average. Each refusal is
+// promised the moment one more place should have freed after the moment
+// promised to the refusal before it, one drain interval (1/rate) apart and
+// never sooner than one interval from now, so refused clients come back
+// spread over the time the scope needs rather than all at once; when the
+// band and the controller both refuse, the longer wins. Whole seconds,
+// rounded up, between 1s and 30s. A simulation with clients that honour it
+// chose this design (examples/retryafter).
+//
+// # Dispatch and strict priority
+//
+// Dispatch is driven by events — an enqueue, a Done, an expiry or
+// cancellation, and [FlowController.Nudge] — never by a ticker. On each event
+// the controller asks the gate for a slot for the highest waiting band, and
+// repeats until the gate refuses or nothing waits. Within a band, the
+// band's fairness policy picks the flow, and the ordering policy the flow's
+// head.
+//
+// Priority is strict: while the highest waiting band cannot dispatch, nothing
+// below it does, even if the gate would take a lower band's request. There is
+// no aging, so a steady stream into a higher band starves every band below
+// it. For example, with bands 10, 0 and -5 and MaxInFlight(2), two requests
+// in flight, H1 waiting in band 10, N1 and N2 in band 0, and S1 in band -5:
+//
+//   - a Done starts H1; the next Done starts N1, then N2, then S1;
+//   - but if a new band-10 request arrives before each Done, every slot goes
+//     to band 10, and N1, N2 and S1 wait until band 10 is empty — they leave
+//     earlier only by their TTL (rejected-ttl-expired) or their context;
+//   - and with a per-band gate that refuses band 10 (its pool is full) while
+//     it would take band 0, N1 still waits: nothing overtakes H1.
+//
+// Give the lower bands TTLs (or bounded capacities) so that starved callers
+// learn it quickly rather than waiting indefinitely.
+//
+// # TTL, cancellation and the grant race
+//
+// A queued request's TTL is the smallest of its band's TTL, [Config.DefaultTTL],
+// its own [Request.TTL] and the time left until its context's deadline; it is
+// fixed at enqueue. The request expires at exactly that TTL. A context
+// deadline is an expiry, not a cancellation: the outcome is OutcomeRejectedTTLExpired and
+// the error matches both ErrRejectedTTLExpired and context.DeadlineExceeded. An explicit
+// cancellation of the context is OutcomeRejectedContextCancelled and matches ErrRejectedContextCancelled
+// and context.Canceled. A context already done at the call ends it at once.
+//
+// Expired and cancelled requests leave their queue at once, so lengths, byte
+// sizes, capacity checks and snapshots are exact at every moment. A grant and
+// a cancellation (or expiry) of the same request are settled under the
+// controller's lock: whichever reaches it first decides. A request granted
+// before its cancellation was processed is dispatched — the caller gets the
+// admission, even if its context is done by then, and must call Done.
+//
+// # Reading capacity
+//
+// A FlowController is a [capacity.Reader]: CapacitySnapshot reads counters
+// that move with every request, without the dispatch lock and without
+// allocating, so response-time readers (such as the headroom header) never
+// wait on dispatch.
+//
+// # Shutdown
+//
+// [FlowController.Close] ends every queued request with
+// OutcomeRejectedShuttingDown and returns once their EnqueueAndWait calls have
+// returned. Shutdown wins: once Close has begun, every call ends with
+// OutcomeRejectedShuttingDown, also one whose context is already done. The
+// controller runs no goroutines of its own: every goroutine in it is a
+// caller's, a timer's of its [Clock], or a context's AfterFunc.
+//
+// # Time
+//
+// Every reading of time — queue times, TTLs, expiry timers, the dispatch
+// rates behind Retry-After — goes through one [Clock], the real one unless
+// [Config.Clock] sets another. Nothing in the controller reads time.Now
+// behind its back, so a simulation runs the same code on a virtual clock.
+//
+// # User code that panics
+//
+// A [Gate], an ordering [ordering.Policy], an [Config.Observer] or a
+// [FlowController.Submit] callback may panic; the controller stays
+// consistent and the panic reaches the goroutine that called into the
+// controller, as net/http expects of a handler:
+//
+//   - Policy.Key runs before the controller's lock is taken, on the caller's
+//     goroutine; the request is not queued and the panic leaves the call.
+//   - Gate.TryAcquire and Gate.Release run under the lock, which is
+//     released as the panic unwinds. A TryAcquire that panics is a refusal:
+//     the head stays queued and dispatch resumes at the next event. The
+//     request whose call triggered that dispatch is withdrawn first (its
+//     slot returned if the loop had already dispatched it), so nothing
+//     waits for a caller that is gone.
+//   - An Observer that panics on a dispatch has the admission released
+//     before the panic goes on, so no slot leaks; the caller of
+//     EnqueueAndWait gets the panic instead of the admission, and a Submit
+//     callback is not called for it.
+//   - Outcomes decided in the same event for other requests are still
+//     delivered, each to its own caller.
+package flowcontrol

@@ -1,0 +1,325 @@
+package flowcontrol
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// EnqueueAndWait asks for req to be admitted and blocks until it is
+// dispatched, rejected, expired, cancelled or shut down. On dispatch it
+// returns an [*Admission] whose Done the caller must call when the request
+// has finished; otherwise it returns a [*RejectionError] and a nil
+// admission.
+//
+// When there is room — the band fits the request, no band at or above it is
+// waiting and the gate admits it — the request starts at once without being
+// queued. When its band or the controller is full it is rejected at once.
+// While it waits, the calling goroutine is parked; [FlowController.Submit]
+// admits without holding a goroutine.
+func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admission, error) {
+	adm, rej, w, gen := c.admit(ctx, req, nil)
+	if w == nil {
+		return c.finish(adm, rej)
+	}
+	defer c.waiters.Done()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		c.abandon(w, gen, contextOutcome(ctx), true)
+		// Whoever settled the outcome — abandon, or an event just before
+		// it — closes ready as it delivers; w is reused only after that.
+		<-w.ready
+	}
+	// Whoever settled the outcome did so under mu, before closing ready: it
+	// is final and visible here.
+	adm, rej = c.result(w)
+	recycle(w)
+	return c.finish(adm, rej)
+}
+
+// Submit is the non-blocking form of [FlowController.EnqueueAndWait]: it
+// asks for req to be admitted and returns at once, and done is called
+// exactly once with what EnqueueAndWait would have returned — an admission
+// whose Done the callee must call, or a [*RejectionError].
+//
+// done runs outside the controller's lock, after the Observer, on the
+// goroutine that settles the outcome: within Submit when the request starts
+// or is rejected at once; otherwise on the goroutine of the event that
+// decides it — another request's [Admission.Done], a [FlowController.Nudge],
+// the clock's timer for an expiry, the context's AfterFunc for a
+// cancellation, or [FlowController.Close]. It may call back into the
+// controller, but it delays that goroutine, so it should be short; the
+// outcomes that a Done called from inside it settles are delivered when it
+// returns, by the goroutine that ran it, so a chain of callbacks that each
+// call Done runs in constant stack depth. A queued
+// request costs no goroutine: an event loop can keep millions waiting. If
+// the Observer panics on the dispatch, the admission is released and done
+// is not called; if done itself panics, it owns the admission it was
+// given.
+//
+// Submit panics if done is nil.
+func (c *FlowController) Submit(ctx context.Context, req Request, done func(*Admission, error)) {
+	if done == nil {
+		panic("flowcontrol: Submit with a nil done function")
+	}
+	adm, rej, w, _ := c.admit(ctx, req, done)
+	if w != nil {
+		return // queued: done runs when the outcome is settled
+	}
+	c.report(adm, rej)
+	if rej != nil {
+		done(nil, rej)
+		return
+	}
+	done(adm, nil)
+}
+
+// admit runs admission for req. It returns the admission or the rejection
+// when the request is decided at once, or the waiter it queued and its
+// generation. done is nil for EnqueueAndWait.
+//
+// The common case, room to start at once, takes the lock once and derives
+// no ordering key. A request that must wait has its key derived outside the
+// lock — Policy.Key is user code, which may be slow or panic — and then
+// takes the lock again, where every check is made afresh.
+func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admission, error)) (*Admission, *RejectionError, *waiter, uint64) {
+	if c.closing.Load() {
+		return nil, c.shutdownRejection(req.Key), nil, 0
+	}
+	if err := ctx.Err(); err != nil {
+		// The caller is gone already: queueing it would only hold a slot.
+		rej := &RejectionError{Requested: req.Key}
+		rej.Effective = effectiveKey(req.Key, c.resolve(c.bands.Load(), req.Key.Priority))
+		rej.setContext(ctx, err)
+		return nil, rej, nil, 0
+	}
+	b := c.resolve(c.bands.Load(), req.Key.Priority)
+	if b == nil {
+		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
+	}
+	size := max(req.ByteSize, 0)
+	cost := req.Cost
+	if cost <= 0 {
+		cost = 1
+	}
+	// A band with waiters cannot start a request at once: skip the first
+	// attempt, and its lock, under contention. (A stale read only moves
+	// the decision to enqueue, which makes every check again.)
+	if b.queuedRequests.Load() == 0 {
+		if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil {
+			return adm, nil, nil, 0
+		} else if rej != nil {
+			return nil, rej, nil, 0
+		}
+	}
+
+	now := c.clock.Now()
+	w := c.newWaiter(ctx, req, b, size, now)
+	w.done, w.cost = done, cost
+	w.key = b.policy.Key(&w.item)
+	adm, rej, gen := c.enqueue(w, now)
+	if adm != nil || rej != nil {
+		recycle(w)
+		return adm, rej, nil, 0
+	}
+	return nil, nil, w, gen
+}
+
+// startAtOnce admits a request into band b if it fits and can start now,
+// or rejects it if it does not fit and displacing others cannot make room.
+// It returns nil, nil when the request must wait, or when displacement may
+// let it in: enqueue decides that.
+func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*Admission, *RejectionError) {
+	c.mu.Lock()
+	// Nothing is decided here, so there is nothing for unlock to deliver.
+	defer c.mu.Unlock()
+	if c.closing.Load() {
+		return nil, c.shutdownRejection(key)
+	}
+	lim := b.limits.Load()
+	var f *Flow
+	if lim.flowRequests.IsBounded() {
+		f = b.flows[key.ID] // only a per-flow capacity needs the flow
+	}
+	if !c.fitsAll(b, lim, f, size, cost) {
+		r := c.refusal(b, lim, f, size, cost, nil)
+		if c.noDisplacement || !r.displaceable() {
+			return nil, c.capacityRejection(b, key, r)
+		}
+		return nil, nil
+	}
+	if !c.isFirst(b) {
+		return nil, nil
+	}
+	if !c.gate.TryAcquire(b.priority) {
+		c.refusals.Add(1)
+		return nil, nil
+	}
+	c.inFlight++
+	a := c.newAdmission()
+	*a = Admission{c: c, requested: key, effective: b.priority}
+	if c.metered != nil {
+		a.meter = c.took(b.priority, cost, time.Time{})
+	}
+	return a, nil
+}
+
+// enqueue queues w, unless it can start at once or no longer fits. When w
+// was queued it returns nil, nil and w's generation, for the late timers of
+// this use to check.
+func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *RejectionError, uint64) {
+	c.mu.Lock()
+	defer c.unlock()
+	b := w.band
+	if c.closing.Load() {
+		return nil, c.shutdownRejection(w.requested), 0
+	}
+	// now was read before the lock; events since may have been later.
+	if t := c.clock.Now(); t.After(now) {
+		now = t
+	}
+	if rej := c.makeRoom(w, now); rej != nil {
+		return nil, rej, 0
+	}
+	first := c.isFirst(b)
+	if first {
+		if c.gate.TryAcquire(b.priority) {
+			c.inFlight++
+			a := c.newAdmission()
+			*a = Admission{c: c, requested: w.requested, effective: b.priority}
+			if c.metered != nil {
+				a.meter = c.took(b.priority, w.cost, now)
+			}
+			return a, nil, 0
+		}
+		c.refusals.Add(1)
+		if c.endpoints != nil {
+			defer c.checkEndpoints(now) // once w is queued
+		}
+	}
+	c.queue(w, now)
+	if !first {
+		// A band at or above this one waits: offer its head again, as on
+		// every event. (When w was first, the gate has just refused it and
+		// nothing else may go before it.)
+		c.enqueuing = w
+		defer func() {
+			c.enqueuing = nil
+			if r := recover(); r != nil {
+				c.withdraw(w)
+				panic(r)
+			}
+		}()
+		c.dispatchLocked(now)
+		if !w.queued {
+			// Dispatched by its own enqueue.
+			adm, _ := c.result(w)
+			return adm, nil, 0
+		}
+	}
+	gen := w.gen
+	if w.expireAfter > 0 {
+		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, gen, OutcomeRejectedTTLExpired, false) })
+	}
+	if w.done == nil {
+		w.ready = make(chan struct{})
+		c.waiters.Add(1)
+	} else if w.ctx.Done() != nil {
+		ctx := w.ctx
+		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, gen, contextOutcome(ctx), true) })
+	}
+	return nil, nil, gen
+}
+
+// queue adds w to its flow's queue in its band at now. Called with mu held.
+func (c *FlowController) queue(w *waiter, now time.Time) {
+	b := w.band
+	f, created := b.flow(w.requested.ID)
+	w.flow = f
+	w.seq = b.seq
+	b.seq++
+	if f.queue != nil {
+		f.queue.AddKeyed(&w.item, w.key)
+	}
+	if f.newest != nil {
+		f.newest.newer = w
+	} else {
+		f.oldest = w
+	}
+	w.older, w.newer, f.newest = f.newest, nil, w
+	f.n++
+	f.bytes += w.item.ByteSize
+	f.cost += w.cost
+	b.queued++
+	b.bytes += w.item.ByteSize
+	b.cost += w.cost
+	c.queuedRequests++
+	c.queuedBytes += w.item.ByteSize
+	c.queuedCost += w.cost
+	c.publish(b)
+	if b.queued == 1 {
+		b.drain.busy(now)
+	}
+	if c.queuedRequests == 1 {
+		c.drain.busy(now)
+	}
+	w.queued = true
+	switch {
+	case created:
+		b.sched.Add(f)
+	case f.queue != nil && f.queue.Peek() == &w.item:
+		b.sched.HeadChanged(f) // (in a FIFO band, a newcomer is never the head)
+	}
+}
+
+// withdraw takes back w, whose caller is panicking out of its enqueue:
+// out of its queue if it is still there, or its slot back to the gate if
+// the dispatch that panicked had started it. Called with mu held.
+func (c *FlowController) withdraw(w *waiter) {
+	w.withdrawn = true
+	if w.queued {
+		c.unqueue(w, c.clock.Now())
+		return
+	}
+	if w.outcome == OutcomeDispatched {
+		// Its admission was never handed out: nobody else can end it.
+		c.inFlight--
+		if c.metered != nil {
+			c.metered.Returned(Usage{Slot: Slot{Priority: w.band.priority, Cost: w.meter.cost}, Unused: true})
+			return
+		}
+		c.gate.Release(w.band.priority)
+	}
+}
+
+// isFirst reports whether no band at or above b has waiters, so that a
+// request for b would be the head dispatch offers to the gate first. Called
+// with mu held.
+func (c *FlowController) isFirst(b *band) bool {
+	top := c.firstNonEmpty()
+	return top < 0 || top > b.index
+}
+
+// contextOutcome is the outcome of a wait that ctx ended: an expiry for a
+// deadline, a cancellation otherwise.
+func contextOutcome(ctx context.Context) Outcome {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return OutcomeRejectedTTLExpired
+	}
+	return OutcomeRejectedContextCancelled
+}
+
+// setContext records the context's error, and its cause when that differs,
+// and derives the outcome from them.
+func (e *RejectionError) setContext(ctx context.Context, err error) {
+	e.ctxErr = err
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		e.ctxCause = cause
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.Outcome = OutcomeRejectedTTLExpired
+	} else {
+		e.Outcome = OutcomeRejectedContextCancelled
+	}
+}

@@ -1,0 +1,74 @@
+package flowcontrol
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// checkEndpoints follows the gate, an EndpointGate, after it refused at
+// now: when it reports no endpoints and requests wait, it notes when the
+// pool emptied and makes sure a check will drop those that wait
+// NoEndpointsTTL with no endpoints. Called with mu held.
+func (c *FlowController) checkEndpoints(now time.Time) {
+	if !c.endpoints.NoEndpoints() {
+		c.emptySince = time.Time{}
+		return
+	}
+	if now.IsZero() {
+		now = c.clock.Now()
+	}
+	if c.emptySince.IsZero() {
+		c.emptySince = now
+	}
+	if c.noEndpointsTTL > 0 && c.emptyTimer == nil && c.queuedRequests > 0 {
+		c.emptyTimer = c.clock.AfterFunc(c.noEndpointsTTL, c.dropNoEndpoints)
+	}
+}
+
+// dropNoEndpoints runs when a request may have waited NoEndpointsTTL with
+// no endpoints: it drops every request that has, and schedules itself again
+// for the next one while the pool stays empty.
+func (c *FlowController) dropNoEndpoints() {
+	c.mu.Lock()
+	defer c.unlock()
+	c.emptyTimer = nil
+	if c.closing.Load() || c.emptySince.IsZero() {
+		return
+	}
+	if !c.endpoints.NoEndpoints() {
+		c.emptySince = time.Time{}
+		c.dispatchLocked(time.Time{})
+		return
+	}
+	now := c.clock.Now()
+	var next time.Time // the earliest deadline of a request kept
+	for _, b := range c.bands.Load().desc {
+		if b.queued == 0 {
+			continue
+		}
+		var due []*waiter
+		for _, f := range b.flows {
+			for w := f.newest; w != nil; w = w.older {
+				since := w.item.EnqueueTime
+				if since.Before(c.emptySince) {
+					since = c.emptySince
+				}
+				switch deadline := since.Add(c.noEndpointsTTL); {
+				case !deadline.After(now):
+					due = append(due, w)
+				case next.IsZero() || deadline.Before(next):
+					next = deadline
+				}
+			}
+		}
+		slices.SortFunc(due, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
+		for _, w := range due {
+			c.unqueue(w, now)
+			c.decide(w, OutcomeRejectedNoEndpoints, now)
+		}
+	}
+	if !next.IsZero() {
+		c.emptyTimer = c.clock.AfterFunc(next.Sub(now), c.dropNoEndpoints)
+	}
+}

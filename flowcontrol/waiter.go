@@ -1,0 +1,121 @@
+package flowcontrol
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluicegate/sluice/ordering"
+)
+
+// waiter is one queued request. A waiter is reused (see waiters): gen
+// survives each use, the rest is the use's.
+type waiter struct {
+	waiterUse
+	// gen counts the times the waiter left a queue, so that a timer or a
+	// context's AfterFunc of an earlier use, which may fire late, finds it
+	// moved on and does nothing. Guarded by the controller's mu, and never
+	// written without it.
+	gen uint64
+}
+
+// waiterUse is the state of one use of a waiter.
+//
+// Its first 32 bytes, which never straddle two cache lines (see
+// TestHotFieldsShareALine), hold what the controller and the schedulers
+// touch of a waiter that is not the one arriving or leaving — the tail a
+// newcomer links to, the next head a dispatch uncovers — so that in a band
+// of thousands of flows, whose waiters are cold in cache, that costs one
+// miss. The key, which only a heap band's global-strict compares, follows.
+type waiterUse struct {
+	// The flow's waiters in arrival order (see Flow.oldest); guarded by
+	// the controller's mu.
+	older, newer *waiter
+	// Fixed before the waiter is queued.
+	cost int64        // the request's cost, at least 1
+	seq  uint64       // arrival in its band, for the single-queue order of ties; set under mu
+	key  ordering.Key // derived by the band's policy, outside the lock
+
+	item ordering.Item // item.Value is the waiter
+	band *band
+	ctx  context.Context
+
+	// How the outcome is delivered: ready is closed for an EnqueueAndWait
+	// call, which then finishes on its own goroutine; done is called for a
+	// Submit.
+	ready chan struct{}
+	done  func(*Admission, error)
+	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry, set
+	// expireAfter after enqueue unless the context's deadline comes first.
+	// Both are nil when there is none.
+	stopCtx     func() bool
+	timer       Timer
+	expireAfter time.Duration
+
+	// Guarded by the controller's mu. Once queued is false, outcome is
+	// final and is read by whoever delivers it.
+	queued     bool
+	byContext  bool // the context ended the wait (expiry by deadline, or cancellation)
+	withdrawn  bool // its caller panicked out of its enqueue: deliver nothing
+	planned    bool // chosen for displacement by the admission being planned
+	outcome    Outcome
+	retryAfter time.Duration // for a displaced request
+	flow       *Flow
+	next       *waiter // in the controller's decided list
+
+	requested FlowKey
+	queueTime time.Duration // set for every outcome
+	meter     *meter        // for a MeteredGate, set on dispatch
+}
+
+// waiters recycles waiters: one is taken for each request that must queue
+// and put back once its outcome is delivered, so a queued request costs no
+// allocation in the steady state. A waiter never returns here while anything
+// but a gen-checked late timer can still reach it.
+var waiters = sync.Pool{New: func() any { return new(waiter) }}
+
+// recycle puts w back for reuse once its outcome is delivered.
+func recycle(w *waiter) {
+	w.waiterUse = waiterUse{}
+	waiters.Put(w)
+}
+
+// newWaiter prepares the waiter of a request that must queue in band b,
+// outside the lock: its TTL, its times and its item.
+func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, size int64, now time.Time) *waiter {
+	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
+	expireAfter := ttl
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := deadline.Sub(now); ttl == 0 || left <= ttl {
+			// The context's own timer expires the request; a timer of ours
+			// at the same instant would race it.
+			ttl, expireAfter = max(left, 1), 0
+		}
+	}
+	received := req.ReceivedTime
+	if received.IsZero() {
+		received = now
+	}
+	w := waiters.Get().(*waiter)
+	w.band, w.ctx, w.expireAfter, w.requested = b, ctx, expireAfter, req.Key
+	w.item = ordering.Item{
+		ReceivedTime: received,
+		EnqueueTime:  now,
+		Header:       req.Header,
+		TTL:          ttl,
+		ByteSize:     size,
+		Value:        w,
+	}
+	return w
+}
+
+// minTTL returns the smaller of two TTLs, where 0 or less means none.
+func minTTL(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
