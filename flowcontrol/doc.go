@@ -22,6 +22,25 @@
 //	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
 //	OutcomeRejectedNoEndpoints       ErrRejectedNoEndpoints       503
 //
+// OutcomeRejectedSaturated covers every capacity — of the band, the flow or
+// the controller; in requests, bytes or cost — and, with
+// [Config.NeverPromote], a request no band can take. OutcomeEvictedQueuePressure
+// is a queued request displaced by a request of a fairer flow (fair
+// admission, below); it never reached a model server. OutcomeRejectedNoEndpoints
+// is a request that waited [Config.NoEndpointsTTL] while its gate reported
+// no model server at all, or whose TTL ran out while it did (see
+// [EndpointGate]).
+//
+// Every error is a [*RejectionError]: it carries the outcome, the requested
+// and the effective keys, the time the request queued and, for the two
+// capacity outcomes, [RejectionError.RetryAfter]. An optional
+// [Config.Observer] is called once per outcome, outside the lock.
+//
+// EnqueueAndWait parks the calling goroutine while the request waits;
+// Submit does not, so an event-loop router keeps a queued request for a
+// few hundred bytes (BenchmarkQueuedMemory) rather than a goroutine's
+// stack.
+//
 // # Bands and fallback
 //
 // A band has a priority (higher is more important; negative bands are
@@ -30,9 +49,10 @@
 // for a priority; if that band is not provisioned it is queued in the
 // fallback band ([Config.FallbackPriority], 0 unless set) — or, with
 // [Config.NeverPromote], in the nearest band at or below its priority, and
-// rejected for capacity if there is none. The band is chosen once, at
-// enqueue: the admission reports both the requested and the effective key,
-// and provisioning the requested band later changes neither.
+// rejected for capacity if there is none, so sheddable traffic stays
+// sheddable. The band is chosen once, at enqueue: the admission reports
+// both the requested and the effective key, and provisioning the requested
+// band later ([FlowController.ProvisionBand]) changes neither.
 //
 // Capacities bound waiting requests. A request enters its band only if the
 // band, its flow ([BandConfig.FlowRequestCapacity]) and the controller,
@@ -44,20 +64,56 @@
 // holds less than its share may displace another flow's newest request
 // instead of being refused (fair admission; see [Config.NoDisplacement]).
 //
+// # Flows, fairness and cost
+//
+// A flow is a [FlowKey.ID] (flowhttp reads it from
+// x-llm-d-inference-fairness-id). A band keeps one queue per flow that has
+// waiters, each in the band's ordering policy, and the band's [Fairness]
+// policy picks which flow's head starts when the gate grants the band a
+// slot: [GlobalStrict] (the default: the best head across flows, exactly
+// the order of one queue for the band), [RoundRobin] (one request per
+// flow per turn) or [DeficitRoundRobin] (weighted and cost-aware). Each
+// constructor states its policy's bound; the bounds are tested with rapid,
+// and the controller's model test runs every policy against plain slices.
+// A custom policy implements Fairness and its per-band [Scheduler].
+//
+// [Request.Cost] is what a request costs to serve, typically its estimated
+// tokens; a cost of 0 or less counts as 1, so a configuration that sets no
+// costs counts requests. Deficit round robin serves by cost, and
+// [BandConfig.CostCapacity] and [Config.CostCapacity] bound the summed cost
+// of what waits; snapshots carry it as QueuedCost. The headroom header
+// stays request-based.
+//
+// Fair admission measures a flow's holding as the capacity that refuses
+// counts it — in requests, bytes or cost — and, for a controller-wide
+// capacity, displaces only from the request's own band or below;
+// [Config.NoDisplacement] has a worked example. A request over
+// [BandConfig.FlowRequestCapacity] is rejected and never displaces.
+//
+// A flow's state exists only while it has waiters. A band keeps emptied
+// flows for reuse, as many as it has active flows and at least 64, so a
+// steady state allocates nothing, and a million distinct flows passing
+// through leave memory bounded by the flows active at once.
+//
 // # Retry-After
 //
 // [RejectionError.RetryAfter] is set on OutcomeRejectedSaturated and
 // OutcomeEvictedQueuePressure once the scope that refused the request (its
 // band, or the controller's capacities) has a measured drain rate: the
 // dispatches from its queue per second of busy time — time with waiters,
-// so an idle stretch changes nothing — as a moving average. Each refusal is
-// promised the moment one more place should have freed after the moment
-// promised to the refusal before it, one drain interval (1/rate) apart and
-// never sooner than one interval from now, so refused clients come back
-// spread over the time the scope needs rather than all at once; when the
-// band and the controller both refuse, the longer wins. Whole seconds,
-// rounded up, between 1s and 30s. A simulation with clients that honour it
-// chose this design (examples/retryafter).
+// so an idle stretch neither slows the rate nor inflates the next value —
+// as a moving average with a time constant of 5s, over windows of at least
+// 1s of busy time. Each refusal is promised the moment one more place
+// should have freed after the moment promised to the refusal before it,
+// one drain interval (1/rate) apart and never sooner than one interval
+// from now, so refused clients come back spread over the time the scope
+// needs rather than all at once; when the band and the controller both
+// refuse, the longer wins. Whole seconds, rounded up, between 1s and 30s;
+// a scope measured not to drain at all gets 30s. It is 0 (none) before any
+// rate is measured, and for a request that can never fit. A simulation
+// with clients that retry like the OpenAI SDKs chose this design over the
+// queue length divided by the rate and over one drain interval alone
+// (examples/retryafter, whose README has the table).
 //
 // # Dispatch and strict priority
 //
@@ -92,21 +148,24 @@
 // deadline is an expiry, not a cancellation: the outcome is OutcomeRejectedTTLExpired and
 // the error matches both ErrRejectedTTLExpired and context.DeadlineExceeded. An explicit
 // cancellation of the context is OutcomeRejectedContextCancelled and matches ErrRejectedContextCancelled
-// and context.Canceled. A context already done at the call ends it at once.
+// and context.Canceled (and the context's cause, when it has another). A
+// context already done at the call ends it at once.
 //
-// Expired and cancelled requests leave their queue at once, so lengths, byte
-// sizes, capacity checks and snapshots are exact at every moment. A grant and
-// a cancellation (or expiry) of the same request are settled under the
-// controller's lock: whichever reaches it first decides. A request granted
-// before its cancellation was processed is dispatched — the caller gets the
-// admission, even if its context is done by then, and must call Done.
+// Expired, cancelled and displaced requests leave their queue at once, so
+// lengths, byte sizes, capacity checks and snapshots are exact at every
+// moment. A grant and a cancellation (or expiry) of the same request are
+// settled under the controller's lock: whichever reaches it first decides.
+// A request granted before its cancellation was processed is dispatched —
+// the caller gets the admission, even if its context is done by then, and
+// must call Done.
 //
 // # Reading capacity
 //
 // A FlowController is a [capacity.Reader]: CapacitySnapshot reads counters
 // that move with every request, without the dispatch lock and without
 // allocating, so response-time readers (such as the headroom header) never
-// wait on dispatch.
+// wait on dispatch. [FlowController.FlowSnapshot] reads one flow, under the
+// lock, briefly.
 //
 // # Shutdown
 //
@@ -123,6 +182,7 @@
 // rates behind Retry-After — goes through one [Clock], the real one unless
 // [Config.Clock] sets another. Nothing in the controller reads time.Now
 // behind its back, so a simulation runs the same code on a virtual clock.
+// Contexts stay real: see [Clock] for what that means for a deadline.
 //
 // # User code that panics
 //
@@ -145,4 +205,7 @@
 //     callback is not called for it.
 //   - Outcomes decided in the same event for other requests are still
 //     delivered, each to its own caller.
+//
+// A fairness [Scheduler] is the exception: it must not panic, since it
+// runs in the middle of a change to its band.
 package flowcontrol
