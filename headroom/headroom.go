@@ -8,6 +8,24 @@
 // how full that band is now. The value is advisory: nothing is reserved, and
 // concurrent callers may read the same room.
 //
+// # When the header is set
+//
+// The stamping functions set the header only when the request was admitted
+// through flow control, a [capacity.Reader] is configured, the admitting
+// band still resolves, its snapshot reads without error, and its request
+// capacity is bounded (a bound of 0 reports 0). Otherwise the header is
+// absent. Absence never changes the response's status or body: a failed
+// capacity read never turns a good response into an error.
+//
+// The value is the band's room in requests and nothing more. It counts
+// requests also where the band bounds bytes or cost, and it says nothing of
+// other bands or of the controller-wide capacities: a controller whose
+// global capacity is full still advertises the band's headroom, and the
+// next request may be refused while the header shows room. It holds only
+// at the moment it was read. The band is the effective one: a request for
+// band 5 admitted in fallback band 0 reports band 0, even if band 5 is
+// provisioned while it runs.
+//
 // # Which entry point
 //
 //   - A net/http router that admits through Sluice: use flowhttp.Handler,
