@@ -11,8 +11,8 @@
 // # How a dispatcher should read the router's signals
 //
 // The rules below are what the comparison in examples/consumers measured
-// (the real flow controller on a simulated band, seeds 1–20); its README
-// section has the tables.
+// (the real flow controller on a simulated band, seeds 1–20);
+// examples/consumers/README.md has the tables and the command.
 //
 //   - Headroom: fill part of it, not all of it. The window lets at most the
 //     requests in flight plus half the reported headroom be in flight
@@ -44,6 +44,17 @@
 //     fixed once it is busy: what a batch window gains, the interactive
 //     tenants lose. Compare windows on refusals, on the band's goodput and
 //     on the other tenants' service together.
+//   - Where the window is weaker: in a batch band with a short TTL it lets
+//     more requests expire than llm-d-async's gate, which backs off on
+//     every expiry where the window shrinks once per flight. The router
+//     sends no Retry-After or queue duration with rejected-ttl-expired;
+//     whether it should is not measured yet.
+//
+// The headroom is the band's room only. A router whose controller-wide
+// capacity is full still reports its band's headroom on the responses it
+// lets through, and may refuse the next request: that refusal carries no
+// headroom, counts as headroom 0 and shrinks the window as any refusal
+// does. The header never tells a dispatcher about the global capacity.
 //
 // A [Window] never reads the clock: every method that needs the time takes
 // it as a parameter, so the window runs the same on a wall clock and in a
