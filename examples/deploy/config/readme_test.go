@@ -10,10 +10,10 @@ import (
 	"github.com/sluicegate/sluice/ordering"
 )
 
-// The llm-d file the repository's README shows loads unchanged, and means
-// what the README says of it.
+// The llm-d file the deploy module's README shows loads unchanged, and
+// means what the README says of it.
 func TestREADMEExampleLoads(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestREADMEExampleLoads(t *testing.T) {
 		}
 	}
 	if example == "" {
-		t.Fatal("README.md shows no llm-d EndpointPickerConfig in a yaml block")
+		t.Fatal("examples/deploy/README.md shows no llm-d EndpointPickerConfig in a yaml block")
 	}
 	f, err := Parse([]byte(example))
 	if err != nil {
