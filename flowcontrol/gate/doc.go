@@ -15,6 +15,11 @@
 //	ConcurrencyConfig.Mode                  concurrency-detector concurrencyMode           "requests"
 //	ConcurrencyConfig.MaxConcurrency        concurrency-detector maxConcurrency            100
 //	ConcurrencyConfig.MaxTokenConcurrency   concurrency-detector maxTokenConcurrency       1000000
+//	SaturationConfig.Replicas, Replica      (none)                                         1, 0
+//
+// The adaptive gate's own defaults are InitialLimit 100, MinLimit 1,
+// MaxLimit 10,000, Backoff 0.9 and Increase 0.1; TargetFirstToken has none
+// and must be set.
 //
 // The gates run inside the controller: their TryAcquire is called with the
 // controller's lock held, reads no clock and allocates nothing. A gate whose
@@ -28,5 +33,6 @@
 // the adaptive gate where they cannot — it follows within a few request
 // lifetimes, since it learns as admissions end; the concurrency gate as a
 // ceiling beside either, through All. The simulation in examples/gates
-// measures them against fixed limits on a pool whose capacity changes.
+// measures them against fixed limits on a pool whose capacity changes;
+// examples/gates/README.md has its tables and the gates' benchmarks.
 package gate
