@@ -14,7 +14,7 @@ import (
 var ErrAbsent = errors.New("headroom: header absent")
 
 // ErrMalformed is wrapped by the error [Parse] returns for a header that is
-// present but is not a single decimal integer in the range of uint64.
+// present but is not a single decimal integer in the range of int64.
 var ErrMalformed = errors.New("headroom: malformed header")
 
 // Parse reads the headroom a router advertised in a response's headers, for
