@@ -20,6 +20,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
 func main() {
@@ -30,7 +32,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "consumers: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
 		os.Exit(2)
 	}
-	c, err := Compare(Scenarios, Variants, seedRange(*from, *to))
+	c, err := Compare(Scenarios, Variants, sim.SeedRange(*from, *to))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
