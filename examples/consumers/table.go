@@ -72,6 +72,12 @@ func (c *Comparison) Print(out io.Writer) {
 		slots, meanService, quietRate, busyRate, meanPhase)
 	fmt.Fprintf(out, "%v simulated per run; seeds %d–%d; cells: median [min–max] over the seeds\n",
 		simDuration, c.Seeds[0], c.Seeds[len(c.Seeds)-1])
+	c.PrintTables(out)
+}
+
+// PrintTables writes the tables of Print without its description of the
+// pool and the seeds, each after a blank line and the scenario's name.
+func (c *Comparison) PrintTables(out io.Writer) {
 	for s, sc := range c.Scenarios {
 		fmt.Fprintf(out, "\n%s\n", sc.Name)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
