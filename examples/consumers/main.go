@@ -9,6 +9,9 @@
 // 2 s TTL below the interactive band; and 2 and 4 dispatchers sharing the
 // band of the first. Each variant runs on each scenario for each seed, and
 // every cell prints the median over the seeds with the minimum and maximum.
+// A last table puts the simplest dispatchers on the first scenario: a fixed
+// window of 64 against an AIMD window, with and without the headroom
+// header (package headroom/window; examples/dispatcher runs it live).
 //
 //	go run ./examples/consumers              # seeds 1–20
 //	go run ./examples/consumers -from 1 -to 5
@@ -20,6 +23,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
 func main() {
@@ -30,10 +35,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "consumers: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
 		os.Exit(2)
 	}
-	c, err := Compare(Scenarios, Variants, seedRange(*from, *to))
+	seeds := sim.SeedRange(*from, *to)
+	c, err := Compare(Scenarios, Variants, seeds)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	w, err := Compare([]Scenario{WindowScenario}, Windows, seeds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	c.Print(os.Stdout)
+	w.PrintTables(os.Stdout)
 }

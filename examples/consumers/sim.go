@@ -43,6 +43,9 @@ type Scenario struct {
 	Shared        bool
 	BatchCapacity int
 	BatchTTL      time.Duration
+	// Alone silences the interactive tenants: the dispatchers have the
+	// pool to themselves.
+	Alone bool
 }
 
 // Scenarios are the workloads of the comparison.
@@ -61,14 +64,17 @@ const (
 func (sc Scenario) config(seed uint64) sim.Config {
 	output := sim.Tokens{Mean: float64(meanService / perOutputToken), Sigma: serviceSigma}
 	bands := []flowcontrol.BandConfig{{Priority: batchBand, RequestCapacity: capacity.Bounded(int64(sc.BatchCapacity)), TTL: sc.BatchTTL}}
-	interactive := batchBand
+	interactive, quiet, busy := batchBand, float64(quietRate), float64(busyRate)
+	if sc.Alone {
+		quiet, busy = 0, 0
+	}
 	if !sc.Shared {
 		bands = append(bands, flowcontrol.BandConfig{Priority: interactiveBand, RequestCapacity: capacity.Bounded(64)})
 		interactive = interactiveBand
 	}
 	tenants := []sim.Tenant{{
 		Name: "interactive", Priority: interactive, OutputTokens: output,
-		Phases:       []sim.Phase{{Rate: quietRate, For: meanPhase}, {Rate: busyRate, For: meanPhase}},
+		Phases:       []sim.Phase{{Rate: quiet, For: meanPhase}, {Rate: busy, For: meanPhase}},
 		RandomPhases: true,
 	}}
 	for i := range sc.Dispatchers {
@@ -134,6 +140,24 @@ var Variants = []Variant{
 	{Name: "window: queue delay 1s only", Window: window.Config{Max: maxWindow, TargetQueueDelay: time.Second}, NoHeadroom: true},
 	{Name: "window: half headroom + queue delay 1s", Window: window.Config{Max: maxWindow, TargetQueueDelay: time.Second}},
 	{Name: "window: Retry-After ignored", Window: window.Config{Max: maxWindow}, NoRetryAfter: true},
+}
+
+// WindowScenario is the first scenario, under the name of the comparison
+// that Windows makes on it.
+var WindowScenario = Scenario{
+	Name:        "a fixed window against AIMD (queue-delay target 2s), with and without headroom (one band)",
+	Dispatchers: 1, Shared: true, BatchCapacity: 64,
+}
+
+// Windows measure what the headroom header is worth to the simplest
+// dispatchers: one that keeps 64 requests in flight whatever the router
+// says, and an AIMD window (Sluice's, with no Max) that halves on a
+// capacity refusal, honours Retry-After and holds its growth once requests
+// wait 2 s, without the headroom and with it.
+var Windows = []Variant{
+	{Name: "fixed window 64", Window: window.Config{Initial: 64, Min: 64, Max: 64}, NoHeadroom: true},
+	{Name: "AIMD without headroom", Window: window.Config{TargetQueueDelay: 2 * time.Second}, NoHeadroom: true},
+	{Name: "AIMD with headroom", Window: window.Config{TargetQueueDelay: 2 * time.Second}},
 }
 
 // Run is what one variant achieved on one scenario and seed.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"testing"
+
+	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
 // columnByName returns the column the tables print under name.
@@ -33,7 +35,7 @@ func TestWindowBeatsAsyncGate(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		last = 5
 	}
-	c, err := Compare(Scenarios, Variants[:2], seedRange(1, last))
+	c, err := Compare(Scenarios, Variants[:2], sim.SeedRange(1, last))
 	if err != nil {
 		t.Fatal(err)
 	}

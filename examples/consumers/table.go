@@ -3,10 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
-	"slices"
-	"sync"
 	"text/tabwriter"
+
+	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
 // Comparison holds every run of a set of variants on a set of scenarios and
@@ -18,75 +17,25 @@ type Comparison struct {
 	Runs      [][][]Run
 }
 
-// Compare runs every variant on every scenario for every seed. Runs are
-// independent simulations, spread over the CPUs; each result lands in its
-// own place, so the comparison is the same whatever the schedule.
+// Compare runs every variant on every scenario for every seed, the runs
+// spread over the CPUs (see sim.Parallel).
 func Compare(scenarios []Scenario, variants []Variant, seeds []uint64) (*Comparison, error) {
 	c := &Comparison{Scenarios: scenarios, Variants: variants, Seeds: seeds}
-	type job struct{ s, v, i int }
-	var jobs []job
 	c.Runs = make([][][]Run, len(scenarios))
 	for s := range scenarios {
 		c.Runs[s] = make([][]Run, len(variants))
 		for v := range variants {
 			c.Runs[s][v] = make([]Run, len(seeds))
-			for i := range seeds {
-				jobs = append(jobs, job{s, v, i})
-			}
 		}
 	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		next     = make(chan job)
-	)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for j := range next {
-				r, err := Simulate(scenarios[j.s], variants[j.v], seeds[j.i])
-				if err != nil {
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
-				}
-				c.Runs[j.s][j.v][j.i] = r
-			}
-		})
-	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	return c, firstErr
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
-// Spread is the minimum, median and maximum of a column over the seeds.
-type Spread struct{ Min, Median, Max float64 }
-
-func spread(runs []Run, col func(Run) float64) Spread {
-	vs := make([]float64, len(runs))
-	for i, r := range runs {
-		vs[i] = col(r)
-	}
-	slices.Sort(vs)
-	n := len(vs)
-	if n == 0 {
-		return Spread{}
-	}
-	med := vs[n/2]
-	if n%2 == 0 {
-		med = (vs[n/2-1] + vs[n/2]) / 2
-	}
-	return Spread{vs[0], med, vs[n-1]}
+	perScenario := len(variants) * len(seeds)
+	err := sim.Parallel(len(scenarios)*perScenario, func(j int) error {
+		s, v, i := j/perScenario, j%perScenario/len(seeds), j%len(seeds)
+		var err error
+		c.Runs[s][v][i], err = Simulate(scenarios[s], variants[v], seeds[i])
+		return err
+	})
+	return c, err
 }
 
 // Column reads one figure of a run.
@@ -108,8 +57,12 @@ var Columns = []Column{
 }
 
 // Spread returns column col of variant v on scenario s over the seeds.
-func (c *Comparison) Spread(s, v int, col Column) Spread {
-	return spread(c.Runs[s][v], col.Of)
+func (c *Comparison) Spread(s, v int, col Column) sim.Spread {
+	values := make([]float64, len(c.Runs[s][v]))
+	for i, r := range c.Runs[s][v] {
+		values[i] = col.Of(r)
+	}
+	return sim.SpreadOf(values)
 }
 
 // Print writes one table per scenario: each cell is the median over the
@@ -119,6 +72,12 @@ func (c *Comparison) Print(out io.Writer) {
 		slots, meanService, quietRate, busyRate, meanPhase)
 	fmt.Fprintf(out, "%v simulated per run; seeds %d–%d; cells: median [min–max] over the seeds\n",
 		simDuration, c.Seeds[0], c.Seeds[len(c.Seeds)-1])
+	c.PrintTables(out)
+}
+
+// PrintTables writes the tables of Print without its description of the
+// pool and the seeds, each after a blank line and the scenario's name.
+func (c *Comparison) PrintTables(out io.Writer) {
 	for s, sc := range c.Scenarios {
 		fmt.Fprintf(out, "\n%s\n", sc.Name)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -138,13 +97,4 @@ func (c *Comparison) Print(out io.Writer) {
 		}
 		tw.Flush()
 	}
-}
-
-// seedRange returns the seeds from, from+1, ..., to.
-func seedRange(from, to uint64) []uint64 {
-	var seeds []uint64
-	for s := from; s <= to; s++ {
-		seeds = append(seeds, s)
-	}
-	return seeds
 }

@@ -36,7 +36,7 @@ const liveReportInterval = time.Second
 
 // liveConfig configures the live dispatcher.
 type liveConfig struct {
-	target         string // gateway base URL; empty: run the simulation
+	target         string // gateway base URL
 	path           string
 	body           string
 	band           int
@@ -51,7 +51,7 @@ type liveConfig struct {
 
 func liveFlags(fs *flag.FlagSet) *liveConfig {
 	c := &liveConfig{duration: defaultLiveDuration}
-	fs.StringVar(&c.target, "target", "", "live: gateway base URL, e.g. http://127.0.0.1:8080 (empty: run the simulation)")
+	fs.StringVar(&c.target, "target", "", "live: gateway base URL, e.g. http://127.0.0.1:8080 (required)")
 	fs.StringVar(&c.path, "path", defaultLivePath, "live: request path")
 	fs.StringVar(&c.body, "body", defaultLiveBody, "live: request body (POST, application/json)")
 	fs.IntVar(&c.band, "band", defaultLiveBand, "live: priority band to dispatch to, sent in -priority-header")

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -312,32 +311,26 @@ func onOff(b bool) string {
 
 func millis(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
-// Spread is the minimum, median and maximum of a figure over seeds.
-type Spread struct{ Min, Median, Max float64 }
-
-func spread(xs []float64) Spread {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return Spread{Min: s[0], Median: s[(len(s)-1)/2], Max: s[len(s)-1]}
-}
-
 // SeedSummary is one variant over seeds: the heavy tenant's success rate,
 // and the worst light tenant's in each seed.
 type SeedSummary struct {
 	Variant      Variant
-	Heavy, Light Spread
+	Heavy, Light sim.Spread
 }
 
 // Seeds runs the variants for seeds 1..n and summarizes each.
 func Seeds(cfg Config, variants []Variant, n int) ([]SeedSummary, error) {
+	perSeed, err := sim.OverSeeds(sim.SeedRange(1, uint64(n)), func(seed uint64) ([]Result, error) {
+		cfg := cfg
+		cfg.Seed = seed
+		return Simulate(cfg, variants)
+	})
+	if err != nil {
+		return nil, err
+	}
 	heavy := make([][]float64, len(variants))
 	light := make([][]float64, len(variants))
-	for seed := 1; seed <= n; seed++ {
-		cfg.Seed = uint64(seed)
-		results, err := Simulate(cfg, variants)
-		if err != nil {
-			return nil, err
-		}
+	for _, results := range perSeed {
 		for v, r := range results {
 			worst := 1.0
 			for i, t := range r.Tenants {
@@ -352,7 +345,7 @@ func Seeds(cfg Config, variants []Variant, n int) ([]SeedSummary, error) {
 	}
 	var out []SeedSummary
 	for v := range variants {
-		out = append(out, SeedSummary{Variant: variants[v], Heavy: spread(heavy[v]), Light: spread(light[v])})
+		out = append(out, SeedSummary{Variant: variants[v], Heavy: sim.SpreadOf(heavy[v]), Light: sim.SpreadOf(light[v])})
 	}
 	return out, nil
 }
@@ -361,7 +354,7 @@ func Seeds(cfg Config, variants []Variant, n int) ([]SeedSummary, error) {
 func PrintSeeds(out io.Writer, sums []SeedSummary) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "fairness\tfair admission\theavy success\tworst light success\t\n")
-	pct := func(s Spread) string {
+	pct := func(s sim.Spread) string {
 		return fmt.Sprintf("%.1f / %.1f / %.1f%%", 100*s.Min, 100*s.Median, 100*s.Max)
 	}
 	for _, s := range sums {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -332,34 +331,27 @@ func Run(seed uint64, designs []Design) ([]Result, error) {
 	return out, nil
 }
 
-// Spread is the minimum, median and maximum of one measure over seeds.
-type Spread struct{ Min, Median, Max float64 }
-
-func spreadOf(v []float64) Spread {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return Spread{Min: s[0], Median: s[(len(s)-1)/2], Max: s[len(s)-1]}
-}
-
 // Aggregate is one design over many seeds: its wasted retries, goodput,
 // p95 latency (seconds) and give-ups.
 type Aggregate struct {
 	Design                        string
-	Wasted, Goodput, P95, GiveUps Spread
+	Wasted, Goodput, P95, GiveUps sim.Spread
 	wasted, goodput, p95, giveUps []float64
 }
 
 // Compare runs seeds 1..n and aggregates each design.
 func Compare(n int, designs []Design) ([]Aggregate, error) {
+	perSeed, err := sim.OverSeeds(sim.SeedRange(1, uint64(n)), func(seed uint64) ([]Result, error) {
+		return Run(seed, designs)
+	})
+	if err != nil {
+		return nil, err
+	}
 	aggs := make([]Aggregate, len(designs))
 	for i, d := range designs {
 		aggs[i].Design = d.Name
 	}
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		results, err := Run(seed, designs)
-		if err != nil {
-			return nil, err
-		}
+	for _, results := range perSeed {
 		for i, r := range results {
 			a := &aggs[i]
 			a.wasted = append(a.wasted, float64(r.WastedRetries))
@@ -370,7 +362,7 @@ func Compare(n int, designs []Design) ([]Aggregate, error) {
 	}
 	for i := range aggs {
 		a := &aggs[i]
-		a.Wasted, a.Goodput, a.P95, a.GiveUps = spreadOf(a.wasted), spreadOf(a.goodput), spreadOf(a.p95), spreadOf(a.giveUps)
+		a.Wasted, a.Goodput, a.P95, a.GiveUps = sim.SpreadOf(a.wasted), sim.SpreadOf(a.goodput), sim.SpreadOf(a.p95), sim.SpreadOf(a.giveUps)
 	}
 	return aggs, nil
 }
@@ -386,7 +378,7 @@ func PrintAggregates(out io.Writer, aggs []Aggregate) {
 	tw.Flush()
 }
 
-func fmtSpread(s Spread, f string) string {
+func fmtSpread(s sim.Spread, f string) string {
 	return fmt.Sprintf(f+" / "+f+" / "+f, s.Min, s.Median, s.Max)
 }
 

@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strings"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -28,7 +25,8 @@ type options struct {
 	backends []*url.URL
 	// maxInFlight is -max-inflight; nil when the flag is not given.
 	maxInFlight *int
-	// gracePeriod is -grace-period; nil when the flag is not given.
+	// gracePeriod is -grace-period (or its deprecated name
+	// -shutdown-timeout); nil when the flag is not given.
 	gracePeriod *time.Duration
 	// logLevel is -log-level.
 	logLevel slog.Level
@@ -124,53 +122,29 @@ Examples:
 func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o := options{}
 	fs := flag.NewFlagSet("sluice-gateway", flag.ContinueOnError)
-	var usage strings.Builder
-	fs.SetOutput(&usage)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageHeader)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), usageFooter)
-	}
+	config.SetUsage(fs, usageHeader, usageFooter)
 
 	var (
+		shared      config.Flags
 		listen      string
 		maxInFlight int
-		grace       time.Duration
-		logLevel    string
 	)
-	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file` (Sluice's form or llm-d-router's EndpointPickerConfig); reloaded on SIGHUP")
+	shared.Register(fs)
 	fs.StringVar(&listen, "listen", config.DefaultListen, "`address` to listen on; overrides gateway.listen")
-	fs.Var(config.BackendsFlag{URLs: &o.backends}, "backend", "base `URL` of a model server (its root: /v1/... and /metrics are below it), repeatable; added to gateway.backends")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate")
-	fs.DurationVar(&grace, "grace-period", config.DefaultGracePeriod, "how long admitted requests may finish after SIGTERM; overrides gateway.gracePeriod")
-	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.StringVar(&o.pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
-	fs.StringVar(&o.classifier.PriorityHeader, "priority-header", "", "request `header` carrying an integer priority (off when empty)")
-	fs.Var(config.ObjectivesFlag{Objectives: &o.classifier.Objectives}, "objective", "`name=priority` of an inference objective (x-llm-d-inference-objective), repeatable")
-	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
-	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
-		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
 	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", flowhttp.DefaultMaxBodyBytes,
 		"longest request body, read before queueing to size it and estimate its tokens; longer ones get 413 (negative: never read, every request costs 1)")
 
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		io.WriteString(stdout, usage.String())
-		return o, err
-	case err != nil:
-		io.WriteString(stderr, usage.String())
+	set, err := shared.Parse(fs, args, stdout, stderr)
+	if err != nil {
 		return o, err
 	}
-	fail := func(err error) (options, error) {
-		fmt.Fprintf(stderr, "sluice-gateway: %v\nRun sluice-gateway -h for usage.\n", err)
-		return o, err
+	o.configPath, o.backends, o.classifier = shared.ConfigPath, shared.Backends, shared.Classifier
+	o.emitProvisionalHeadroom, o.pool, o.logLevel = shared.EmitProvisionalHeadroom, shared.Pool, shared.LogLevel
+	if shared.GracePeriodSet {
+		o.gracePeriod = &shared.GracePeriod
 	}
-	if fs.NArg() > 0 {
-		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 	if set["listen"] {
 		if _, port, err := net.SplitHostPort(listen); err != nil || port == "" {
 			return fail(fmt.Errorf("-listen %q: want host:port, such as %q", listen, config.DefaultListen))
@@ -182,18 +156,6 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 			return fail(fmt.Errorf("-max-inflight %d: must be at least 1", maxInFlight))
 		}
 		o.maxInFlight = &maxInFlight
-	}
-	if set["grace-period"] {
-		if grace < 0 {
-			return fail(fmt.Errorf("-grace-period %v: negative", grace))
-		}
-		o.gracePeriod = &grace
-	}
-	if h := o.classifier.PriorityHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
-		return fail(fmt.Errorf("-priority-header %q: not a valid header name", h))
-	}
-	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
-		return fail(fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel))
 	}
 	if o.maxBodyBytes == 0 {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))

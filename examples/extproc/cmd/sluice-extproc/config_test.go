@@ -261,17 +261,17 @@ gate:
 	}
 
 	o := parse()
-	if o.gateLimit != 8 || o.shutdownTimeout != 5*time.Second || o.controller.RequestCapacity != capacity.Bounded(40) ||
+	if o.gateLimit != 8 || o.gracePeriod != 5*time.Second || o.controller.RequestCapacity != capacity.Bounded(40) ||
 		o.controller.DefaultTTL != 7*time.Second || len(o.controller.Bands) != 2 || len(o.backends) != 1 {
 		t.Errorf("from the file alone: gate limit %d, shutdown %v, capacity %s, ttl %v, %d bands, backends %v",
-			o.gateLimit, o.shutdownTimeout, o.controller.RequestCapacity, o.controller.DefaultTTL, len(o.controller.Bands), o.backends)
+			o.gateLimit, o.gracePeriod, o.controller.RequestCapacity, o.controller.DefaultTTL, len(o.controller.Bands), o.backends)
 	}
 
 	o = parse("-max-inflight", "2", "-shutdown-timeout", "1s", "-capacity", "unbounded", "-default-ttl", "0s",
 		"-band", "priority=0,capacity=3", "-backend", "http://127.0.0.1:8002")
-	if o.gateLimit != 2 || o.shutdownTimeout != time.Second || o.controller.RequestCapacity.IsBounded() || o.controller.DefaultTTL != 0 {
+	if o.gateLimit != 2 || o.gracePeriod != time.Second || o.controller.RequestCapacity.IsBounded() || o.controller.DefaultTTL != 0 {
 		t.Errorf("flags over the file: gate limit %d, shutdown %v, capacity %s, ttl %v",
-			o.gateLimit, o.shutdownTimeout, o.controller.RequestCapacity, o.controller.DefaultTTL)
+			o.gateLimit, o.gracePeriod, o.controller.RequestCapacity, o.controller.DefaultTTL)
 	}
 	if len(o.controller.Bands) != 1 || o.controller.Bands[0].RequestCapacity != capacity.Bounded(3) {
 		t.Errorf("-band: bands %+v, want only the flag's", o.controller.Bands)

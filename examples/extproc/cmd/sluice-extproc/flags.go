@@ -10,17 +10,14 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
-	"github.com/sluicegate/sluice/ordering"
 )
 
 // defaultBand is the band configured when no -band flag is given.
@@ -37,7 +34,7 @@ type options struct {
 	// emitProvisionalHeadroom also stamps x-llm-d-flow-band-headroom.
 	emitProvisionalHeadroom bool
 	logLevel                slog.Level
-	shutdownTimeout         time.Duration
+	gracePeriod             time.Duration
 
 	// configPath is -config; "" for none.
 	configPath string
@@ -91,7 +88,7 @@ gateway.scrapeInterval, gateway.scrapeTimeout and gateway.gracePeriod
 -listen). A flag that is given wins over the file: -band replaces the
 file's bands, -max-inflight its gate (0: no gate), -capacity, -default-ttl,
 -fallback-priority and -never-promote the controller's settings,
--shutdown-timeout gateway.gracePeriod; -backend URLs are added to
+-grace-period gateway.gracePeriod; -backend URLs are added to
 gateway.backends. Without -config the flags alone configure it.
 
 The gate: -max-inflight N if given; else the file's (Sluice's gate section,
@@ -108,7 +105,7 @@ does llm-d-router's per-endpoint concurrency-detector, to count them.
              begun or while the saturation gate fails closed
 
 It stops on SIGINT or SIGTERM: queued requests are answered 503
-rejected-shutting-down, admitted ones may finish within -shutdown-timeout.
+rejected-shutting-down, admitted ones may finish within -grace-period.
 
 SIGHUP reloads the -config file. A reload is all or nothing: a file that does
 not parse, or that changes something only a restart can change, is refused
@@ -118,7 +115,7 @@ sluice_extproc_config_last_reload_successful. No reload drops a request that
 is admitted or queued.
   A reload may change:
     the backends (gateway.backends) a saturation gate scrapes
-    gateway.gracePeriod, unless -shutdown-timeout is given
+    gateway.gracePeriod, unless -grace-period is given
     a band's capacities and TTL (maxRequests, maxBytes, maxCost,
       maxFlowRequests, ttl; in llm-d's form priorityBands[].maxRequests,
       maxBytes and the default band templates), unless -band is given: they
@@ -157,152 +154,44 @@ Examples:
     -metrics-listen 127.0.0.1:9090 -objective chat=10
 `
 
-// bandsFlag collects repeated -band flags.
-type bandsFlag struct{ bands *[]flowcontrol.BandConfig }
-
-func (f bandsFlag) String() string {
-	if f.bands == nil {
-		return ""
-	}
-	parts := make([]string, len(*f.bands))
-	for i, b := range *f.bands {
-		parts[i] = fmt.Sprintf("priority=%d,capacity=%s", b.Priority, b.RequestCapacity)
-	}
-	return strings.Join(parts, " ")
-}
-
-func (f bandsFlag) Set(spec string) error {
-	b, err := parseBand(spec)
-	if err != nil {
-		return err
-	}
-	*f.bands = append(*f.bands, b)
-	return nil
-}
-
-// parseBand parses one -band value, such as
-// "priority=10,capacity=100,policy=slo-deadline-ordering-policy".
-func parseBand(spec string) (flowcontrol.BandConfig, error) {
-	var b flowcontrol.BandConfig
-	seen := make(map[string]bool)
-	for field := range strings.SplitSeq(spec, ",") {
-		key, value, ok := strings.Cut(strings.TrimSpace(field), "=")
-		if !ok {
-			return b, fmt.Errorf("band %q: %q is not key=value", spec, field)
-		}
-		if seen[key] {
-			return b, fmt.Errorf("band %q: %s given twice", spec, key)
-		}
-		seen[key] = true
-		var err error
-		switch key {
-		case "priority":
-			b.Priority, err = strconv.Atoi(value)
-		case "capacity":
-			b.RequestCapacity, err = parseLimit(value)
-		case "bytes":
-			b.ByteCapacity, err = parseLimit(value)
-		case "ttl":
-			b.TTL, err = time.ParseDuration(value)
-			if err == nil && b.TTL < 0 {
-				err = errors.New("negative")
-			}
-		case "policy":
-			b.Policy, err = ordering.PolicyByName(value)
-		case "queue":
-			b.Queue = ordering.QueueKind(value)
-		default:
-			return b, fmt.Errorf("band %q: unknown key %q (known: priority, capacity, bytes, ttl, policy, queue)", spec, key)
-		}
-		if err != nil {
-			return b, fmt.Errorf("band %q: %s=%q: %w", spec, key, value, err)
-		}
-	}
-	if !seen["priority"] {
-		return b, fmt.Errorf("band %q: priority is required", spec)
-	}
-	return b, nil
-}
-
-// parseLimit parses a capacity: a count of at least 0, or "unbounded".
-func parseLimit(s string) (capacity.Limit, error) {
-	if s == "unbounded" {
-		return capacity.Unbounded(), nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return capacity.Limit{}, errors.New(`not an integer or "unbounded"`)
-	}
-	if n < 0 {
-		return capacity.Limit{}, errors.New("negative")
-	}
-	return capacity.Bounded(n), nil
-}
-
 // parseFlags parses args. For -h it prints the usage to stdout and returns
 // flag.ErrHelp; for a bad flag it prints the error and the usage to stderr.
 func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("sluice-extproc", flag.ContinueOnError)
-	var usage strings.Builder
-	fs.SetOutput(&usage)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageHeader)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), usageFooter)
-	}
+	config.SetUsage(fs, usageHeader, usageFooter)
 
 	var (
+		shared       config.Flags
 		bands        []flowcontrol.BandConfig
 		maxInFlight  int
 		globalCap    string
-		logLevel     string
 		neverPromote bool
 	)
+	shared.Register(fs)
+	fs.Lookup("backend").Usage = "base `URL` of a model server whose vLLM /metrics a saturation gate reads, repeatable; added to gateway.backends"
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9002", "gRPC listen `address` for Envoy's ext_proc filter (loopback unless told otherwise)")
-	fs.StringVar(&o.configPath, "config", "", "YAML configuration `file`, sluice-gateway's (Sluice's form or llm-d-router's EndpointPickerConfig); flags given win over it")
 	fs.StringVar(&o.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP `address` of /metrics, /healthz and /readyz; \"\" or \"off\" turns it off")
-	fs.Var(config.BackendsFlag{URLs: &o.backends}, "backend", "base `URL` of a model server whose vLLM /metrics a saturation gate reads, repeatable; added to gateway.backends")
-	fs.StringVar(&o.pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
-	fs.Var(bandsFlag{&bands}, "band", "a priority `band`, repeatable (keys below; default "+strconv.Quote(defaultBand)+"); replaces the file's bands")
+	fs.Var(config.BandsFlag{Bands: &bands}, "band", "a priority `band`, repeatable (keys below; default "+strconv.Quote(defaultBand)+"); replaces the file's bands")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "requests admitted at once across all bands; 0 admits everything at once; replaces the file's gate")
 	fs.StringVar(&globalCap, "capacity", "unbounded", "queued-request capacity across all bands, or \"unbounded\"")
 	fs.IntVar(&o.controller.FallbackPriority, "fallback-priority", 0, "band for requests whose own band is not configured")
 	fs.BoolVar(&neverPromote, "never-promote", false, "fall back only to the nearest band at or below the requested priority")
 	fs.DurationVar(&o.controller.DefaultTTL, "default-ttl", 0, "queue-wait TTL for bands without their own; 0 means none")
-	fs.StringVar(&o.classifier.PriorityHeader, "priority-header", "", "request `header` carrying an integer priority (off when empty)")
-	fs.StringVar(&o.classifier.ObjectiveHeader, "objective-header", flowhttp.DefaultObjectiveHeader,
+	fs.StringVar(&shared.Classifier.ObjectiveHeader, "objective-header", flowhttp.DefaultObjectiveHeader,
 		"request `header` naming the inference objective (the default also reads "+flowhttp.DeprecatedObjectiveHeader+")")
-	fs.Var(config.ObjectivesFlag{Objectives: &o.classifier.Objectives}, "objective", "`name=priority` of an inference objective, repeatable")
-	fs.IntVar(&o.classifier.DefaultPriority, "default-priority", 0, "priority of requests nothing else classifies")
-	fs.BoolVar(&o.emitProvisionalHeadroom, "emit-provisional-headroom", false,
-		"also stamp the headroom as x-llm-d-flow-band-headroom, the name llm-d-async's dispatcher reads")
-	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", config.DefaultGracePeriod, "how long admitted requests may finish after SIGINT/SIGTERM; overrides gateway.gracePeriod")
 
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		io.WriteString(stdout, usage.String())
-		return o, err
-	case err != nil:
-		io.WriteString(stderr, usage.String())
-		return o, err
-	case fs.NArg() > 0:
-		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
-		fmt.Fprintf(stderr, "%v\nRun sluice-extproc -h for usage.\n", err)
+	set, err := shared.Parse(fs, args, stdout, stderr)
+	if err != nil {
 		return o, err
 	}
-
-	fail := func(err error) (options, error) {
-		fmt.Fprintf(stderr, "%v\nRun sluice-extproc -h for usage.\n", err)
-		return o, err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.configPath, o.backends, o.classifier = shared.ConfigPath, shared.Backends, shared.Classifier
+	o.emitProvisionalHeadroom, o.pool, o.logLevel = shared.EmitProvisionalHeadroom, shared.Pool, shared.LogLevel
+	o.gracePeriod = shared.GracePeriod
+	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 
 	if len(bands) == 0 {
-		b, err := parseBand(defaultBand)
+		b, err := config.ParseBand(defaultBand)
 		if err != nil {
 			panic(err) // the constant is wrong
 		}
@@ -313,20 +202,11 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if maxInFlight < 0 {
 		return fail(fmt.Errorf("-max-inflight %d: negative", maxInFlight))
 	}
-	if o.controller.RequestCapacity, err = parseLimit(globalCap); err != nil {
+	if o.controller.RequestCapacity, err = config.ParseLimit(globalCap); err != nil {
 		return fail(fmt.Errorf("-capacity %q: %w", globalCap, err))
-	}
-	if h := o.classifier.PriorityHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
-		return fail(fmt.Errorf("-priority-header %q: not a valid header name", h))
 	}
 	if h := o.classifier.ObjectiveHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		return fail(fmt.Errorf("-objective-header %q: not a valid header name", h))
-	}
-	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
-		return fail(fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel))
-	}
-	if o.shutdownTimeout < 0 {
-		return fail(fmt.Errorf("-shutdown-timeout %v: negative", o.shutdownTimeout))
 	}
 	if o.metricsListen == "off" {
 		o.metricsListen = ""
@@ -385,8 +265,8 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	if set["never-promote"] {
 		o.controller.NeverPromote = flagged.NeverPromote
 	}
-	if !set["shutdown-timeout"] {
-		o.shutdownTimeout = f.Gateway.GracePeriod
+	if !set[config.GracePeriodFlag] && !set[config.DeprecatedGracePeriodFlag] {
+		o.gracePeriod = f.Gateway.GracePeriod
 	}
 	seen := map[string]bool{}
 	var backends []*url.URL

@@ -115,10 +115,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // serve runs the ext_proc server over fc on lis until ctx is done, then
 // shuts down: the controller closes first, so queued requests are answered
 // rejected-shutting-down at once and new ones are refused; admitted requests
-// get shutdownTimeout() — read as shutdown begins, for a reload may have
+// get gracePeriod() — read as shutdown begins, for a reload may have
 // changed it — to finish before their streams are cancelled.
 // serve closes lis.
-func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, shutdownTimeout func() time.Duration, lis net.Listener, logger *slog.Logger) error {
+func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gracePeriod func() time.Duration, lis net.Listener, logger *slog.Logger) error {
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
 		Classify:   opts.classifier.ClassifyHeader,
@@ -146,7 +146,7 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, sh
 	var timeout time.Duration
 	select {
 	case <-ctx.Done():
-		timeout = shutdownTimeout()
+		timeout = gracePeriod()
 		logger.Info("shutting down", "timeout", timeout)
 	case err := <-served:
 		// Serve returns early only when the listener fails.

@@ -23,7 +23,6 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/internal/pipenet"
-	"github.com/sluicegate/sluice/ordering"
 )
 
 // beMain makes the test binary act as the command when set, so a test can
@@ -84,30 +83,12 @@ func TestBadFlagsExit2(t *testing.T) {
 	}
 }
 
-func TestParseBand(t *testing.T) {
-	b, err := parseBand("priority=10,capacity=100,bytes=unbounded,ttl=30s,policy=slo-deadline-ordering-policy,queue=heap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Priority != 10 || b.RequestCapacity != capacity.Bounded(100) || b.ByteCapacity.IsBounded() ||
-		b.TTL != 30*time.Second || b.Policy.TypeName() != ordering.SLODeadlinePolicyName || b.Queue != ordering.QueueHeap {
-		t.Errorf("parsed %+v", b)
-	}
-	b, err = parseBand("priority=-10")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Priority != -10 || b.RequestCapacity.IsBounded() || b.Policy != nil {
-		t.Errorf("parsed %+v, want band -10, unbounded, default policy", b)
-	}
-}
-
 // startServe runs serve in-process, in the current synctest bubble, with a
 // controller the test can inspect; the shutdown timeout runs on the bubble's
 // clock.
-func startServe(t *testing.T, cfg flowcontrol.Config, shutdownTimeout time.Duration) (fc *flowcontrol.FlowController, client extprocv3.ExternalProcessorClient, shutdown context.CancelFunc, done <-chan error) {
+func startServe(t *testing.T, cfg flowcontrol.Config, gracePeriod time.Duration) (fc *flowcontrol.FlowController, client extprocv3.ExternalProcessorClient, shutdown context.CancelFunc, done <-chan error) {
 	t.Helper()
-	return startServeOptions(t, options{controller: cfg, shutdownTimeout: shutdownTimeout})
+	return startServeOptions(t, options{controller: cfg, gracePeriod: gracePeriod})
 }
 
 // startServeOptions is startServe for parsed options.
@@ -123,7 +104,7 @@ func startServeOptions(t *testing.T, opts options) (fc *flowcontrol.FlowControll
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- serve(ctx, fc, opts, func() time.Duration { return opts.shutdownTimeout }, lis, slog.New(slog.DiscardHandler))
+		errc <- serve(ctx, fc, opts, func() time.Duration { return opts.gracePeriod }, lis, slog.New(slog.DiscardHandler))
 	}()
 	conn, err := grpc.NewClient("passthrough:///pipe",
 		grpc.WithContextDialer(lis.DialAddr),

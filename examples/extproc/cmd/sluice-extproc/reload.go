@@ -25,8 +25,8 @@ type reloader struct {
 	reloads *metrics.Reloads
 	log     *slog.Logger
 
-	// shutdownTimeout is the current one, read by serve as it shuts down.
-	shutdownTimeout atomic.Int64 // time.Duration
+	// gracePeriod is the current one, read by serve as it shuts down.
+	gracePeriod atomic.Int64 // time.Duration
 
 	mu  sync.Mutex // serializes reloads; guards cur
 	cur options
@@ -34,12 +34,12 @@ type reloader struct {
 
 func newReloader(args []string, opts options, fc *flowcontrol.FlowController, m *metrics.Metrics, tel *telemetry, log *slog.Logger) *reloader {
 	r := &reloader{args: args, fc: fc, metrics: m, scraper: tel.scraper, reloads: tel.reloads, log: log, cur: opts}
-	r.shutdownTimeout.Store(int64(opts.shutdownTimeout))
+	r.gracePeriod.Store(int64(opts.gracePeriod))
 	return r
 }
 
 // timeout returns the shutdown timeout in force.
-func (r *reloader) timeout() time.Duration { return time.Duration(r.shutdownTimeout.Load()) }
+func (r *reloader) timeout() time.Duration { return time.Duration(r.gracePeriod.Load()) }
 
 // reload reads the -config file again and applies it, or keeps the running
 // configuration and returns why. It logs and counts the outcome either way.
@@ -65,7 +65,7 @@ func (r *reloader) apply() (changes, warnings []string, err error) {
 			return nil, nil, err
 		}
 	}
-	r.shutdownTimeout.Store(int64(next.shutdownTimeout))
+	r.gracePeriod.Store(int64(next.gracePeriod))
 	// The running gates stay: next's, built by parseFlags, are equal and unused.
 	next.gates, next.controller.Gate, next.gateLimit = r.cur.gates, r.cur.controller.Gate, r.cur.gateLimit
 	r.cur = next
@@ -80,7 +80,7 @@ func running(o options) config.Running {
 		Backends:       backendNames(o),
 		ScrapeInterval: o.scrapeInterval,
 		ScrapeTimeout:  o.scrapeTimeout,
-		GracePeriod:    o.shutdownTimeout,
+		GracePeriod:    o.gracePeriod,
 	}
 }
 

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parseShared parses args with the shared flags alone.
+func parseShared(args ...string) (Flags, map[string]bool, string, error) {
+	var f Flags
+	fs := flag.NewFlagSet("sluice-test", flag.ContinueOnError)
+	SetUsage(fs, "Usage: sluice-test\n", "")
+	f.Register(fs)
+	var stdout, stderr bytes.Buffer
+	given, err := f.Parse(fs, args, &stdout, &stderr)
+	return f, given, stdout.String() + stderr.String(), err
+}
+
+func TestFlagsDefaults(t *testing.T) {
+	f, given, out, err := parseShared()
+	if err != nil || out != "" {
+		t.Fatalf("no flags: %v, output %q", err, out)
+	}
+	if len(given) != 0 || f.GracePeriod != DefaultGracePeriod || f.GracePeriodSet || f.LogLevel != slog.LevelInfo || f.ConfigPath != "" || len(f.Backends) != 0 {
+		t.Errorf("defaults %+v, given %v", f, given)
+	}
+}
+
+// The grace period has one name; the old one still parses, and says in -h
+// that it is deprecated.
+func TestGracePeriodAndItsDeprecatedName(t *testing.T) {
+	for _, name := range []string{"-grace-period", "-shutdown-timeout"} {
+		f, given, _, err := parseShared(name, "7s")
+		if err != nil {
+			t.Fatalf("%s 7s: %v", name, err)
+		}
+		if f.GracePeriod != 7*time.Second || !f.GracePeriodSet || !given[strings.TrimPrefix(name, "-")] {
+			t.Errorf("%s 7s: grace %v, set %v, given %v", name, f.GracePeriod, f.GracePeriodSet, given)
+		}
+		if _, _, out, err := parseShared(name, "-1s"); err == nil || !strings.Contains(out, name+" -1s: negative") {
+			t.Errorf("%s -1s: error %v, output %q: want one naming the flag", name, err, out)
+		}
+	}
+	if _, _, out, err := parseShared("-grace-period", "1s", "-shutdown-timeout", "2s"); err == nil || !strings.Contains(out, "one flag") {
+		t.Errorf("both names: error %v, output %q", err, out)
+	}
+	_, _, out, err := parseShared("-h")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	if !strings.Contains(out, "Usage: sluice-test") || !strings.Contains(out, "-shutdown-timeout duration\n    \tdeprecated: the old name of -grace-period") {
+		t.Errorf("-h:\n%s", out)
+	}
+}
+
+func TestFlagsErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-log-level", "loud"}, "-log-level"},
+		{[]string{"-priority-header", "bad header"}, "-priority-header"},
+		{[]string{"serve"}, "unexpected arguments"},
+		{[]string{"-nope"}, "-nope"},
+	} {
+		_, _, out, err := parseShared(tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: error %v, output %q: want one containing %q", tc.args, err, out, tc.want)
+		}
+	}
+	f, _, _, err := parseShared("-log-level", "debug", "-priority-header", "x-priority", "-objective", "chat=10", "-pool", "p", "-emit-provisional-headroom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.LogLevel != slog.LevelDebug || f.Classifier.PriorityHeader != "x-priority" || f.Classifier.Objectives["chat"] != 10 || f.Pool != "p" || !f.EmitProvisionalHeadroom {
+		t.Errorf("parsed %+v", f)
+	}
+}
