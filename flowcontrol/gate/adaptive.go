@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -64,8 +65,14 @@ const (
 //   - between T/2 and T: the limit holds. This band keeps the gate from
 //     probing past the point where the servers start to queue.
 //
-// A slot handed back unused teaches nothing. The limit stays within
-// [MinLimit, MaxLimit].
+// A slot handed back unused teaches nothing, and neither does a negative
+// time to first token, which no clock measures: it may only come from a
+// caller gone wrong, and read as timely it would raise the limit. A time
+// to first token of 0 is timely; one of any length beyond T, up to the
+// largest Duration, is late. The limit stays within [MinLimit, MaxLimit]
+// whatever the limits are, math.MaxInt included: the limit is kept as a
+// float64 and its whole part is clamped to them, so neither the increase
+// nor the decrease can wrap it.
 //
 // The gate learns as first tokens arrive, so it follows a change of
 // capacity within a few times to first token; the saturation gate, which
@@ -83,6 +90,7 @@ type AdaptiveGate struct {
 	// Guarded by the controller's lock.
 	limit              float64
 	inFlight, limitInt int
+	minInt, maxInt     int // MinLimit and MaxLimit, which limitInt stays within
 	sinceCut, guard    int // responses since the last decrease; how many must pass before the next
 	target, half       time.Duration
 	min, max           float64
@@ -95,7 +103,8 @@ type AdaptiveGate struct {
 // Adaptive returns an adaptive gate for cfg, or an error naming the first
 // bad field: a missing or negative TargetFirstToken, a negative limit, a
 // MinLimit above MaxLimit or an InitialLimit outside them, a Backoff
-// outside (0, 1), a negative Increase.
+// outside (0, 1), an Increase that is not a finite positive number (NaN
+// and the infinities are refused).
 func Adaptive(cfg AdaptiveConfig) (*AdaptiveGate, error) {
 	if cfg.TargetFirstToken <= 0 {
 		return nil, configError("TargetFirstToken", "", cfg.TargetFirstToken, "required: the time to first token above which the servers count as congested")
@@ -127,14 +136,16 @@ func Adaptive(cfg AdaptiveConfig) (*AdaptiveGate, error) {
 	if cfg.Increase == 0 {
 		cfg.Increase = DefaultIncrease
 	}
-	if !(cfg.Increase > 0) {
-		return nil, configError("Increase", "", cfg.Increase, "not positive")
+	if !(cfg.Increase > 0) || math.IsInf(cfg.Increase, 1) {
+		return nil, configError("Increase", "", cfg.Increase, "not a finite positive number")
 	}
 	g := &AdaptiveGate{
 		target:   cfg.TargetFirstToken,
 		half:     cfg.TargetFirstToken / 2,
 		min:      float64(cfg.MinLimit),
 		max:      float64(cfg.MaxLimit),
+		minInt:   cfg.MinLimit,
+		maxInt:   cfg.MaxLimit,
 		backoff:  cfg.Backoff,
 		increase: cfg.Increase,
 	}
@@ -142,10 +153,17 @@ func Adaptive(cfg AdaptiveConfig) (*AdaptiveGate, error) {
 	return g, nil
 }
 
-// set changes the limit, publishing its whole part when that changes.
+// set changes the limit, publishing its whole part when that changes. The
+// whole part is clamped to [MinLimit, MaxLimit] before it is converted:
+// float64(math.MaxInt) is 2^63, one more than math.MaxInt, and converting
+// it to an int would wrap.
 func (g *AdaptiveGate) set(limit float64) {
 	g.limit = limit
-	if n := int(limit); n != g.limitInt {
+	n := g.maxInt
+	if limit < float64(g.maxInt) {
+		n = max(int(limit), g.minInt)
+	}
+	if n != g.limitInt {
 		g.limitInt = n
 		g.published.Store(int64(n))
 	}
@@ -194,6 +212,9 @@ func (g *AdaptiveGate) Returned(u flowcontrol.Usage) {
 // learn adjusts the limit for one response's latency, with used requests in
 // flight, this one included.
 func (g *AdaptiveGate) learn(latency time.Duration, used int) {
+	if latency < 0 {
+		return // measured by no clock: teaches nothing
+	}
 	g.sinceCut++
 	switch {
 	case latency > g.target:

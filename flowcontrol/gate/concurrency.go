@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -48,7 +49,21 @@ type ConcurrencyConfig struct {
 // request's cost once the request has taken the slot (the controller picks
 // the request only then; see [flowcontrol.MeteredGate]), so the last
 // request admitted may take the cost in flight over MaxTokenConcurrency by
-// at most its own cost, as llm-d's detector allows.
+// at most its own cost, as llm-d's detector allows. In ModeTokens and
+// ModeHybrid the bound is therefore: the cost in flight, less the cost of
+// the request admitted last, is under MaxTokenConcurrency. A request
+// costlier than the whole budget is no exception: it is admitted when the
+// cost in flight is under the budget, like any other, and nothing more is
+// admitted until it returns, since its cost alone fills the budget.
+//
+// Costs are what clients send (a request's max_tokens, say), so the gate
+// trusts none of them: it sums them exactly, in 128 bits, so that no cost
+// up to math.MaxInt64, and no number of them, wraps the total, and
+// Returned takes away exactly what Took added, which brings the total back
+// to 0 once every request is back. A cost below 1, which
+// [flowcontrol.Slot] rules out, counts as 1, in Took and Returned alike.
+// [ConcurrencyGate.InFlight] reports a total above math.MaxInt64 as
+// math.MaxInt64.
 //
 // llm-d's limits are per endpoint, and its pool's capacity is their sum;
 // a ConcurrencyGate bounds everything its controller sends. To carry a
@@ -62,12 +77,51 @@ type ConcurrencyGate struct {
 	maxRequests int64 // math.MaxInt64 when the mode does not bound requests
 	maxCost     int64 // math.MaxInt64 when the mode does not bound cost
 	mode        string
+	boundsCost  bool // the mode bounds cost (maxCost is then the budget)
 	// Guarded by the controller's lock. Plain integers, not atomics: an
 	// atomic store costs as much as the rest of an admission's gate work.
 	requests int64
-	cost     int64
+	cost     sum128
 	owner    atomic.Pointer[flowcontrol.FlowController]
 }
+
+// sum128 is a sum of costs, each in [1, math.MaxInt64], exact in 128 bits:
+// 2^64 of the largest cost still fit, and the requests in flight are
+// counted in an int64.
+type sum128 struct{ hi, lo uint64 }
+
+func (s *sum128) add(c uint64) {
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, c, 0)
+	s.hi += carry
+}
+
+// sub takes c away, stopping at 0: a cost handed back that was never
+// added (a caller's mistake) cannot make the total negative.
+func (s *sum128) sub(c uint64) {
+	if s.hi == 0 && s.lo < c {
+		*s = sum128{}
+		return
+	}
+	var borrow uint64
+	s.lo, borrow = bits.Sub64(s.lo, c, 0)
+	s.hi -= borrow
+}
+
+// atLeast reports whether the sum is at least m.
+func (s sum128) atLeast(m uint64) bool { return s.hi > 0 || s.lo >= m }
+
+// int64 returns the sum, or math.MaxInt64 when it is larger.
+func (s sum128) int64() int64 {
+	if s.hi > 0 || s.lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(s.lo)
+}
+
+// counted is the cost the gate counts for a request of cost c: c itself,
+// or 1 for a cost below 1.
+func counted(c int64) uint64 { return uint64(max(c, 1)) }
 
 // Concurrency returns a concurrency gate for cfg, or an error naming the
 // first bad field: an unknown Mode, or a negative bound.
@@ -90,9 +144,9 @@ func Concurrency(cfg ConcurrencyConfig) (*ConcurrencyGate, error) {
 		g.mode = ModeRequests
 		g.maxRequests = int64(cfg.MaxConcurrency)
 	case ModeTokens:
-		g.maxCost = cfg.MaxTokenConcurrency
+		g.maxCost, g.boundsCost = cfg.MaxTokenConcurrency, true
 	case ModeHybrid:
-		g.maxRequests, g.maxCost = int64(cfg.MaxConcurrency), cfg.MaxTokenConcurrency
+		g.maxRequests, g.maxCost, g.boundsCost = int64(cfg.MaxConcurrency), cfg.MaxTokenConcurrency, true
 	default:
 		return nil, configError("Mode", "concurrencyMode", `"`+cfg.Mode+`"`, `want "requests", "tokens" or "hybrid"`)
 	}
@@ -102,7 +156,7 @@ func Concurrency(cfg ConcurrencyConfig) (*ConcurrencyGate, error) {
 // TryAcquire reports whether the requests and the cost in flight are under
 // the bounds of the gate's mode, and takes a request slot if so.
 func (g *ConcurrencyGate) TryAcquire(int) bool {
-	if g.requests >= g.maxRequests || g.cost >= g.maxCost {
+	if g.requests >= g.maxRequests || (g.boundsCost && g.cost.atLeast(uint64(g.maxCost))) {
 		return false
 	}
 	g.requests++
@@ -111,15 +165,17 @@ func (g *ConcurrencyGate) TryAcquire(int) bool {
 
 // Release hands back a slot that TryAcquire granted and that was not used
 // (a composing gate refused the request); no cost was counted for it.
-func (g *ConcurrencyGate) Release(int) { g.requests-- }
+func (g *ConcurrencyGate) Release(int) { g.requests = max(g.requests-1, 0) }
 
-// Took counts the cost of the request that took the slot.
-func (g *ConcurrencyGate) Took(s flowcontrol.Slot) { g.cost += s.Cost }
+// Took counts the cost of the request that took the slot (1 for a cost
+// below 1).
+func (g *ConcurrencyGate) Took(s flowcontrol.Slot) { g.cost.add(counted(s.Cost)) }
 
-// Returned gives back a request's slot and its cost.
+// Returned gives back a request's slot and exactly the cost Took counted
+// for it. Neither count goes below 0, whatever is handed back.
 func (g *ConcurrencyGate) Returned(u flowcontrol.Usage) {
-	g.requests--
-	g.cost -= u.Cost
+	g.requests = max(g.requests-1, 0)
+	g.cost.sub(counted(u.Cost))
 }
 
 // Bind refuses a second controller: the counts are guarded by the first
@@ -131,12 +187,13 @@ func (g *ConcurrencyGate) Bind(c *flowcontrol.FlowController) error {
 	return nil
 }
 
-// InFlight returns the requests and the cost in flight. It reads counts
+// InFlight returns the requests and the cost in flight, the cost capped at
+// math.MaxInt64 (the gate's own sum is exact beyond it). It reads counts
 // that the controller's lock guards, without synchronisation: call it only
 // while no admission starts or ends — from a gate composed with this one
 // (under that lock), or when the controller is idle, as a test does.
 func (g *ConcurrencyGate) InFlight() (requests int, cost int64) {
-	return int(g.requests), g.cost
+	return int(g.requests), g.cost.int64()
 }
 
 // Mode returns the gate's mode: ModeRequests, ModeTokens or ModeHybrid.

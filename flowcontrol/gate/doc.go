@@ -28,6 +28,14 @@
 // itself, so the controller still runs no goroutine of its own. Each gate
 // instance serves one controller.
 //
+// Nothing a client or a model server sends can make a gate fail open:
+// costs (a client's max_tokens) are summed exactly, never wrapping, up to
+// math.MaxInt64 each ([ConcurrencyGate]); limits and rooms saturate at
+// their bounds, math.MaxInt included ([AdaptiveGate], [SaturationGate]);
+// a metrics reading that is not a finite number in range counts as
+// saturated, as stale metrics do ([Metrics]), and a configuration
+// threshold that is NaN or infinite is refused by the constructor.
+//
 // Which to use: the saturation gate where the model servers' metrics can
 // be scraped — it follows a change of capacity within a scrape interval;
 // the adaptive gate where they cannot — it follows within a few request

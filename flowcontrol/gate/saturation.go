@@ -13,21 +13,40 @@ import (
 
 // Metrics is what a model server last reported about its load, as a scraper
 // reads it from the server's metrics endpoint.
+//
+// Each field has a range, and a reading with any field out of it — a
+// negative count, a KVCache that is NaN, infinite or outside [0, 1], a
+// ReadAt later than the gate's clock — is invalid: [SaturationGate.Update]
+// counts the endpoint as saturated until its next valid reading, exactly
+// as it counts a reading of a full queue and a full KV cache taken at the
+// same time, and as stale once that time is older than the staleness
+// threshold. A server or a scraper gone wrong so fails closed, never open.
 type Metrics struct {
 	// Waiting is the number of requests queued in the server, not yet
-	// running (vLLM's vllm:num_requests_waiting).
+	// running (vLLM's vllm:num_requests_waiting); at least 0.
 	Waiting int
 	// Running is the number of requests the server is running
-	// (vllm:num_requests_running). The gate reports it in [SaturationGate.Status];
-	// its decisions do not read it, as llm-d-router's detector's do not.
+	// (vllm:num_requests_running); at least 0. The gate reports it in
+	// [SaturationGate.Status]; its decisions do not read it, as
+	// llm-d-router's detector's do not, but a negative one still makes
+	// the reading invalid.
 	Running int
 	// KVCache is the fraction of the server's KV cache in use, from 0 to 1
 	// (vllm:kv_cache_usage_perc).
 	KVCache float64
-	// ReadAt is when the metrics were read, on the gate's clock. The zero
-	// Time means the moment [SaturationGate.Update] is called: a reading
-	// newer than any before it.
+	// ReadAt is when the metrics were read, on the gate's clock, and not
+	// later than the gate's clock reads at Update. The zero Time means the
+	// moment [SaturationGate.Update] is called: a reading newer than any
+	// before it.
 	ReadAt time.Time
+}
+
+// valid reports whether every field of m is in its range, ReadAt being
+// no later than now.
+func (m Metrics) valid(now time.Time) bool {
+	return m.Waiting >= 0 && m.Running >= 0 &&
+		m.KVCache >= 0 && m.KVCache <= 1 && // false for NaN
+		!m.ReadAt.After(now)
 }
 
 // SaturationConfig configures a [SaturationGate]. The zero value of each
@@ -71,13 +90,16 @@ const (
 // [flowcontrol.Gate]. Create one with [Saturation] and feed it with
 // [SaturationGate.Update] from a scraper, on any goroutine.
 //
-// An endpoint has room when its metrics are fresh and its KV-cache
-// utilisation is under KVCacheUtilThreshold; its room is then
+// An endpoint has room when its metrics are fresh and valid (see [Metrics])
+// and its KV-cache utilisation is under KVCacheUtilThreshold; its room is then
 // QueueDepthThreshold − Waiting (at least 0): the requests that may still
 // join its waiting queue before the queue reaches the threshold. The pool
 // is saturated, as llm-d defines it, when no endpoint has room — every
 // endpoint has Waiting ≥ QueueDepthThreshold, or KV-cache utilisation ≥
-// KVCacheUtilThreshold, or stale metrics.
+// KVCacheUtilThreshold, or stale metrics, or an invalid reading (a NaN
+// KV-cache usage, a negative count: anything out of range fails closed).
+// The rooms are summed saturating at math.MaxInt64, so no threshold and
+// no number of endpoints wraps the budget.
 //
 // # The start budget
 //
@@ -133,8 +155,9 @@ type SaturationGate struct {
 	// written under the controller's lock only, and read by Update.
 	started atomic.Int64
 	// limit is the value started may reach: the rooms of the endpoints
-	// with fresh metrics plus the least started among their refreshes;
-	// math.MinInt64 with no fresh endpoint. Written under mu.
+	// with recent readings plus the least started among their refreshes,
+	// saturating at math.MaxInt64; math.MinInt64 with no recent reading.
+	// Written under mu.
 	limit atomic.Int64
 	// known is the number of endpoints, for NoEndpoints.
 	known atomic.Int32
@@ -152,18 +175,23 @@ type SaturationGate struct {
 // endpoint is what the gate keeps of one model server. Guarded by the
 // gate's mu.
 type endpoint struct {
-	m     Metrics
-	fresh bool
-	share int64 // this replica's share of the room at the last refresh; 0 when stale
-	base  int64 // started at the last refresh
-	gen   uint64
-	timer flowcontrol.Timer // the staleness timer of the last refresh
+	m Metrics
+	// recent is true while the last reading, valid or not, is younger
+	// than the staleness threshold. An invalid recent reading (bad) takes
+	// part in the budget as a saturated one would: no room, and its
+	// refresh counts among the refreshes the starts are counted from.
+	recent bool
+	bad    bool
+	share  int64 // this replica's share of the room at the last refresh; 0 when stale or bad
+	base   int64 // started at the last refresh
+	gen    uint64
+	timer  flowcontrol.Timer // the staleness timer of the last refresh
 }
 
 // Saturation returns a saturation gate for cfg, or an error naming the
 // first bad field: a negative threshold or staleness, a
-// KVCacheUtilThreshold outside (0, 1], a negative Replicas or a Replica
-// outside [0, Replicas).
+// KVCacheUtilThreshold outside (0, 1] (NaN and the infinities included), a
+// negative Replicas or a Replica outside [0, Replicas).
 func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 	if cfg.QueueDepthThreshold < 0 {
 		return nil, configError("QueueDepthThreshold", "queueDepthThreshold", cfg.QueueDepthThreshold, "negative; 0 means the default 5")
@@ -251,7 +279,11 @@ func (g *SaturationGate) Bind(c *flowcontrol.FlowController) error {
 // new, and nudges the controller. Metrics with a ReadAt no later than the
 // one the gate has for that endpoint are ignored (a reading counts once);
 // metrics with a zero ReadAt are a new reading, taken now; metrics already older than
-// MetricsStalenessThreshold make the endpoint stale at once. Any goroutine
+// MetricsStalenessThreshold make the endpoint stale at once. An invalid
+// reading (see [Metrics]) leaves the endpoint saturated until a valid one
+// arrives; one whose ReadAt is in the future is taken as read now (and
+// ignored if the gate has a reading of that instant already), so that the
+// next valid reading still counts. Any goroutine
 // may call Update, but not a Gate method: it takes the controller's lock
 // to nudge it.
 func (g *SaturationGate) Update(name string, m Metrics) {
@@ -259,6 +291,10 @@ func (g *SaturationGate) Update(name string, m Metrics) {
 	stamped := m.ReadAt.IsZero()
 	if stamped {
 		m.ReadAt = now
+	}
+	valid := m.valid(now)
+	if m.ReadAt.After(now) {
+		m.ReadAt = now // as if read now, when it might first have been
 	}
 	g.mu.Lock()
 	e := g.endpoints[name]
@@ -271,16 +307,18 @@ func (g *SaturationGate) Update(name string, m Metrics) {
 		g.mu.Unlock() // the same reading again, or an older one
 		return
 	}
-	e.m = m
+	e.m, e.bad = m, !valid
 	e.gen++
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
 	}
-	e.fresh, e.share = false, 0
+	e.recent, e.share = false, 0
 	if age := now.Sub(m.ReadAt); age < g.stale {
-		e.fresh = true
-		e.share = share(g.room(m), g.replicas, g.replica, name, m.ReadAt)
+		e.recent = true
+		if valid {
+			e.share = share(g.room(m), g.replicas, g.replica, name, m.ReadAt)
+		}
 		e.base = g.started.Load()
 		gen := e.gen
 		e.timer = g.clock.AfterFunc(g.stale-age, func() { g.expire(name, e, gen) })
@@ -315,6 +353,9 @@ func (g *SaturationGate) Remove(name string) {
 	}
 }
 
+// fresh reports whether e's metrics are fresh and valid.
+func (e *endpoint) fresh() bool { return e.recent && !e.bad }
+
 // expire marks e stale, unless it was refreshed or removed since the
 // refresh gen armed the timer.
 func (g *SaturationGate) expire(name string, e *endpoint, gen uint64) {
@@ -323,7 +364,7 @@ func (g *SaturationGate) expire(name string, e *endpoint, gen uint64) {
 	if g.endpoints[name] != e || e.gen != gen {
 		return
 	}
-	e.fresh, e.share, e.timer = false, 0, nil
+	e.recent, e.share, e.timer = false, 0, nil
 	g.recompute()
 }
 
@@ -340,18 +381,26 @@ func (g *SaturationGate) room(m Metrics) int {
 // held.
 func (g *SaturationGate) recompute() {
 	var rooms int64
-	base := int64(math.MaxInt64)
+	base, recent := int64(math.MaxInt64), false
 	for _, e := range g.endpoints {
-		if e.fresh {
-			rooms += e.share
-			base = min(base, e.base)
+		if e.recent {
+			rooms = addSat(rooms, e.share)
+			base, recent = min(base, e.base), true
 		}
 	}
-	if base == math.MaxInt64 {
+	if !recent {
 		g.limit.Store(math.MinInt64)
 		return
 	}
-	g.limit.Store(base + rooms)
+	g.limit.Store(addSat(base, rooms))
+}
+
+// addSat returns a+b for a, b ≥ 0, or math.MaxInt64 if that overflows.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // share returns replica's share of room among replicas, for the metrics
@@ -394,8 +443,9 @@ func mix(x uint64) uint64 {
 // or a demo's table.
 type SaturationStatus struct {
 	// Endpoints is the number of endpoints the gate knows; Fresh, those
-	// whose metrics are fresh; Saturated, those without room (stale
-	// metrics, or a queue or KV cache at its threshold).
+	// whose metrics are fresh and valid; Saturated, those without room
+	// (stale metrics, an invalid reading (see [Metrics]), or a queue or
+	// KV cache at its threshold).
 	Endpoints, Fresh, Saturated int
 	// Room is this replica's share of the room at each fresh endpoint's
 	// last refresh, summed.
@@ -411,15 +461,23 @@ func (g *SaturationGate) Status() SaturationStatus {
 	defer g.mu.Unlock()
 	s := SaturationStatus{Endpoints: len(g.endpoints)}
 	for _, e := range g.endpoints {
-		if e.fresh {
+		if e.fresh() {
 			s.Fresh++
-			s.Room += e.share
+			s.Room = addSat(s.Room, e.share)
 		}
-		if !e.fresh || g.room(e.m) == 0 {
+		if !e.fresh() || g.room(e.m) == 0 {
 			s.Saturated++
 		}
 	}
-	s.Budget = max(g.limit.Load()-g.started.Load(), 0)
+	// limit is math.MinInt64 with no recent reading, and may be
+	// math.MaxInt64: the difference must neither wrap negative nor
+	// positive.
+	if limit, started := g.limit.Load(), g.started.Load(); limit > started {
+		s.Budget = limit - started
+		if s.Budget < 0 {
+			s.Budget = math.MaxInt64
+		}
+	}
 	return s
 }
 
@@ -427,19 +485,36 @@ func (g *SaturationGate) Status() SaturationStatus {
 // why it fails closed — no endpoint has reported, or none has fresh
 // metrics — for a router's readiness probe.
 func (g *SaturationGate) Ready() error {
-	switch st := g.Status(); {
+	st := g.Status()
+	switch invalid := g.invalid(); {
 	case st.Endpoints == 0:
 		return errors.New("the saturation gate fails closed: no endpoint has reported its metrics")
+	case st.Fresh == 0 && invalid > 0:
+		return fmt.Errorf("the saturation gate fails closed: none of its %d endpoints has fresh metrics, and %d reported values out of range", st.Endpoints, invalid)
 	case st.Fresh == 0:
 		return fmt.Errorf("the saturation gate fails closed: none of its %d endpoints has fresh metrics", st.Endpoints)
 	}
 	return nil
 }
 
-// Saturation returns the pool's saturation for a gauge: the mean over the
-// endpoints of min(1, max(Waiting/QueueDepthThreshold,
-// KVCache/KVCacheUtilThreshold)), a stale endpoint counting 1; 1 with no
-// endpoints. Below 1, some endpoint has room.
+// invalid counts the endpoints whose last reading was invalid.
+func (g *SaturationGate) invalid() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, e := range g.endpoints {
+		if e.bad {
+			n++
+		}
+	}
+	return n
+}
+
+// Saturation returns the pool's saturation for a gauge, always a number in
+// [0, 1]: the mean over the endpoints of min(1, max(Waiting/QueueDepthThreshold,
+// KVCache/KVCacheUtilThreshold)), an endpoint with stale metrics or an
+// invalid reading counting 1; 1 with no endpoints. Below 1, some endpoint
+// has room.
 func (g *SaturationGate) Saturation() float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -449,7 +524,7 @@ func (g *SaturationGate) Saturation() float64 {
 	var sum float64
 	for _, e := range g.endpoints {
 		score := 1.0
-		if e.fresh {
+		if e.fresh() {
 			score = min(1, max(float64(e.m.Waiting)/float64(g.qThr), e.m.KVCache/g.kvThr))
 		}
 		sum += score

@@ -72,6 +72,36 @@ type File struct {
 	// not do (llm-d-router's in-flight eviction, say), each prefixed with
 	// its line and path. A binary should log them.
 	Warnings []string
+	// Source is where the file wrote each value, for the problems a
+	// binary finds beyond the file's own checks: see [File.ErrorAt].
+	Source Source
+}
+
+// Source records where a parsed file wrote its values. Its zero value
+// knows no place. Two Sources are always Equal (as go-cmp compares them):
+// where a value was written is no part of a configuration.
+type Source struct {
+	file string
+	at   map[string]*yaml.Node
+}
+
+// Equal reports true: see [Source].
+func (Source) Equal(Source) bool { return true }
+
+// ErrorAt returns a problem with the value at path (in the file's own
+// spelling, such as "gateway.scrapeInterval"), located at the key that
+// wrote it, or else at the nearest enclosing key the file wrote, or else
+// at the start of the file: an [*Error] with the file's name, line and
+// column, like those Load returns. A binary calls it for the problems it
+// finds once flags and defaults are applied, so that they too name the
+// line. The message is format and args, as fmt.Sprintf makes it.
+func (f *File) ErrorAt(path, format string, args ...any) *Error {
+	e := &Error{File: f.Source.file, Path: path, Msg: fmt.Sprintf(format, args...), Line: 1, Column: 1}
+	d := decoder{at: f.Source.at}
+	if n := d.pos(path); n != nil && n.Line > 0 {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	return e
 }
 
 // Gateway holds the settings of the sluice-gateway binary: where it
@@ -139,12 +169,12 @@ func parse(data []byte, file string) (*File, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &Error{File: file, Msg: yamlMessage(err)}
+		return nil, yamlError(data, file, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, &Error{File: file, Msg: yamlMessage(err)}
+			return nil, yamlError(data, file, err)
 		}
 		return nil, &Error{File: file, Line: extra.Line, Column: extra.Column, Msg: "more than one YAML document; a configuration is one"}
 	}
@@ -154,13 +184,8 @@ func parse(data []byte, file string) (*File, error) {
 		return nil, err
 	}
 	f.Warnings = d.warns
+	f.Source = Source{file: file, at: d.at}
 	return f, nil
-}
-
-// yamlMessage turns a YAML syntax error into a message; yaml.v3's text
-// already names the line.
-func yamlMessage(err error) string {
-	return "invalid YAML: " + err.Error()
 }
 
 // topKeys are every top-level key, in the order they are read (plugins

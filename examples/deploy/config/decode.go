@@ -21,8 +21,12 @@ import (
 type Error struct {
 	// File is the file's path as given to Load; "" for Parse.
 	File string
-	// Line and Column locate the offending key or value, from 1; 0 when
-	// the problem has no place (an empty document).
+	// Line and Column locate the offending key or value, from 1. Every
+	// problem Parse and Load report has them: a YAML syntax error where
+	// yaml.v3 names only the line has the column of that line's first
+	// character, and a problem with no place of its own (a byte YAML
+	// forbids is found in the file; a value the file does not write is
+	// put at the nearest key it does, or at 1:1).
 	Line, Column int
 	// Path names the value in the file's own spelling, e.g.
 	// "flowControl.priorityBands[1].maxRequests"; "" for the document.
@@ -78,8 +82,13 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 		d.dropped++
 		return
 	}
-	e := &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
+	e := &Error{Path: path, Msg: fmt.Sprintf(format, args...), Line: 1, Column: 1}
+	// Every problem has a place: the node given, else the key that wrote
+	// path or the nearest enclosing one, else the file's start.
+	if n == nil || n.Line == 0 {
+		n = d.pos(path)
+	}
+	if n != nil && n.Line > 0 {
 		e.Line, e.Column = n.Line, n.Column
 	}
 	d.errs = append(d.errs, e)

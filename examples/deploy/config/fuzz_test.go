@@ -8,8 +8,9 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
-// FuzzParse feeds Parse arbitrary bytes: it must never panic, and what it
-// accepts flowcontrol.New must accept too.
+// FuzzParse feeds Parse arbitrary bytes: it must never panic, every
+// problem it reports has a line and a column, and what it accepts
+// flowcontrol.New must accept too.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.yaml")
 	for _, name := range files {
@@ -30,6 +31,10 @@ func FuzzParse(f *testing.F) {
 		"x: &x {y: *x}\ncontroller: *x",
 		"controller: {maxRequests: 9223372036854775807}",
 		"gate: {saturation: {metricsStalenessThreshold: 1ns}}",
+		"controller: {}\x00",
+		"controller:\n  bands:\n  - priority: 0\a\n",
+		"gateway: {scrapeInterval: 200ms}\ngate: {saturation: {}}",
+		"controller: {bands: *none}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -39,6 +44,7 @@ func FuzzParse(f *testing.F) {
 			if file != nil {
 				t.Fatalf("Parse returned a file and an error: %v", err)
 			}
+			checkPlaced(t, data, err)
 			return
 		}
 		c, err := flowcontrol.New(file.Flow)

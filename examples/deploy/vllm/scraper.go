@@ -81,8 +81,9 @@ type Config struct {
 	Client *http.Client
 	// MaxBodyBytes bounds a page; default [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
-	// Now is the clock that stamps each reading's ReadAt; default
-	// time.Now. Give it the saturation gate's clock (Clock.Now of
+	// Now is the clock that stamps each reading's ReadAt, with the
+	// instant the scrape's request was about to be sent (see
+	// [Metrics]); default time.Now. Give it the saturation gate's clock (Clock.Now of
 	// gate.SaturationConfig), which times the readings' staleness. The
 	// interval between scrapes is kept by the runtime's timers, which
 	// testing/synctest fakes.
@@ -122,9 +123,15 @@ type EndpointStats struct {
 //
 // Each endpoint is scraped on its own goroutine, so a slow or dead endpoint
 // never delays another's readings. A failed scrape (transport error,
-// timeout, a status other than 200, a page that is too large, malformed or
-// lacks a vLLM metric) delivers nothing: the endpoint keeps its previous
-// reading, which ages until the gate finds it stale and fails closed.
+// timeout, a status other than 200, a page that is too large, malformed,
+// lacks a vLLM metric, or holds a value no vLLM server reports: NaN, an
+// infinity, a negative or huge count, a KV-cache usage outside [0, 1] —
+// see [ErrInvalidValue]) delivers nothing and is counted: the endpoint
+// keeps its previous reading, which ages from the start of the scrape that
+// took it until the gate finds it stale and fails closed. A page's numbers
+// are the server's to choose, so no reading the sink receives is out of
+// the ranges of [Metrics], and a page slower than the staleness
+// threshold arrives stale.
 type Scraper struct {
 	sink     Sink
 	interval time.Duration
@@ -397,7 +404,14 @@ func (s *Scraper) scrapeOnce(ctx context.Context, t target, st *EndpointStats, p
 		return
 	}
 	if err == nil {
-		m.ReadAt = end
+		// The page's values were true at some instant between the
+		// request leaving and the body arriving; start is the earliest,
+		// so the reading ages from there: a page that took the whole
+		// Timeout to come is that much older when it arrives, and one
+		// slower than the gate's staleness threshold arrives stale.
+		// Stamped at the end, a slow page would look fresh for up to
+		// Timeout + the threshold after the server wrote it.
+		m.ReadAt = start
 	}
 
 	// Count first, so that whoever hears of the scrape finds it counted.
