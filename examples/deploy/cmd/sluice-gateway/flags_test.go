@@ -190,3 +190,18 @@ func TestPickLeastInFlight(t *testing.T) {
 		t.Errorf("picked %s from no backend", got.name)
 	}
 }
+
+// Issue 21, defect 11: a scrape interval at or over the default gate's
+// staleness, which only the file can set, is refused with the file's line.
+func TestSlowScrapeIntervalNamesItsLine(t *testing.T) {
+	path := writeConfig(t, "", "# no gate: the default saturation gate\ngateway:\n  scrapeInterval: 200ms\n")
+	opts, err := parseFlags([]string{"-config", path}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = load(opts)
+	want := path + ":3:3: gateway.scrapeInterval: 200ms is not below"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("load: %v, want an error containing %q", err, want)
+	}
+}

@@ -86,8 +86,8 @@ func load(o options) (*settings, error) {
 			MetricsStalenessThreshold: gate.DefaultMetricsStalenessThreshold,
 		}}
 		if iv := f.Gateway.ScrapeInterval; iv >= s.gate.Saturation.MetricsStalenessThreshold {
-			return nil, fmt.Errorf("%sgateway.scrapeInterval %s is not below the default saturation gate's metricsStalenessThreshold %s: every backend would read as stale and the gate would never admit; set gate.saturation.metricsStalenessThreshold or -max-inflight",
-				where(o.configPath), iv, s.gate.Saturation.MetricsStalenessThreshold)
+			return nil, f.ErrorAt("gateway.scrapeInterval", "%s is not below the default saturation gate's metricsStalenessThreshold %s: every backend would read as stale and the gate would never admit; set gate.saturation.metricsStalenessThreshold or -max-inflight",
+				iv, s.gate.Saturation.MetricsStalenessThreshold)
 		}
 	}
 	// llm-d-router provisions a band on first sight of a priority its
@@ -102,14 +102,6 @@ func load(o options) (*settings, error) {
 		}
 	}
 	return s, nil
-}
-
-// where prefixes a message with the file it is about.
-func where(path string) string {
-	if path == "" {
-		return ""
-	}
-	return path + ": "
 }
 
 // classifiedPriorities lists the priorities the flags' classifier gives
