@@ -108,9 +108,6 @@ const DefaultMaxBodyBytes = 4 << 20
 // canonicalQueueDurationHeader is QueueDurationHeader as http.Header keys it.
 var canonicalQueueDurationHeader = http.CanonicalHeaderKey(QueueDurationHeader)
 
-// ownedHeaders are the response headers the router owns.
-var ownedHeaders = []string{headroom.HeaderName, headroom.ProvisionalHeaderName, QueueDurationHeader}
-
 // Config configures a [Handler].
 type Config struct {
 	// Controller admits the requests. Required.
@@ -308,10 +305,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	band := headroom.Admitted(effective)
 	queueMillis := strconv.FormatInt(int64(adm.QueueTime()/time.Millisecond), 10)
 	hw := headroom.NewHeaderWriter(&firstByteWriter{ResponseWriter: w, adm: adm}, func(hdr http.Header) {
-		headroom.Strip(hdr, QueueDurationHeader)
-		headroom.Stamp(hdr, h.capacity, band, h.stampOpts...) // strips the headroom names, then samples the band now
+		// Every router-owned name, the dropped reason included: a
+		// dispatched response carries none, whatever the backend says.
+		StripRouterOwned(hdr)
+		headroom.Stamp(hdr, h.capacity, band, h.stampOpts...) // samples the band now
 		hdr[canonicalQueueDurationHeader] = []string{queueMillis}
-	}, ownedHeaders...)
+	}, routerOwned[:]...)
 	// WithContext copies r, so the replayed body does not change the
 	// caller's request.
 	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
