@@ -257,7 +257,9 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 // ServeHTTP admits r and, if it is dispatched, serves it with the wrapped
 // handler; see [Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	received := time.Now()
+	// The controller's clock, so that the received time shares the time
+	// line of the queue it is compared with (a TTL, an SLO deadline).
+	received := h.controller.Clock().Now()
 	size, body, status, err := h.readBody(r)
 	if err != nil {
 		ErrorRejection(status, err.Error()).Write(w)
