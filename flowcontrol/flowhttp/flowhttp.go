@@ -85,7 +85,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -104,6 +106,12 @@ const QueueDurationHeader = "x-llm-d-flow-queue-duration-ms"
 // DefaultMaxBodyBytes is the value of [Config.MaxBodyBytes] used when it is
 // 0: the longest request body read before queueing.
 const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultBodyReadTimeout is the value of [Config.BodyReadTimeout] used
+// when it is 0: the longest a request body may take to arrive. At the
+// default MaxBodyBytes it asks for about 140 KB/s of a client, which any
+// client sending a prompt can give.
+const DefaultBodyReadTimeout = 30 * time.Second
 
 // canonicalQueueDurationHeader is QueueDurationHeader as http.Header keys it.
 var canonicalQueueDurationHeader = http.CanonicalHeaderKey(QueueDurationHeader)
@@ -140,6 +148,18 @@ type Config struct {
 	// to its end, or when a write fails. HTTP/2 and bodiless requests are
 	// unaffected.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the time the body takes to arrive, from the
+	// moment the Handler starts reading it: a client that sends its
+	// headers and then stalls, or trickles its body, is answered 408
+	// Request Timeout once it passes, and holds its goroutine and buffer
+	// no longer. It is a read deadline on the connection (for HTTP/2, on
+	// the stream), set through http.ResponseController and cleared before
+	// the request queues, so it never bounds the queue wait or the
+	// response. 0 means [DefaultBodyReadTimeout]; negative, no bound (the
+	// server's ReadTimeout, if any, still applies). It has no effect when
+	// the body is not read (negative MaxBodyBytes) or the ResponseWriter
+	// has no read deadline (http.ErrNotSupported).
+	BodyReadTimeout time.Duration
 	// EmitProvisionalHeadroom sets the headroom under the provisional name
 	// x-llm-d-flow-band-headroom too (headroom.ProvisionalHeaderName, which
 	// llm-d-async's AIMD gate reads), beside
@@ -193,12 +213,13 @@ type Config struct {
 // keep a backend from setting router-owned headers on an upgrade too, give
 // the proxy a ModifyResponse that calls [headroom.Strip] on them.
 type Handler struct {
-	controller *flowcontrol.FlowController
-	capacity   capacity.Reader
-	classify   ClassifyFunc
-	maxBody    int64
-	stampOpts  []headroom.Option
-	next       http.Handler
+	controller  *flowcontrol.FlowController
+	capacity    capacity.Reader
+	classify    ClassifyFunc
+	maxBody     int64
+	bodyTimeout time.Duration
+	stampOpts   []headroom.Option
+	next        http.Handler
 }
 
 // New returns a Handler that admits requests through cfg.Controller and
@@ -218,6 +239,12 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 		classify:   cfg.Classify,
 		maxBody:    cfg.MaxBodyBytes,
 		next:       next,
+	}
+	switch {
+	case cfg.BodyReadTimeout == 0:
+		h.bodyTimeout = DefaultBodyReadTimeout
+	case cfg.BodyReadTimeout > 0:
+		h.bodyTimeout = cfg.BodyReadTimeout
 	}
 	if h.capacity == nil {
 		h.capacity = cfg.Controller
@@ -260,7 +287,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The controller's clock, so that the received time shares the time
 	// line of the queue it is compared with (a TTL, an SLO deadline).
 	received := h.controller.Clock().Now()
-	size, body, status, err := h.readBody(r)
+	size, body, status, err := h.readBody(w, r)
 	if err != nil {
 		ErrorRejection(status, err.Error()).Write(w)
 		return
@@ -385,7 +412,14 @@ func (fw *firstByteWriter) Unwrap() http.ResponseWriter { return fw.ResponseWrit
 // while the request waits in the queue: net/http starts its background read,
 // which notices a client that goes away and cancels the request's context,
 // only once the body has hit EOF.
-func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int, err error) {
+//
+// The read is bounded in time as in size: a read deadline of
+// [Config.BodyReadTimeout] is set on the connection (through
+// http.ResponseController; a writer without deadlines reads unbounded),
+// and cleared once the whole body is read, before the request queues. A
+// connection deadline is a point in wall time, so it is the real clock's,
+// not the controller's.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (size int64, body []byte, status int, err error) {
 	switch {
 	case r.Body == nil || r.Body == http.NoBody:
 		return max(r.ContentLength, 0), nil, 0, nil
@@ -394,6 +428,13 @@ func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int
 	case r.ContentLength > h.maxBody:
 		return 0, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("flowhttp: request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.maxBody)
+	}
+	var deadline *http.ResponseController
+	if h.bodyTimeout > 0 {
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil {
+			deadline = rc
+		}
 	}
 	// Read one byte past the limit to tell a body at the limit from a
 	// longer one; at math.MaxInt64 that byte would overflow the count (and
@@ -404,16 +445,38 @@ func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int
 	}
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit))
 	if err != nil {
+		if isTimeout(err) {
+			return 0, nil, http.StatusRequestTimeout,
+				fmt.Errorf("flowhttp: the request body was not received within %v", h.bodyTimeout)
+		}
 		return 0, nil, http.StatusBadRequest, fmt.Errorf("flowhttp: reading the request body: %w", err)
 	}
 	if int64(len(buf)) > h.maxBody {
 		return 0, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("flowhttp: request body exceeds the limit of %d bytes", h.maxBody)
 	}
+	if deadline != nil {
+		// Cleared only once the whole body is in (for HTTP/2 the stream
+		// keeps it otherwise; HTTP/1 clears it itself when its background
+		// read starts): on a failure net/http may read what is left of
+		// the body after the handler returns, and that read must stay
+		// bounded too. The next request on a connection reads under the
+		// server's own timeouts.
+		_ = deadline.SetReadDeadline(time.Time{})
+	}
 	if buf == nil {
 		buf = []byte{}
 	}
 	return int64(len(buf)), buf, 0, nil
+}
+
+// isTimeout reports whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // replayBody serves a body that was read before queueing, and closes the
