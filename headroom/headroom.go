@@ -8,6 +8,14 @@
 // how full that band is now. The value is advisory: nothing is reserved, and
 // concurrent callers may read the same room.
 //
+// The header is the band's room only, as llm-d defines it: request
+// capacity minus the band's queue. A capacity wider than the band — a
+// controller-wide request, byte or cost capacity, a flow's — does not
+// lower it, so a router whose controller-wide capacity is full still
+// advertises the band's headroom and refuses with rejected-saturated. A
+// dispatcher must let such a refusal win over the header, as
+// [github.com/sluicegate/sluice/headroom/window] does.
+//
 // # Which entry point
 //
 //   - A net/http router that admits through Sluice: use flowhttp.Handler,

@@ -45,6 +45,13 @@
 //     tenants lose. Compare windows on refusals, on the band's goodput and
 //     on the other tenants' service together.
 //
+// The headroom is the band's room only (llm-d's definition; see package
+// headroom): a router whose controller-wide capacity is full still
+// advertises the band's room, and refuses with rejected-saturated. So a
+// Saturated refusal caps a window that reads headroom at what it has in
+// flight, even when the refusal itself carries a headroom header with
+// room, and shrinks it as any refusal does.
+//
 // A [Window] never reads the clock: every method that needs the time takes
 // it as a parameter, so the window runs the same on a wall clock and in a
 // simulation.
