@@ -24,7 +24,8 @@
 // next request may be refused while the header shows room. It holds only
 // at the moment it was read. The band is the effective one: a request for
 // band 5 admitted in fallback band 0 reports band 0, even if band 5 is
-// provisioned while it runs.
+// provisioned while it runs. A dispatcher must let a rejected-saturated win
+// over the header, as [github.com/sluicegate/sluice/headroom/window] does.
 //
 // # Which entry point
 //

@@ -7,7 +7,10 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 )
 
-// ownedNames are the header names the stamping functions own.
+// ownedNames are the header names the stamping functions of this package
+// own: the two it sets. A router that sets the others too (the dropped
+// reason, the queue duration) strips its whole list, which is
+// flowhttp.RouterOwnedHeaders for Sluice's; this package cannot import it.
 var ownedNames = []string{HeaderName, ProvisionalHeaderName}
 
 // Middleware returns a handler that serves next and stamps the headroom of

@@ -110,7 +110,7 @@ func Example_stream() {
 	fmt.Println("end of stream:", err)
 	// Output:
 	// request headers: CONTINUE
-	// remove: [x-llm-d-flow-band-headroom-requests x-llm-d-flow-band-headroom x-llm-d-flow-queue-duration-ms]
+	// remove: [x-llm-d-flow-band-headroom-requests x-llm-d-flow-band-headroom x-llm-d-request-dropped-reason x-llm-d-flow-queue-duration-ms]
 	// set: x-llm-d-flow-band-headroom-requests: 100
 	// end of stream: EOF
 }

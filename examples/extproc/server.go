@@ -71,7 +71,12 @@ type Config struct {
 // router-owned names, so a backend cannot send them as trailers either;
 // Envoy asks only with response_trailer_mode SEND (with SKIP, the default,
 // it does not consult the processor and backend trailers pass as they
-// are). The
+// are). The router-owned names are [flowhttp.RouterOwnedHeaders], the
+// dropped reason included, and a backend's Trailer header is rewritten
+// without them. Envoy never consults an ext_proc filter on informational
+// (1xx) responses, so those are Envoy's to forward or drop: leave
+// proxy_100_continue off (as envoy.yaml does) and Envoy answers an
+// Expect: 100-continue itself instead of forwarding a backend's 100. The
 // request's slot is released exactly once: when Envoy reports the response
 // complete or ends the stream, or when the stream fails or is cancelled. A
 // request's byte size is its Content-Length: bodies are not sent to the
@@ -179,7 +184,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-					HeaderMutation: s.responseMutation(&st),
+					HeaderMutation: s.responseMutation(&st, r.ResponseHeaders.GetHeaders()),
 				}},
 			}}
 			responseDone = r.ResponseHeaders.GetEndOfStream()

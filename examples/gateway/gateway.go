@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -225,37 +224,12 @@ func classify(r *http.Request) (flowhttp.Classification, error) {
 	if err != nil {
 		return class, err
 	}
-	class.Cost, err = estimateTokens(r.Body)
-	return class, err
-}
-
-// estimateTokens estimates the tokens of a completion or chat completion
-// request from its body, as a router without a tokenizer can: the bytes of
-// the prompt (or of the messages' contents) / 4, plus max_tokens (or
-// max_completion_tokens), plus 1 so that no request is free. A body that is
-// neither counts its bytes / 4, plus 1.
-func estimateTokens(body io.Reader) (int64, error) {
-	b, err := io.ReadAll(body)
+	body, err := io.ReadAll(r.Body) // the Handler's replay of the body it read
 	if err != nil {
-		return 0, err
+		return class, err
 	}
-	var req struct {
-		Prompt   string `json:"prompt"`
-		Messages []struct {
-			Content string `json:"content"`
-		} `json:"messages"`
-		MaxTokens           int `json:"max_tokens"`
-		MaxCompletionTokens int `json:"max_completion_tokens"`
-	}
-	if json.Unmarshal(b, &req) != nil {
-		return int64(len(b))/4 + 1, nil
-	}
-	text := len(req.Prompt)
-	for _, m := range req.Messages {
-		text += len(m.Content)
-	}
-	out := max(req.MaxTokens, req.MaxCompletionTokens, 0)
-	return int64(text)/4 + int64(out) + 1, nil
+	class.Cost = flowhttp.EstimateTokens(body, 0)
+	return class, nil
 }
 
 // observe counts one flow-control outcome; it is the controller's Observer.

@@ -26,8 +26,9 @@
 // Two tenants of very different rates share the sheddable band: a heavy
 // batch job and a light evaluation suite (x-llm-d-inference-fairness-id
 // batch-etl and eval-suite). Every band schedules its flows by deficit round
-// robin over each request's estimated tokens (the prompt's bytes / 4 plus
-// max_tokens, which the gateway's classifier reads from the body), and a
+// robin over each request's estimated tokens (flowhttp.EstimateTokens: the
+// body's bytes / 4 plus max_tokens, which the gateway's classifier reads
+// from the body), and a
 // full band admits fairly: a request of a flow holding less than its share
 // displaces the newest request of the flow holding the most. So the heavy
 // tenant absorbs the band's overload, and the light one is served.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -91,22 +92,23 @@ func TestRunFourSeconds(t *testing.T) {
 	}
 }
 
-// The classifier's cost is the request's estimated tokens: the bytes of the
-// prompt or of the messages' contents / 4, plus max_tokens or
-// max_completion_tokens, or the body's bytes / 4 for a body that is not a
-// completion request; plus 1 so that no request is free.
-func TestEstimateTokens(t *testing.T) {
+// The classifier's cost is the request's estimated tokens, as
+// flowhttp.EstimateTokens makes it: the body's bytes / 4, rounded up, plus
+// max_completion_tokens or max_tokens, clamped to [1, DefaultMaxTokens].
+func TestClassifyCostsEstimatedTokens(t *testing.T) {
+	lorem := `{"model":"sim","prompt":"` + strings.Repeat("lorem ", 100) + `","max_tokens":32}`
 	for body, want := range map[string]int64{
-		`{"model":"sim","prompt":"` + strings.Repeat("lorem ", 100) + `","max_tokens":32}`: 600/4 + 32 + 1,
-		`{"prompt":"hi"}`:   0 + 0 + 1,
-		`not json at all`:   15/4 + 1,
-		``:                  1,
-		`{"max_tokens":-5}`: 1,
-		`{"messages":[{"role":"system","content":"` + strings.Repeat("a", 40) + `"},{"role":"user","content":"` + strings.Repeat("b", 60) + `"}],"max_completion_tokens":16}`: 100/4 + 16 + 1,
-		`{"prompt":[1,2,3],"max_tokens":4}`: 33/4 + 1, // not a string: the body's bytes
+		lorem:                                (int64(len(lorem))+3)/4 + 32,
+		`{"prompt":"hi"}`:                    4,
+		`not json at all`:                    4,
+		``:                                   1,
+		`{"max_tokens":-5}`:                  5,
+		`{"max_tokens":9223372036854775807}`: flowhttp.DefaultMaxTokens,
 	} {
-		if got, err := estimateTokens(strings.NewReader(body)); got != want || err != nil {
-			t.Errorf("estimateTokens(%.40q) = %d, %v; want %d", body, got, err, want)
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
+		class, err := classify(r)
+		if err != nil || class.Cost != want {
+			t.Errorf("classify(%.40q): cost %d, %v; want %d", body, class.Cost, err, want)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 package flowhttp_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -91,25 +91,24 @@ func ExampleHeaderClassifier() {
 	// {Key:{ID:default-flow Priority:0} TTL:0s Cost:0}
 }
 
-// A classifier that sets each request's cost to its estimated tokens — the
-// prompt's bytes / 4 plus max_tokens — read from the body the Handler has
+// A classifier that sets each request's cost to its estimated tokens
+// ([flowhttp.EstimateTokens]: the body's bytes / 4 plus max_tokens,
+// clamped to a model's context) read from the body the Handler has
 // already read, so that the band's cost capacity and deficit round robin
 // count tokens, not requests. A request estimated above the band's cost
 // capacity can never fit: 413.
 func ExampleClassifyFunc() {
+	const contextLength = 8192 // the model's: no request can use more
 	estimate := func(r *http.Request) (flowhttp.Classification, error) {
 		class, err := flowhttp.HeaderClassifier{}.Classify(r) // flow key and TTL from the headers
 		if err != nil {
 			return class, err
 		}
-		var body struct {
-			Prompt    string `json:"prompt"`
-			MaxTokens int64  `json:"max_tokens"`
+		body, err := io.ReadAll(r.Body) // the Handler's replay of the body it read
+		if err != nil {
+			return class, err
 		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			return class, fmt.Errorf("not a completion request: %w", err)
-		}
-		class.Cost = int64(len(body.Prompt))/4 + body.MaxTokens
+		class.Cost = flowhttp.EstimateTokens(body, contextLength)
 		return class, nil
 	}
 
@@ -134,17 +133,18 @@ func ExampleClassifyFunc() {
 		panic(err)
 	}
 
-	for _, req := range []struct{ promptBytes, maxTokens int }{{2000, 256}, {16000, 512}} {
+	for _, req := range []struct{ promptBytes, maxTokens int }{{2000, 256}, {16000, 512}, {100, math.MaxInt64}} {
 		body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d}`, strings.Repeat("a", req.promptBytes), req.maxTokens)
 		r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
 		r.Header.Set(flowhttp.FairnessIDHeader, "tenant-a")
 		rec := httptest.NewRecorder()
 		gateway.ServeHTTP(rec, r)
-		fmt.Printf("cost %d: %d %s\n", req.promptBytes/4+req.maxTokens, rec.Code, firstLine(rec.Body.String()))
+		fmt.Printf("cost %d: %d %s\n", flowhttp.EstimateTokens([]byte(body), contextLength), rec.Code, firstLine(rec.Body.String()))
 	}
 	// Output:
-	// cost 756: 200 model read 2030 bytes
-	// cost 4512: 413 {"error":{"message":"flowcontrol: priority 0: rejected-saturated: band 0 cost capacity 4096 exceeded by the request alone: it can never fit","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}
+	// cost 764: 200 model read 2030 bytes
+	// cost 4520: 413 {"error":{"message":"flowcontrol: priority 0: rejected-saturated: band 0 cost capacity 4096 exceeded by the request alone: it can never fit","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}
+	// cost 8192: 413 {"error":{"message":"flowcontrol: priority 0: rejected-saturated: band 0 cost capacity 4096 exceeded by the request alone: it can never fit","type":"invalid_request_error","param":null,"code":"rejected-saturated"}}
 }
 
 func firstLine(s string) string {

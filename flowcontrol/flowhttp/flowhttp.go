@@ -38,6 +38,9 @@
 //	400 Bad Request           the classifier fails (a bad                    —
 //	                          x-llm-d-inference-ttl), or the body cannot
 //	                          be read
+//	408 Request Timeout       the body did not arrive within                 —
+//	                          Config.BodyReadTimeout: refused before
+//	                          queueing
 //	413 Content Too Large     the body is longer than Config.MaxBodyBytes    —
 //	                          (declared or read): refused before queueing
 //	413 Content Too Large     the request's size or cost exceeds a byte or   rejected-saturated
@@ -59,17 +62,58 @@
 //
 //	{"error":{"message":"...","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}
 //
-// type is invalid_request_error (400, 413), rate_limit_exceeded (429) or
+// type is invalid_request_error (400, 408, 413), rate_limit_exceeded (429) or
 // service_unavailable (503); code is the dropped reason, or null when flow
 // control never saw the request.
 //
-// The router owns x-llm-d-flow-band-headroom-requests,
-// x-llm-d-flow-band-headroom and x-llm-d-flow-queue-duration-ms: every copy
-// a backend sends, in any letter case and with any number of values, is
-// removed before the router's own values are set, and none passes as a
-// trailer either (declared in a Trailer header or set through
+// The router owns every name of [RouterOwnedHeaders]:
+// x-llm-d-flow-band-headroom-requests, x-llm-d-flow-band-headroom,
+// x-llm-d-request-dropped-reason and x-llm-d-flow-queue-duration-ms. On a
+// dispatched request every copy a backend sends, in any letter case and
+// with any number of values, is removed before the router's own values are
+// set — from the header, from each informational (1xx) header, and from
+// the trailers (declared in a Trailer header or set through
 // http.TrailerPrefix, before or after the body). A backend cannot spoof
-// them.
+// them; in particular a dispatched response never carries a dropped
+// reason.
+//
+// # Threat model
+//
+// Clients and backends are both untrusted: nothing either sends may cost
+// the router more than a bound named here, take a slot it does not give
+// back, or change what the router tells other clients.
+//
+// A client sends a request line and headers, a body, and the time it takes
+// to send them. The headers are bounded by the http.Server (MaxHeaderBytes,
+// net/http's 1 MB by default, and ReadHeaderTimeout, which the server that
+// runs the Handler must set: sluice-gateway does). The body is read before
+// queueing, at most [Config.MaxBodyBytes] ([DefaultMaxBodyBytes], 4 MiB;
+// 413 beyond, unread when its Content-Length says so) within
+// [Config.BodyReadTimeout] ([DefaultBodyReadTimeout], 30 s; 408 beyond),
+// so a queued request holds at most one body's bytes, and a client that
+// stalls is cut before it queues. What the classifier reads is the
+// client's too: a priority outside the provisioned bands falls back (or,
+// with NeverPromote, is refused); a fairness id is any string, which the
+// controller keys flows by while they wait and a metrics exporter must
+// bound (examples/deploy/metrics does, in count and length); a TTL can only
+// shorten the wait. A cost estimated from the body must be clamped:
+// [EstimateTokens] clamps to the model's context ([DefaultMaxTokens],
+// 128 Ki tokens, by default) and saturates, whatever max_tokens says. A
+// client that goes away while queued leaves the queue at once; one that
+// goes away while served releases its slot at once.
+//
+// A backend sends a status, headers, 1xx headers, a body and trailers. The
+// router-owned names are stripped from all of them, as above, so a backend
+// cannot advertise room that is not there, claim a queue time, or make a
+// dispatched request look dropped. The body and the rest are passed on
+// unread: the Handler buffers nothing of a response. A backend that never
+// answers holds its slot until the client goes away or the wrapped handler
+// (the proxy's transport) gives up; bounding that is the proxy's.
+//
+// What the router answers itself (rejections, classifier errors, the
+// limits above) is the OpenAI-shaped body of [Rejection], of bounded size:
+// its message names the limit, or quotes the header value the classifier
+// could not read (itself bounded by MaxHeaderBytes), never the body.
 //
 // The band reported is the effective one: a request for a band that is not
 // provisioned is admitted in the fallback band, and its headroom is that
@@ -85,7 +129,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -105,11 +151,14 @@ const QueueDurationHeader = "x-llm-d-flow-queue-duration-ms"
 // 0: the longest request body read before queueing.
 const DefaultMaxBodyBytes = 4 << 20
 
+// DefaultBodyReadTimeout is the value of [Config.BodyReadTimeout] used
+// when it is 0: the longest a request body may take to arrive. At the
+// default MaxBodyBytes it asks for about 140 KB/s of a client, which any
+// client sending a prompt can give.
+const DefaultBodyReadTimeout = 30 * time.Second
+
 // canonicalQueueDurationHeader is QueueDurationHeader as http.Header keys it.
 var canonicalQueueDurationHeader = http.CanonicalHeaderKey(QueueDurationHeader)
-
-// ownedHeaders are the response headers the router owns.
-var ownedHeaders = []string{headroom.HeaderName, headroom.ProvisionalHeaderName, QueueDurationHeader}
 
 // Config configures a [Handler].
 type Config struct {
@@ -143,6 +192,18 @@ type Config struct {
 	// to its end, or when a write fails. HTTP/2 and bodiless requests are
 	// unaffected.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the time the body takes to arrive, from the
+	// moment the Handler starts reading it: a client that sends its
+	// headers and then stalls, or trickles its body, is answered 408
+	// Request Timeout once it passes, and holds its goroutine and buffer
+	// no longer. It is a read deadline on the connection (for HTTP/2, on
+	// the stream), set through http.ResponseController and cleared before
+	// the request queues, so it never bounds the queue wait or the
+	// response. 0 means [DefaultBodyReadTimeout]; negative, no bound (the
+	// server's ReadTimeout, if any, still applies). It has no effect when
+	// the body is not read (negative MaxBodyBytes) or the ResponseWriter
+	// has no read deadline (http.ErrNotSupported).
+	BodyReadTimeout time.Duration
 	// EmitProvisionalHeadroom sets the headroom under the provisional name
 	// x-llm-d-flow-band-headroom too (headroom.ProvisionalHeaderName, which
 	// llm-d-async's AIMD gate reads), beside
@@ -194,14 +255,16 @@ type Config struct {
 // past the wrapper: httputil.ReverseProxy does so for protocol upgrades
 // (101 Switching Protocols), copying the backend's headers as they are. To
 // keep a backend from setting router-owned headers on an upgrade too, give
-// the proxy a ModifyResponse that calls [headroom.Strip] on them.
+// the proxy a ModifyResponse that calls [StripRouterOwned] on the
+// response's Header and Trailer.
 type Handler struct {
-	controller *flowcontrol.FlowController
-	capacity   capacity.Reader
-	classify   ClassifyFunc
-	maxBody    int64
-	stampOpts  []headroom.Option
-	next       http.Handler
+	controller  *flowcontrol.FlowController
+	capacity    capacity.Reader
+	classify    ClassifyFunc
+	maxBody     int64
+	bodyTimeout time.Duration
+	stampOpts   []headroom.Option
+	next        http.Handler
 }
 
 // New returns a Handler that admits requests through cfg.Controller and
@@ -221,6 +284,12 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 		classify:   cfg.Classify,
 		maxBody:    cfg.MaxBodyBytes,
 		next:       next,
+	}
+	switch {
+	case cfg.BodyReadTimeout == 0:
+		h.bodyTimeout = DefaultBodyReadTimeout
+	case cfg.BodyReadTimeout > 0:
+		h.bodyTimeout = cfg.BodyReadTimeout
 	}
 	if h.capacity == nil {
 		h.capacity = cfg.Controller
@@ -260,8 +329,10 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 // ServeHTTP admits r and, if it is dispatched, serves it with the wrapped
 // handler; see [Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	received := time.Now()
-	size, body, status, err := h.readBody(r)
+	// The controller's clock, so that the received time shares the time
+	// line of the queue it is compared with (a TTL, an SLO deadline).
+	received := h.controller.Clock().Now()
+	size, body, status, err := h.readBody(w, r)
 	if err != nil {
 		ErrorRejection(status, err.Error()).Write(w)
 		return
@@ -308,10 +379,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	band := headroom.Admitted(effective)
 	queueMillis := strconv.FormatInt(int64(adm.QueueTime()/time.Millisecond), 10)
 	hw := headroom.NewHeaderWriter(&firstByteWriter{ResponseWriter: w, adm: adm}, func(hdr http.Header) {
-		headroom.Strip(hdr, QueueDurationHeader)
-		headroom.Stamp(hdr, h.capacity, band, h.stampOpts...) // strips the headroom names, then samples the band now
+		// Every router-owned name, the dropped reason included: a
+		// dispatched response carries none, whatever the backend says.
+		StripRouterOwned(hdr)
+		headroom.Stamp(hdr, h.capacity, band, h.stampOpts...) // samples the band now
 		hdr[canonicalQueueDurationHeader] = []string{queueMillis}
-	}, ownedHeaders...)
+	}, routerOwned[:]...)
 	// WithContext copies r, so the replayed body does not change the
 	// caller's request.
 	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
@@ -384,7 +457,14 @@ func (fw *firstByteWriter) Unwrap() http.ResponseWriter { return fw.ResponseWrit
 // while the request waits in the queue: net/http starts its background read,
 // which notices a client that goes away and cancels the request's context,
 // only once the body has hit EOF.
-func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int, err error) {
+//
+// The read is bounded in time as in size: a read deadline of
+// [Config.BodyReadTimeout] is set on the connection (through
+// http.ResponseController; a writer without deadlines reads unbounded),
+// and cleared once the whole body is read, before the request queues. A
+// connection deadline is a point in wall time, so it is the real clock's,
+// not the controller's.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (size int64, body []byte, status int, err error) {
 	switch {
 	case r.Body == nil || r.Body == http.NoBody:
 		return max(r.ContentLength, 0), nil, 0, nil
@@ -393,6 +473,13 @@ func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int
 	case r.ContentLength > h.maxBody:
 		return 0, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("flowhttp: request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.maxBody)
+	}
+	var deadline *http.ResponseController
+	if h.bodyTimeout > 0 {
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil {
+			deadline = rc
+		}
 	}
 	// Read one byte past the limit to tell a body at the limit from a
 	// longer one; at math.MaxInt64 that byte would overflow the count (and
@@ -403,16 +490,38 @@ func (h *Handler) readBody(r *http.Request) (size int64, body []byte, status int
 	}
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit))
 	if err != nil {
+		if isTimeout(err) {
+			return 0, nil, http.StatusRequestTimeout,
+				fmt.Errorf("flowhttp: the request body was not received within %v", h.bodyTimeout)
+		}
 		return 0, nil, http.StatusBadRequest, fmt.Errorf("flowhttp: reading the request body: %w", err)
 	}
 	if int64(len(buf)) > h.maxBody {
 		return 0, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("flowhttp: request body exceeds the limit of %d bytes", h.maxBody)
 	}
+	if deadline != nil {
+		// Cleared only once the whole body is in (for HTTP/2 the stream
+		// keeps it otherwise; HTTP/1 clears it itself when its background
+		// read starts): on a failure net/http may read what is left of
+		// the body after the handler returns, and that read must stay
+		// bounded too. The next request on a connection reads under the
+		// server's own timeouts.
+		_ = deadline.SetReadDeadline(time.Time{})
+	}
 	if buf == nil {
 		buf = []byte{}
 	}
 	return int64(len(buf)), buf, 0, nil
+}
+
+// isTimeout reports whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // replayBody serves a body that was read before queueing, and closes the

@@ -19,7 +19,7 @@ import (
 )
 
 // ownedNames are the response headers the router owns.
-var ownedNames = []string{headroom.HeaderName, headroom.ProvisionalHeaderName, flowhttp.QueueDurationHeader}
+var ownedNames = flowhttp.RouterOwnedHeaders()
 
 // trailerSpoof is one way a backend tries to send router-owned names as
 // trailers: declared in its Trailer header (set after the body, or not

@@ -50,11 +50,14 @@
 //     sends no Retry-After or queue duration with rejected-ttl-expired;
 //     whether it should is not measured yet.
 //
-// The headroom is the band's room only. A router whose controller-wide
-// capacity is full still reports its band's headroom on the responses it
-// lets through, and may refuse the next request: that refusal carries no
-// headroom, counts as headroom 0 and shrinks the window as any refusal
-// does. The header never tells a dispatcher about the global capacity.
+// The headroom is the band's room only (llm-d's definition; see package
+// headroom). A router whose controller-wide capacity is full still reports
+// its band's headroom on the responses it lets through, and refuses the
+// next request with rejected-saturated; the header never tells a
+// dispatcher about the global capacity. So a Saturated refusal caps a
+// window that reads headroom at what it has in flight, even when the
+// refusal itself carries a headroom header with room, and shrinks it as
+// any refusal does.
 //
 // A [Window] never reads the clock: every method that needs the time takes
 // it as a parameter, so the window runs the same on a wall clock and in a

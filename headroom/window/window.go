@@ -203,7 +203,10 @@ func (w *Window) TryAcquire(now time.Time) (Ticket, bool) {
 //     never shortened); the window's size is not reset.
 //   - Headroom caps the limit at the requests now in flight plus
 //     ⌊Share × headroom⌋; a success without headroom lifts the cap, and a
-//     refusal for capacity, which carries none, counts as headroom 0.
+//     refusal for capacity (Saturated) of a window that reads headroom
+//     counts as headroom 0, even when it carries a headroom header with
+//     room: the header is the band's room, and a capacity wider than the
+//     band (the controller's) may be the one that was full.
 //   - Saturated and Expired multiply the window by Backoff; an accepted
 //     request that queued longer than TargetQueueDelay multiplies it by 0.9;
 //     each at most once per flight (the requests sent before the previous
@@ -223,6 +226,15 @@ func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 	}
 
 	switch {
+	case fb.Signal == Saturated && (w.capped || fb.HeadroomKnown):
+		// A refusal for want of room is itself an observation: there was
+		// none, whatever a headroom header on it says. The header is the
+		// band's room only (llm-d's definition), and a controller-wide
+		// capacity can be full while the band still has room, so the
+		// refusal wins. A window that never saw headroom stays uncapped:
+		// its AIMD decrease answers the refusal.
+		w.capLimit = int64(w.inFlight)
+		w.capped = true
 	case fb.HeadroomKnown:
 		room := int64(w.cfg.Share * float64(max(fb.Headroom, 0)))
 		w.capLimit = satAdd(int64(w.inFlight), room)
@@ -231,10 +243,6 @@ func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 		// A success without the header: the band stopped advertising
 		// (unbounded, or a router without the feature).
 		w.capped = false
-	case fb.Signal == Saturated && w.capped:
-		// Refusals carry no header, but a refusal is itself an
-		// observation: the band had no room.
-		w.capLimit = int64(w.inFlight)
 	}
 
 	switch fb.Signal {

@@ -44,9 +44,15 @@
 //	flow_control_gate_limit                            gauge                                      the func given to GateLimit; Sluice
 //	datalayer_poll_errors_total                        counter    source_type                     PollError calls (model-server scrape failures)
 //
-// priority is the band that handled the request (its effective priority).
-// fairness_id is the flow id, capped at [Options.MaxFairnessIDs] distinct
-// values (1,000 by default), the rest counted as "other". outcome takes
+// priority is the band that handled the request (its effective priority),
+// capped at [Options.MaxPriorities] distinct values
+// ([DefaultMaxPriorities], 256). fairness_id is the flow id, capped at
+// [Options.MaxFairnessIDs] distinct values ([DefaultMaxFairnessIDs],
+// 1,000) of at most [Options.MaxLabelLength] bytes
+// ([DefaultMaxLabelLength], 128) of valid UTF-8. Every value past a cap is
+// counted as "other", so what clients send (a fairness id of any length,
+// any priority under NeverPromote) bounds neither the series a scrape
+// reads nor the memory that holds them. outcome takes
 // llm-d-router's names by default ("Dispatched", "RejectedCapacity",
 // "EvictedTTL", ...; see [LLMDOutcomes]) or Sluice's dropped reasons
 // ([DroppedReasons]). Displacement by a fairer flow is an outcome

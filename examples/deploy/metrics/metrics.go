@@ -23,6 +23,21 @@ const Prefix = "llm_d_epp_"
 // llm-d-router.
 const DefaultMaxFairnessIDs = 1000
 
+// DefaultMaxLabelLength is the longest fairness_id label value, in bytes,
+// a [Metrics] keeps unless [Options.MaxLabelLength] says otherwise: a
+// longer flow id is counted under "other". Flow ids come from a request
+// header, which may be as long as the server's header limit (1 MB by
+// default); 128 bytes hold a UUID, a tenant name or a hash with room to
+// spare.
+const DefaultMaxLabelLength = 128
+
+// DefaultMaxPriorities is how many distinct priority label values a
+// [Metrics] keeps unless [Options.MaxPriorities] says otherwise; later
+// ones are counted under "other". Effective priorities name provisioned
+// bands, so they are few; only a rejection under NeverPromote reports the
+// priority a client asked for, which may be any integer.
+const DefaultMaxPriorities = 256
+
 // SourceMetrics is the source_type of a model server's metrics endpoint in
 // llm-d-router ("metrics-data-source"), for [Metrics.PollError].
 const SourceMetrics = "metrics-data-source"
@@ -45,6 +60,17 @@ type Options struct {
 	// value counts every flow under "other". The empty id and "other"
 	// itself take no place under the cap.
 	MaxFairnessIDs int
+	// MaxLabelLength caps the length, in bytes, of a fairness_id label
+	// value: a longer flow id, or one that is not valid UTF-8, is counted
+	// under "other" and takes no place under MaxFairnessIDs. 0 means
+	// [DefaultMaxLabelLength]; a negative value counts every non-empty
+	// flow under "other".
+	MaxLabelLength int
+	// MaxPriorities caps the distinct priority label values: the first
+	// MaxPriorities priorities seen keep their own label, every later one
+	// is counted under "other". 0 means [DefaultMaxPriorities]; a negative
+	// value counts every priority under "other".
+	MaxPriorities int
 	// Outcomes selects the outcome label values; the zero value is
 	// [LLMDOutcomes].
 	Outcomes OutcomeLabels
@@ -79,12 +105,15 @@ type Metrics struct {
 	pollErrors *prometheus.CounterVec   // source_type
 
 	// Label caches: see series.go.
-	flows      cowMap[string, *flowSeries]
-	flowsFull  atomic.Bool
-	admitted   int // flow ids with their own label; guarded by flows.mu
-	maxFlows   int
-	other      *flowSeries
-	priorities cowMap[int, string]
+	flows          cowMap[string, *flowSeries]
+	flowsFull      atomic.Bool
+	admitted       int // flow ids with their own label; guarded by flows.mu
+	maxFlows       int
+	maxLabelLen    int
+	other          *flowSeries
+	priorities     cowMap[int, string]
+	prioritiesFull atomic.Bool
+	maxPriorities  int
 
 	watched atomic.Pointer[watched]
 	// funcs holds the registered funcs, indexed by funcSaturation etc.
@@ -144,15 +173,25 @@ func New(opts Options) *Metrics {
 	if maxFlows == 0 {
 		maxFlows = DefaultMaxFairnessIDs
 	}
+	maxLabelLen := opts.MaxLabelLength
+	if maxLabelLen == 0 {
+		maxLabelLen = DefaultMaxLabelLength
+	}
+	maxPriorities := opts.MaxPriorities
+	if maxPriorities == 0 {
+		maxPriorities = DefaultMaxPriorities
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Metrics{
-		outcomes: opts.Outcomes,
-		log:      log,
-		maxFlows: maxFlows,
-		other:    &flowSeries{label: overflow},
+		outcomes:      opts.Outcomes,
+		log:           log,
+		maxFlows:      maxFlows,
+		maxLabelLen:   max(maxLabelLen, 0),
+		maxPriorities: maxPriorities,
+		other:         &flowSeries{label: overflow},
 		queueTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        Prefix + "flow_control_request_queue_duration_seconds",
 			Help:        "Time requests spent in flow control, from enqueue to their outcome; 0 for a request dispatched or refused at once.",
@@ -208,16 +247,15 @@ func New(opts Options) *Metrics {
 // queue-duration histogram and one to the requests counter. Set it as the
 // controller's observer: cfg.Observer = m.Observe.
 //
-// Labels: fairness_id is the flow's id (capped, see
-// [Options.MaxFairnessIDs]), priority the band that handled the request
-// (its effective priority), outcome as [Options.Outcomes] selects. Observe
-// allocates nothing once an event's series exist.
+// Labels: fairness_id is the flow's id (capped in count and length, see
+// [Options.MaxFairnessIDs] and [Options.MaxLabelLength]), priority the
+// band that handled the request (its effective priority; capped, see
+// [Options.MaxPriorities]), outcome as [Options.Outcomes] selects. Every
+// value past a cap is "other", so the series are bounded whatever clients
+// send. Observe allocates nothing once an event's series exist, nor for an
+// event counted under "other" once those series exist.
 func (m *Metrics) Observe(ev flowcontrol.Event) {
-	s := m.seriesFor(m.flowFor(ev.Effective.ID), seriesKey{
-		priority: ev.Effective.Priority,
-		outcome:  ev.Outcome,
-		queued:   ev.QueueTime > 0,
-	})
+	s := m.seriesFor(m.flowFor(ev.Effective.ID), ev.Effective.Priority, ev.Outcome, ev.QueueTime > 0)
 	s.queueTime.Observe(ev.QueueTime.Seconds())
 	s.total.Inc()
 }

@@ -5,21 +5,17 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
-// overflow is the label value that every fairness id past the cap, and
-// every priority past maxPriorityLabels, is counted under, as llm-d-router
-// does.
+// overflow is the label value that every fairness id past the cap (or
+// too long, or not UTF-8), and every priority past the cap, is counted
+// under, as llm-d-router does.
 const overflow = "other"
-
-// maxPriorityLabels bounds the distinct priority label values. Effective
-// priorities name provisioned bands, so they are few; only a NeverPromote
-// rejection reports the priority a client asked for, which may be anything.
-const maxPriorityLabels = 256
 
 // cowMap is a map that readers load without a lock: a write copies the map
 // under a mutex and publishes the copy. It suits maps that are read on
@@ -67,17 +63,21 @@ func (c *cowMap[K, V]) loadOrMake(k K, mk func(size int) (V, bool)) V {
 	return v
 }
 
-// flowSeries holds the series of one fairness_id label value.
+// flowSeries holds the series of one fairness_id label value. Its cache
+// is keyed by label values, not by the event's raw priority, so it holds
+// at most (MaxPriorities + 1) × outcomes × 2 entries however many
+// priorities clients ask for: every priority past the cap shares the
+// "other" entries, and a write copies a map of that bounded size.
 type flowSeries struct {
 	label  string
 	series cowMap[seriesKey, *series]
 }
 
-// seriesKey names the series of one event inside a flow: the band, the
-// outcome, and whether the request was queued (which llm-d's outcome names
-// tell apart).
+// seriesKey names the series of one event inside a flow: the band's
+// priority label, the outcome, and whether the request was queued (which
+// llm-d's outcome names tell apart).
 type seriesKey struct {
-	priority int
+	priority string
 	outcome  flowcontrol.Outcome
 	queued   bool
 }
@@ -89,14 +89,19 @@ type series struct {
 }
 
 // flowFor returns the series of fairness id id: its own while fewer than
-// the cap have been admitted, the overflow's once the cap is reached. The
-// empty id and the overflow value itself use their own label and take no
-// place under the cap.
+// the cap have been admitted, the overflow's once the cap is reached, and
+// the overflow's at once for an id longer than the length cap or not valid
+// UTF-8 (which Prometheus refuses as a label value). The empty id and the
+// overflow value itself use their own label and take no place under the
+// cap.
 func (m *Metrics) flowFor(id string) *flowSeries {
+	if len(id) > m.maxLabelLen {
+		return m.other // before any lookup: a long id costs no hashing
+	}
 	if f, ok := m.flows.load(id); ok {
 		return f
 	}
-	if m.flowsFull.Load() {
+	if m.flowsFull.Load() || !utf8.ValidString(id) {
 		return m.other
 	}
 	return m.flows.loadOrMake(id, func(int) (*flowSeries, bool) {
@@ -109,29 +114,34 @@ func (m *Metrics) flowFor(id string) *flowSeries {
 	})
 }
 
-// seriesFor returns the series of an event in flow f.
-func (m *Metrics) seriesFor(f *flowSeries, k seriesKey) *series {
+// seriesFor returns the series of an event of band priority in flow f.
+func (m *Metrics) seriesFor(f *flowSeries, priority int, outcome flowcontrol.Outcome, queued bool) *series {
+	k := seriesKey{priority: m.priorityLabel(priority), outcome: outcome, queued: queued}
 	if s, ok := f.series.load(k); ok {
 		return s
 	}
 	return f.series.loadOrMake(k, func(int) (*series, bool) {
-		prio := m.priorityLabel(k.priority)
 		outcome := m.outcomeLabel(k.outcome, k.queued)
 		return &series{
-			queueTime: m.queueTime.WithLabelValues(f.label, prio, outcome),
-			total:     m.requests.WithLabelValues(outcome, prio),
+			queueTime: m.queueTime.WithLabelValues(f.label, k.priority, outcome),
+			total:     m.requests.WithLabelValues(outcome, k.priority),
 		}, true
 	})
 }
 
-// priorityLabel returns the label value of priority p: its decimal form,
-// or the overflow value once maxPriorityLabels others are in use.
+// priorityLabel returns the label value of priority p: its decimal form
+// (at most 20 bytes), or the overflow value once MaxPriorities others are
+// in use.
 func (m *Metrics) priorityLabel(p int) string {
 	if s, ok := m.priorities.load(p); ok {
 		return s
 	}
+	if m.prioritiesFull.Load() {
+		return overflow
+	}
 	return m.priorities.loadOrMake(p, func(size int) (string, bool) {
-		if size >= maxPriorityLabels {
+		if size >= m.maxPriorities {
+			m.prioritiesFull.Store(true)
 			return overflow, false
 		}
 		return strconv.Itoa(p), true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -8,19 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
-	"github.com/sluicegate/sluice/headroom"
 )
-
-// routerOwned are the response headers only the gateway may set: a
-// backend's copies are removed before the gateway sets its own (flowhttp
-// strips the first three from every response it stamps; ModifyResponse
-// strips them all, also from a protocol upgrade, which flowhttp cannot
-// see).
-var routerOwned = []string{
-	headroom.HeaderName, headroom.ProvisionalHeaderName, flowhttp.QueueDurationHeader, flowcontrol.DroppedReasonHeader,
-}
 
 // backend is one model server the gateway forwards to.
 type backend struct {
@@ -109,11 +99,8 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		Transport: p.transport,
 		// Flush every write at once: a streamed completion's events must
 		// reach the client as the model produces them.
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			headroom.Strip(resp.Header, routerOwned...)
-			return nil
-		},
+		FlushInterval:  -1,
+		ModifyResponse: stripRouterOwned,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client went away; nobody reads an answer.
@@ -189,4 +176,37 @@ func (p *pool) closeIdle() {
 	if tr, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		tr.CloseIdleConnections()
 	}
+}
+
+// stripRouterOwned is the proxies' ModifyResponse: it removes every copy
+// of the router-owned headers (flowhttp.RouterOwnedHeaders) a backend
+// sent, from the response header, from the trailers it declared, and from
+// the trailers that arrive with the end of the body, declared or not.
+// flowhttp's Handler strips them again when it writes the header, the 1xx
+// headers (which the proxy forwards through it) and the trailers; this
+// also covers a protocol upgrade (101), whose headers the proxy writes
+// itself, past the Handler.
+func stripRouterOwned(resp *http.Response) error {
+	flowhttp.StripRouterOwned(resp.Header)
+	flowhttp.StripRouterOwned(resp.Trailer)
+	if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body = &trailerStrippingBody{ReadCloser: resp.Body, resp: resp}
+	}
+	return nil
+}
+
+// trailerStrippingBody strips the router-owned names from resp.Trailer
+// when the body reports its end: the transport fills resp.Trailer before
+// the last Read returns, and the proxy copies it after.
+type trailerStrippingBody struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (b *trailerStrippingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		flowhttp.StripRouterOwned(b.resp.Trailer)
+	}
+	return n, err
 }

@@ -78,17 +78,3 @@ func runRequests(b *testing.B, base string) {
 		}
 	})
 }
-
-// FuzzEstimateTokens: any body has a cost of at least 1, and at least a
-// quarter of its bytes.
-func FuzzEstimateTokens(f *testing.F) {
-	f.Add([]byte(chatBody))
-	f.Add([]byte(`{"max_tokens":9223372036854775807,"max_completion_tokens":null}`))
-	f.Add([]byte(`{"max_completion_tokens":-1}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		got := estimateTokens(body)
-		if got < 1 || got < int64(len(body))/4 {
-			t.Errorf("estimateTokens(%q) = %d", body, got)
-		}
-	})
-}

@@ -38,6 +38,8 @@ type options struct {
 	emitProvisionalHeadroom bool
 	// maxBodyBytes is -max-body-bytes.
 	maxBodyBytes int64
+	// maxTokens is -max-tokens, the clamp of a request's estimated tokens.
+	maxTokens int64
 }
 
 const usageHeader = `Usage: sluice-gateway [flags]
@@ -60,7 +62,7 @@ Requests are classified by x-llm-d-inference-fairness-id (the flow),
 x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait).
 A request's cost (what a concurrency gate in tokens mode, a cost capacity
 and deficit round robin count) is its estimated tokens: the body's bytes / 4
-plus its max_completion_tokens or max_tokens.
+plus its max_completion_tokens or max_tokens, at most -max-tokens.
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,
@@ -134,6 +136,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate")
 	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", flowhttp.DefaultMaxBodyBytes,
 		"longest request body, read before queueing to size it and estimate its tokens; longer ones get 413 (negative: never read, every request costs 1)")
+	fs.Int64Var(&o.maxTokens, "max-tokens", flowhttp.DefaultMaxTokens,
+		"largest cost a request's estimated tokens may claim, whatever its max_tokens: the model's context length")
 
 	set, err := shared.Parse(fs, args, stdout, stderr)
 	if err != nil {
@@ -156,6 +160,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 			return fail(fmt.Errorf("-max-inflight %d: must be at least 1", maxInFlight))
 		}
 		o.maxInFlight = &maxInFlight
+	}
+	if o.maxTokens < 1 {
+		return fail(fmt.Errorf("-max-tokens %d: must be at least 1", o.maxTokens))
 	}
 	if o.maxBodyBytes == 0 {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))

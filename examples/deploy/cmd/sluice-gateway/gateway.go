@@ -25,6 +25,28 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
+// How long and how much a client may take to send a request, and to keep
+// an idle connection. No WriteTimeout: a streamed completion may rightly
+// run for minutes, and a client that stops reading it is noticed by the
+// write that fails.
+const (
+	// readHeaderTimeout bounds the time from a connection's first byte
+	// (or the end of its previous request) to the end of the request
+	// headers; the server closes a connection that takes longer.
+	readHeaderTimeout = 10 * time.Second
+	// bodyReadTimeout bounds the time a request body takes to arrive
+	// (flowhttp.Config.BodyReadTimeout): a client that stalls is answered
+	// 408 once it passes, before its request is queued.
+	bodyReadTimeout = flowhttp.DefaultBodyReadTimeout
+	// idleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes bounds the request line and headers (net/http's
+	// default, named here so the threat model can cite it); a larger
+	// request is answered 431.
+	maxHeaderBytes = http.DefaultMaxHeaderBytes
+)
+
 // gateway is the running program: the controller, its gate, the backends,
 // the metrics and the HTTP handler in front of them.
 type gateway struct {
@@ -107,7 +129,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 	g.grace.Store(int64(s.grace))
 
-	classify := costClassifier{headers: opts.classifier}.classify
+	classify := costClassifier{headers: opts.classifier, maxTokens: opts.maxTokens}.classify
 	if opts.maxBodyBytes < 0 {
 		// Bodies are not read before queueing: reading one to estimate
 		// its cost would take it from the backend.
@@ -118,6 +140,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		Logger:                  log, // a failed read for the headroom header
 		Classify:                classify,
 		MaxBodyBytes:            opts.maxBodyBytes,
+		BodyReadTimeout:         bodyReadTimeout,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
 	}, g.pool)
 	if err != nil {
@@ -210,8 +233,9 @@ func (g *gateway) readiness() error {
 func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// Recovered handler panics, accept errors and the like.
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}

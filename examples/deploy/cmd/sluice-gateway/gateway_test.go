@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/examples/modelserver"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
 // chatCompletion is what the tests read of a completion.
@@ -423,10 +424,13 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 		`not json`:                           2,
 		``:                                   1,
 		`{"max_tokens":-5}`:                  5,
-		`{"max_tokens":9223372036854775807}`: 9223372036854775807,
+		`{"max_tokens":9223372036854775807}`: flowhttp.DefaultMaxTokens, // clamped, not MaxInt64
+		`{"max_tokens":1e300}`:               flowhttp.DefaultMaxTokens,
 	} {
-		if got := estimateTokens([]byte(body)); got != want {
-			t.Errorf("estimateTokens(%s) = %d, want %d", body, got, want)
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		class, err := costClassifier{}.classify(r)
+		if err != nil || class.Cost != want {
+			t.Errorf("cost of %s = %d (%v), want %d", body, class.Cost, err, want)
 		}
 	}
 
@@ -447,6 +451,34 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 	<-hb.arrived
 	hb.release <- struct{}{}
 	<-b
+}
+
+// A client's "max_tokens": 9223372036854775807 costs -max-tokens at the
+// gateway, never MaxInt64 (issue 21, defects 2 and 3): the queued cost is
+// the clamp.
+func TestHugeMaxTokensCostsTheClamp(t *testing.T) {
+	hb := newHoldBackend(t)
+	opts := testOptions()
+	opts.configPath = writeConfig(t, "", saturatingConfig)
+	opts.backends = []*url.URL{hb.url}
+	opts.maxTokens = 1000
+	g := startGateway(t, opts)
+	client := newClient(t)
+	huge := `{"model":"sim","messages":[{"role":"user","content":"Hello"}],"max_tokens":9223372036854775807}`
+	a := send(client, g.url, "a")
+	<-hb.arrived
+	b := sendBody(client, g.url, "b", huge)
+	waitFor(t, "a queued request", func() bool { s, _ := g.fc.CapacitySnapshot(0); return s.QueuedRequests == 1 })
+	if s, _ := g.fc.CapacitySnapshot(0); s.QueuedCost != 1000 {
+		t.Errorf("queued cost %d, want the clamp 1000", s.QueuedCost)
+	}
+	hb.release <- struct{}{}
+	<-a
+	<-hb.arrived
+	hb.release <- struct{}{}
+	if r := <-b; r.status != http.StatusOK {
+		t.Errorf("the clamped request: %d %v", r.status, r.err)
+	}
 }
 
 func TestUnreadBodiesReachTheBackend(t *testing.T) {

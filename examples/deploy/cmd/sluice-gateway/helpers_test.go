@@ -213,9 +213,14 @@ const chatBody = `{"model":"sim","messages":[{"role":"user","content":"hi"}],"ma
 // send posts a chat completion with the test id id, and more headers as
 // name, value pairs, in the background.
 func send(client *http.Client, base, id string, headers ...string) <-chan result {
+	return sendBody(client, base, id, chatBody, headers...)
+}
+
+// sendBody is send with another body.
+func sendBody(client *http.Client, base, id, body string, headers ...string) <-chan result {
 	out := make(chan result, 1)
 	go func() {
-		req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(chatBody))
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 		if err != nil {
 			out <- result{err: err}
 			return

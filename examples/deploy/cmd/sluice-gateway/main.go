@@ -47,7 +47,8 @@
 // x-llm-d-inference-ttl can shorten its queue wait. Its cost, which a
 // concurrency gate in tokens mode, a cost capacity and deficit round robin
 // count, is an estimate of its tokens without a tokenizer: the body's
-// bytes ÷ 4 plus its max_completion_tokens or max_tokens. In llm-d-router's
+// bytes ÷ 4 plus its max_completion_tokens or max_tokens, at most
+// -max-tokens (the model's context; 131,072 by default). In llm-d-router's
 // form, each priority the flags can give that the file does not list gets
 // a band from the file's default band template at start, as llm-d-router
 // would provision on first sight; other unlisted priorities go to the

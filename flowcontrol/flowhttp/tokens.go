@@ -1,0 +1,142 @@
+package flowhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// DefaultMaxTokens is the largest estimate [EstimateTokens] returns when it
+// is given no maximum of its own: 131,072 tokens (128 Ki), the context
+// length of common current models (Llama 3.1, Qwen 2.5 and others). No
+// request to such a model can use more, prompt and output together, so a
+// larger estimate only lets one client's claim crowd out others'.
+const DefaultMaxTokens = 1 << 17
+
+// EstimateTokens estimates the tokens an OpenAI-style completion or chat
+// completion request will use, from its body and without a tokenizer: the
+// body's bytes ÷ 4, rounded up (roughly right for English text and the
+// common BPE tokenizers; the JSON around the prompt adds little), plus the
+// output it may generate — its top-level max_completion_tokens when that
+// is given, else its max_tokens. The sum is clamped to [1, maxTokens]:
+// maxTokens is the model's context length, or a configured maximum, and
+// 0 or a negative value means [DefaultMaxTokens]. It is the cost a
+// classifier gives a request ([Classification.Cost]); it has to rank
+// demands, not bill them.
+//
+// The body is a client's, so nothing in it is trusted:
+//   - an output limit is read as the model server (Python's JSON and
+//     pydantic's lax integers) would: a JSON integer, an integral float
+//     such as 100.0 or 1e3, or a string holding one; a value beyond
+//     int64, such as 1e30 or 9223372036854775808, counts as the maximum,
+//     and a negative, fractional or otherwise unusable one counts as no
+//     limit;
+//   - the keys are matched exactly (not in any letter case, as
+//     encoding/json would), and when a key repeats its last value counts,
+//     as for the model server;
+//   - a body that is not one JSON object — not JSON, truncated, nested
+//     deeper than encoding/json allows — costs its bytes ÷ 4 alone: the
+//     model server refuses it, so it generates nothing.
+//
+// Every sum saturates, and the work is one pass over the body, which the
+// caller has bounded in size ([Config.MaxBodyBytes]).
+func EstimateTokens(body []byte, maxTokens int64) int64 {
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	// len(body) ≤ MaxInt, so the rounding up cannot overflow an int64.
+	prompt := int64(len(body))/4 + min(int64(len(body))%4, 1)
+	cost := satAdd(prompt, outputLimit(body))
+	return min(max(cost, 1), maxTokens)
+}
+
+// outputLimit returns the output limit body asks for, 0 if none; see
+// EstimateTokens.
+func outputLimit(body []byte) int64 {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0
+	}
+	var maxTokens, maxCompletionTokens json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0
+		}
+		key, _ := tok.(string) // an object's keys are strings
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return 0
+		}
+		switch key {
+		case "max_tokens":
+			maxTokens = value
+		case "max_completion_tokens":
+			maxCompletionTokens = value
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return 0
+	}
+	if _, err := dec.Token(); err == nil {
+		return 0 // something after the object: not one JSON value
+	}
+	if n, ok := tokenCount(maxCompletionTokens); ok {
+		return n
+	}
+	if n, ok := tokenCount(maxTokens); ok {
+		return n
+	}
+	return 0
+}
+
+// tokenCount reads an output limit: a JSON number or a string holding
+// one, integral and not negative, saturated at math.MaxInt64. ok is false
+// for anything else, null included.
+func tokenCount(raw json.RawMessage) (n int64, ok bool) {
+	if len(raw) == 0 {
+		return 0, false
+	}
+	s := string(raw)
+	if raw[0] == '"' {
+		// A string must hold a JSON number too: strconv would also read
+		// hexadecimal, underscores, "Inf" and "NaN".
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false
+		}
+		if s = strings.TrimSpace(s); !json.Valid([]byte(s)) || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+			return 0, false
+		}
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, i >= 0
+	} else if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange && s[0] != '-' {
+		return math.MaxInt64, true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil && !isRangeError(err), f < 0, f != math.Trunc(f):
+		// Not a number (true, an object), or not a count.
+		return 0, false
+	case f >= math.MaxInt64:
+		return math.MaxInt64, true // +Inf included
+	}
+	return int64(f), true
+}
+
+// isRangeError reports whether err is strconv's out-of-range error, which
+// ParseFloat returns with ±Inf or 0 for a number it cannot represent.
+func isRangeError(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+// satAdd returns a + b for a, b ≥ 0, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
