@@ -212,10 +212,13 @@ func (c *FlowController) waitOwed() {
 // or the Observer among them may panic; w's own outcome is then not lost as
 // the panic goes on (see salvage).
 func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **RejectionError, gen *uint64) {
+	// Read now, under mu: once mu is released, a queued Submit's waiter
+	// may be delivered and reused by another goroutine.
+	done, waiting := w.done, w.ready != nil && !w.withdrawn
 	delivered := false
 	defer func() {
 		if !delivered {
-			c.salvage(w, *adm, *rej, *gen)
+			c.salvage(w, done, waiting, *adm, *rej, *gen)
 		}
 	}()
 	c.unlock()
@@ -225,18 +228,17 @@ func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **Rejectio
 // salvage settles the own outcome of w's enqueue, whose caller gets a
 // panic instead: a Submit's done is handed it (a queued Submit's waiter
 // delivers it as usual); an EnqueueAndWait's admission is released, and
-// the wait of one that queued is given up. Called without mu.
-func (c *FlowController) salvage(w *waiter, adm *Admission, rej *RejectionError, gen uint64) {
+// its wait, when it queued (waiting), is given up. Called without mu.
+func (c *FlowController) salvage(w *waiter, done func(*Admission, error), waiting bool, adm *Admission, rej *RejectionError, gen uint64) {
 	switch {
-	case w.withdrawn:
-		// Its enqueue panicked first and took it back (see withdraw).
 	case adm != nil || rej != nil:
-		if w.done != nil {
-			c.hand(w.done, adm, rej)
+		if done != nil {
+			c.hand(done, adm, rej)
 		} else if adm != nil {
 			adm.Done()
 		}
-	case w.ready != nil:
+	case waiting:
+		// Only this call reuses an EnqueueAndWait's waiter.
 		defer c.leaveOwed()
 		c.cancelWait(w, gen, OutcomeRejectedContextCancelled, false)
 	}
