@@ -547,3 +547,23 @@ func TestPanicDeliveringOthersKeepsTheNewcomersOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestDisplacementNeedsTheVictimToHoldMore: fair admission displaces only a
+// flow that would still hold more than the newcomer's once it is admitted
+// (Config.NoDisplacement's doc). In a band of cost capacity 6 that flow a
+// fills with one request of cost 4, b's request of cost 4 is under its share
+// (3) but would leave a no better off than b: it is rejected, or a's retry
+// would displace it in turn. b's request of cost 3 displaces a's.
+func TestDisplacementNeedsTheVictimToHoldMore(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: bounded(6)}},
+		Gate:  flowcontrol.MaxInFlight(0),
+	})
+	a := submit(context.Background(), fc, flowcontrol.Request{Key: key("a", 0), Cost: 4})
+	even := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), Cost: 4})
+	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, even.outcome(t))
+	require.False(t, a.finished())
+	less := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), Cost: 3})
+	require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, a.outcome(t))
+	require.False(t, less.finished())
+}
