@@ -108,6 +108,12 @@ type Config struct {
 	// own), which ends with [OutcomeEvictedQueuePressure]. With
 	// NoDisplacement such a request is rejected.
 	//
+	// A request displaces only a flow that holds more than the request's
+	// own flow would hold once the request is admitted, so that two flows
+	// near their shares never displace each other back and forth. A flow is
+	// a (band, ID) pair, also for a controller-wide capacity: one ID queued
+	// in two bands counts as two flows there, each with its own share.
+	//
 	// For example, a band of request capacity 10 holds 9 requests of flow
 	// A and 1 of flow B. A request of flow C arrives: there are three
 	// flows, C's share is 10/3 = 3 and C holds 0, so A's newest request is

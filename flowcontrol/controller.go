@@ -60,9 +60,10 @@ type FlowController struct {
 	refusals atomic.Uint64
 	// bands is replaced under mu and read without it.
 	bands atomic.Pointer[bandSet]
-	// waiters counts EnqueueAndWait calls that queued and have not
-	// returned; Close waits for it.
-	waiters sync.WaitGroup
+	// owed counts the calls Close waits for; see owed.
+	owed owed
+	// waiterPool recycles this controller's waiters; see recycle.
+	waiterPool sync.Pool
 
 	// emptySince is when the gate, an EndpointGate, was last seen to
 	// report no endpoints after reporting some (the zero Time while it
@@ -263,15 +264,23 @@ func (c *FlowController) Nudge() {
 // Close shuts the controller down: every queued request ends with
 // [OutcomeRejectedShuttingDown], and every later EnqueueAndWait or Submit is
 // rejected the same way at once, also one whose context is already done.
-// Close returns when the EnqueueAndWait calls of the queued requests have
-// returned (their Observer calls included) and the done functions of the
-// queued Submits have run. Admissions already granted stay valid; their
-// Done still returns their slots. Close may be called more than once; it
-// must not be called from the Observer or a Submit callback.
+// Close returns once every call that began before it is over: each
+// EnqueueAndWait that queued has returned (its Observer call included), and
+// each Submit's done function has returned, whether its outcome was decided
+// at once, by Close, or a moment earlier on another goroutine (an expiry's
+// timer, say). It does not wait for calls that begin once it has: they are
+// rejected on their own goroutine, and a callback that submits again could
+// otherwise hold it forever. Admissions already granted stay valid; their
+// Done still returns their slots. Close may be called more than once.
+//
+// Close must not be called from the Observer or a Submit callback: it would
+// wait for the call it runs in. It panics instead when it finds itself
+// inside one while calls are still owed their outcomes (of any controller:
+// it cannot tell them apart).
 func (c *FlowController) Close() {
 	c.closing.Store(true)
 	c.shutdown()
-	c.waiters.Wait()
+	c.waitOwed()
 }
 
 // shutdown ends every queued request with OutcomeRejectedShuttingDown, once,

@@ -1,90 +1,270 @@
 package flowcontrol
 
+import (
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
 // unlock releases mu and then delivers the outcomes decided while it was
 // held. Every critical section ends here, also when a panic unwinds it.
 func (c *FlowController) unlock() {
-	list := c.decided
-	if list != nil {
+	head, tail := c.decided, c.decidedTail
+	if head != nil {
 		c.decided, c.decidedTail = nil, nil
 	}
 	c.mu.Unlock()
-	if list != nil {
-		c.deliverAll(list)
+	if head != nil {
+		c.deliverAll(head, tail)
 	}
 }
 
-// deliverAll delivers each waiter of list in order. A delivery that panics
-// (a Submit callback or the Observer) does not strand the rest: they are
-// delivered as the panic unwinds, and the panic goes on.
+// outcomes is a list of waiters whose outcomes are yet to be delivered,
+// linked through waiter.next, in order.
+type outcomes struct{ head, tail *waiter }
+
+// add moves the list from head to tail to the end of l.
+func (l *outcomes) add(head, tail *waiter) {
+	if head == nil {
+		return
+	}
+	if l.tail == nil {
+		l.head = head
+	} else {
+		l.tail.next = head
+	}
+	l.tail = tail
+}
+
+// deliverAll delivers each waiter of the list from head to tail in order.
+func (c *FlowController) deliverAll(head, tail *waiter) {
+	todo := outcomes{head, tail}
+	c.deliverEach(&todo)
+}
+
+// deliverEach delivers the outcomes of todo in order, and the outcomes that
+// Submit callbacks' own Done calls parked as they ran, which deliver adds
+// to todo: a chain of callbacks that each call Done runs in constant stack
+// depth.
 //
-// Outcomes that a Submit callback's own Done settles were parked while it
-// ran; deliver hands them back, and they are delivered here after the rest,
-// in a loop, so a chain of callbacks that each call Done runs in constant
-// stack depth.
-func (c *FlowController) deliverAll(list *waiter) {
+// User code that panics as it is handed an outcome — a Submit callback or
+// the Observer — strands nothing: deliver adds what the callback parked
+// before the panic leaves it, and what is left of todo is delivered here,
+// on this goroutine, as the panic unwinds; then the panic goes on (the last
+// one, if several panic).
+func (c *FlowController) deliverEach(todo *outcomes) {
 	defer func() {
-		if list != nil {
-			c.deliverAll(list)
+		if todo.head != nil {
+			c.deliverEach(todo)
 		}
 	}()
-	tail := list
-	for tail != nil && tail.next != nil {
-		tail = tail.next
-	}
-	for list != nil {
-		w := list
-		list, w.next = w.next, nil
-		if list == nil {
-			tail = nil
+	for todo.head != nil {
+		w := todo.head
+		todo.head, w.next = w.next, nil
+		if todo.head == nil {
+			todo.tail = nil
 		}
-		more, moreTail := c.deliver(w)
-		if more == nil {
-			continue
-		}
-		if list == nil {
-			list = more
-		} else {
-			tail.next = more
-		}
-		tail = moreTail
+		c.deliver(w, todo)
 	}
 }
 
-// deliver hands w's settled outcome to its caller, and returns the outcomes
-// parked while a Submit callback ran. Called without mu.
-func (c *FlowController) deliver(w *waiter) (parked, parkedTail *waiter) {
+// deliver hands w's settled outcome to its caller, and adds to todo the
+// outcomes parked while its Submit callback ran. Called without mu.
+func (c *FlowController) deliver(w *waiter, todo *outcomes) {
 	if w.withdrawn {
-		return nil, nil
+		return
 	}
 	if w.stopCtx != nil {
 		w.stopCtx()
 	}
 	if w.ready != nil {
 		close(w.ready) // EnqueueAndWait finishes on its own goroutine
-		return nil, nil
+		return
 	}
 	adm, rej := c.result(w)
 	done := w.done
-	recycle(w)
+	c.recycle(w)
+	defer c.leaveOwed() // the queued Submit's, once done has run
 	if rej != nil {
-		// The caller hears its outcome even if the Observer panics.
-		defer done(nil, rej)
-		c.report(nil, rej)
-		return nil, nil
+		c.hand(done, nil, rej)
+		return
 	}
-	c.report(adm, nil) // on a panic, releases adm; done is not called
 	c.mu.Lock()
 	adm.inCallback = true
 	c.mu.Unlock()
 	defer func() {
+		// Also when done or the Observer panicked: what Done decided
+		// inside is delivered all the same.
 		c.mu.Lock()
 		adm.inCallback = false
-		parked, parkedTail = c.parked, c.parkedTail
+		todo.add(c.parked, c.parkedTail)
 		c.parked, c.parkedTail = nil, nil
 		c.mu.Unlock()
 	}()
-	done(adm, nil)
-	return nil, nil
+	c.hand(done, adm, nil)
+}
+
+// hand gives a Submit's outcome, adm for a dispatch and rej otherwise, to
+// its done function after telling the Observer. done is called even when
+// the Observer panics, and the panic then goes on: whatever the Observer
+// does, done is called exactly once, and an admission it is given is its
+// to end. Called without mu.
+func (c *FlowController) hand(done func(*Admission, error), adm *Admission, rej *RejectionError) {
+	if rej != nil {
+		defer callDone(done, nil, rej)
+	} else {
+		defer callDone(done, adm, nil)
+	}
+	if c.observer != nil {
+		callObserver(c.observer, event(adm, rej))
+	}
+}
+
+// callDone and callObserver are the only calls of a Submit callback and of
+// the Observer, so that Close can tell from its stack that it runs inside
+// one (see calledBack).
+func callDone(done func(*Admission, error), adm *Admission, err error) { done(adm, err) }
+
+func callObserver(observer func(Event), ev Event) { observer(ev) }
+
+// calledBack reports whether the calling goroutine is running a Submit
+// callback or the Observer of a controller. It walks the stack, so it is
+// for rare calls only.
+func calledBack() bool {
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n == len(pcs) {
+			pcs = make([]uintptr, 2*len(pcs))
+			continue
+		}
+		frames := runtime.CallersFrames(pcs[:n])
+		for {
+			f, more := frames.Next()
+			if f.Function == callDoneName || f.Function == callObserverName {
+				return true
+			}
+			if !more {
+				return false
+			}
+		}
+	}
+}
+
+var (
+	callDoneName     = funcName(callDone)
+	callObserverName = funcName(callObserver)
+)
+
+func funcName(f any) string { return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
+
+// owed counts the calls that Close waits for: each Submit from its start
+// until its done function has returned, each queued request until its
+// outcome is delivered (for a Submit, until done has returned; for an
+// EnqueueAndWait, until the call returns). idle is closed when the count
+// reaches 0 once closing is set.
+//
+// A Submit counts itself before it reads closing, and Close sets closing
+// before it reads the count: with Go's sequentially consistent atomics,
+// either the Submit sees closing (and is rejected at once, without Close
+// waiting for it) or Close sees its count; and the decrement that brings
+// the count to 0 after Close read it non-zero sees closing.
+type owed struct {
+	n      atomic.Int64
+	init   sync.Once // makes idle
+	closed sync.Once // closes idle
+	idle   chan struct{}
+}
+
+func (o *owed) ch() chan struct{} {
+	o.init.Do(func() { o.idle = make(chan struct{}) })
+	return o.idle
+}
+
+func (c *FlowController) enterOwed() { c.owed.n.Add(1) }
+
+func (c *FlowController) leaveOwed() {
+	if c.owed.n.Add(-1) == 0 && c.closing.Load() {
+		c.owed.closed.Do(func() { close(c.owed.ch()) })
+	}
+}
+
+// waitOwed waits until nothing is owed; closing is set. It panics rather
+// than wait forever when its caller runs inside a Submit callback or the
+// Observer while calls are owed: the call it runs inside may be one of
+// them.
+func (c *FlowController) waitOwed() {
+	if c.owed.n.Load() == 0 {
+		return
+	}
+	if calledBack() {
+		panic("flowcontrol: Close called from a Submit callback or the Observer while outcomes are owed; " +
+			"it would wait for the callback it runs in")
+	}
+	<-c.owed.ch()
+}
+
+// unlockBeside is unlock for the enqueue of w, whose own outcome goes to
+// its caller in enqueue's results: *adm or *rej when it was decided at
+// once, neither when w was queued (with generation *gen). Outcomes of
+// other requests decided here are delivered first, and a Submit callback
+// or the Observer among them may panic; w's own outcome is then not lost as
+// the panic goes on (see salvage).
+func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **RejectionError, gen *uint64) {
+	// Read now, under mu: once mu is released, a queued Submit's waiter
+	// may be delivered and reused by another goroutine.
+	done, waiting := w.done, w.ready != nil && !w.withdrawn
+	delivered := false
+	defer func() {
+		if !delivered {
+			c.salvage(w, done, waiting, *adm, *rej, *gen)
+		}
+	}()
+	c.unlock()
+	delivered = true
+}
+
+// salvage settles the own outcome of w's enqueue, whose caller gets a
+// panic instead: a Submit's done is handed it (a queued Submit's waiter
+// delivers it as usual); an EnqueueAndWait's admission is released, and
+// its wait, when it queued (waiting), is given up. Called without mu.
+func (c *FlowController) salvage(w *waiter, done func(*Admission, error), waiting bool, adm *Admission, rej *RejectionError, gen uint64) {
+	switch {
+	case adm != nil || rej != nil:
+		if done != nil {
+			c.hand(done, adm, rej)
+		} else if adm != nil {
+			adm.Done()
+		}
+	case waiting:
+		// Only this call reuses an EnqueueAndWait's waiter.
+		defer c.leaveOwed()
+		c.cancelWait(w, gen, OutcomeRejectedContextCancelled, false)
+	}
+}
+
+// cancelWait ends the wait of an EnqueueAndWait's queued w with outcome o,
+// unless an event settled it first, and waits until its outcome is
+// delivered. abandon delivers, on this goroutine, what it decides, and a
+// Submit callback among that may panic; w's own outcome (a dispatch just
+// before, say) is then given up before the panic goes on: its admission
+// released, since its caller gets the panic.
+func (c *FlowController) cancelWait(w *waiter, gen uint64, o Outcome, byContext bool) {
+	settled := false
+	defer func() {
+		if !settled {
+			<-w.ready
+			if adm, _ := c.result(w); adm != nil {
+				adm.Done()
+			}
+		}
+	}()
+	c.abandon(w, gen, o, byContext)
+	// Whoever settled the outcome — abandon, or an event just before it —
+	// closes ready as it delivers; w is reused only after that.
+	<-w.ready
+	settled = true
 }
 
 // park moves the outcomes decided in this critical section to the parked
@@ -167,23 +347,30 @@ func (c *FlowController) finish(adm *Admission, rej *RejectionError) (*Admission
 	return adm, nil
 }
 
-// report tells the observer, if any, of one outcome: adm for a dispatch,
-// rej otherwise. If the observer panics on a dispatch, the admission is
-// released before the panic goes on: nobody will receive it. Called without
-// mu.
+// report tells the observer, if any, of an EnqueueAndWait's outcome: adm
+// for a dispatch, rej otherwise. If the observer panics on a dispatch, the
+// admission is released before the panic goes on: the caller, which gets
+// the panic, never receives it. Called without mu.
 func (c *FlowController) report(adm *Admission, rej *RejectionError) {
 	if c.observer == nil {
 		return
 	}
-	if rej != nil {
-		c.observer(Event{Requested: rej.Requested, Effective: rej.Effective, Outcome: rej.Outcome, QueueTime: rej.QueueTime})
-		return
+	if rej == nil {
+		defer func() {
+			if r := recover(); r != nil {
+				adm.Done()
+				panic(r)
+			}
+		}()
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			adm.Done()
-			panic(r)
-		}
-	}()
-	c.observer(Event{Requested: adm.requested, Effective: adm.Effective(), Outcome: OutcomeDispatched, QueueTime: adm.queueTime})
+	callObserver(c.observer, event(adm, rej))
+}
+
+// event is what the Observer hears of an outcome: adm for a dispatch, rej
+// otherwise.
+func event(adm *Admission, rej *RejectionError) Event {
+	if rej != nil {
+		return Event{Requested: rej.Requested, Effective: rej.Effective, Outcome: rej.Outcome, QueueTime: rej.QueueTime}
+	}
+	return Event{Requested: adm.requested, Effective: adm.Effective(), Outcome: OutcomeDispatched, QueueTime: adm.queueTime}
 }

@@ -22,19 +22,16 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 	if w == nil {
 		return c.finish(adm, rej)
 	}
-	defer c.waiters.Done()
+	defer c.leaveOwed()
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
-		c.abandon(w, gen, contextOutcome(ctx), true)
-		// Whoever settled the outcome — abandon, or an event just before
-		// it — closes ready as it delivers; w is reused only after that.
-		<-w.ready
+		c.cancelWait(w, gen, contextOutcome(ctx), true)
 	}
 	// Whoever settled the outcome did so under mu, before closing ready: it
 	// is final and visible here.
 	adm, rej = c.result(w)
-	recycle(w)
+	c.recycle(w)
 	return c.finish(adm, rej)
 }
 
@@ -51,28 +48,26 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 // cancellation, or [FlowController.Close]. It may call back into the
 // controller, but it delays that goroutine, so it should be short; the
 // outcomes that a Done called from inside it settles are delivered when it
-// returns, by the goroutine that ran it, so a chain of callbacks that each
-// call Done runs in constant stack depth. A queued
+// returns (or panics), by the goroutine that ran it, so a chain of
+// callbacks that each call Done runs in constant stack depth. A queued
 // request costs no goroutine: an event loop can keep millions waiting. If
-// the Observer panics on the dispatch, the admission is released and done
-// is not called; if done itself panics, it owns the admission it was
-// given.
+// the Observer panics, done is still called, with the same outcome, before
+// the panic goes on; if done panics, it owns the admission it was given,
+// and what its own Done settled is delivered all the same. Close waits for
+// done of every Submit that began before it.
 //
 // Submit panics if done is nil.
 func (c *FlowController) Submit(ctx context.Context, req Request, done func(*Admission, error)) {
 	if done == nil {
 		panic("flowcontrol: Submit with a nil done function")
 	}
+	c.enterOwed() // before admit reads closing; see owed
+	defer c.leaveOwed()
 	adm, rej, w, _ := c.admit(ctx, req, done)
 	if w != nil {
 		return // queued: done runs when the outcome is settled
 	}
-	c.report(adm, rej)
-	if rej != nil {
-		done(nil, rej)
-		return
-	}
-	done(adm, nil)
+	c.hand(done, adm, rej)
 }
 
 // admit runs admission for req. It returns the admission or the rejection
@@ -120,7 +115,7 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	w.key = b.policy.Key(&w.item)
 	adm, rej, gen := c.enqueue(w, now)
 	if adm != nil || rej != nil {
-		recycle(w)
+		c.recycle(w)
 		return adm, rej, nil, 0
 	}
 	return nil, nil, w, gen
@@ -168,9 +163,9 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 // enqueue queues w, unless it can start at once or no longer fits. When w
 // was queued it returns nil, nil and w's generation, for the late timers of
 // this use to check.
-func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *RejectionError, uint64) {
+func (c *FlowController) enqueue(w *waiter, now time.Time) (adm *Admission, rej *RejectionError, gen uint64) {
 	c.mu.Lock()
-	defer c.unlock()
+	defer c.unlockBeside(w, &adm, &rej, &gen)
 	b := w.band
 	if c.closing.Load() {
 		return nil, c.shutdownRejection(w.requested), 0
@@ -218,13 +213,13 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (*Admission, *Rejecti
 			return adm, nil, 0
 		}
 	}
-	gen := w.gen
+	gen = w.gen
 	if w.expireAfter > 0 {
 		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, gen, OutcomeRejectedTTLExpired, false) })
 	}
+	c.enterOwed() // until w's outcome is delivered
 	if w.done == nil {
 		w.ready = make(chan struct{})
-		c.waiters.Add(1)
 	} else if w.ctx.Done() != nil {
 		ctx := w.ctx
 		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, gen, contextOutcome(ctx), true) })

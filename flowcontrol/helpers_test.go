@@ -180,6 +180,13 @@ func (g *switchGate) Release(int) {
 	g.inFlight--
 }
 
+// inFlightNow returns the slots the gate has granted and not had back.
+func (g *switchGate) inFlightNow() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inFlight
+}
+
 func (g *switchGate) set(limit int, refuse ...int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -191,7 +193,7 @@ func (b *modelBand) next() *modelReq {
 	case fairRoundRobin:
 		return b.head(b.ring[b.cur])
 	}
-	for {
+	for misses := 0; ; {
 		f := b.ring[b.cur]
 		if !b.credited[f] {
 			b.deficit[f] += b.quantum * b.weight(f)
@@ -202,6 +204,21 @@ func (b *modelBand) next() *modelReq {
 		}
 		b.credited[f] = false
 		b.cur = (b.cur + 1) % len(b.ring)
+		if misses++; misses == len(b.ring) {
+			// A whole round without a fit: credit at once the rounds in
+			// which none would fit, as the scheduler does (heads of cost
+			// up to modelMaxCost under a quantum of 1 would otherwise
+			// take that many rounds).
+			rounds := int64(math.MaxInt64)
+			for _, g := range b.ring {
+				share := b.quantum * b.weight(g)
+				rounds = min(rounds, (b.head(g).cost-b.deficit[g]+share-1)/share-1)
+			}
+			for _, g := range b.ring {
+				b.deficit[g] += rounds * b.quantum * b.weight(g)
+			}
+			misses = 0
+		}
 	}
 }
 
@@ -266,7 +283,22 @@ type modelReq struct {
 	queueTime time.Duration
 	byContext bool // the context ended it
 	done      bool // Done was called
+	callback  callbackMode
 }
+
+// callbackMode is what a Submit's done function does besides recording
+// its outcome. The panicking ones panic only when the test's own goroutine
+// delivers the outcome (see modelCallbacks.direct): a panic on a timer's
+// or an AfterFunc's goroutine would end the test process.
+type callbackMode int
+
+const (
+	callbackPlain       callbackMode = iota
+	callbackDonePanic                // on a dispatch: Done at once, then panic
+	callbackKeepPanic                // on a dispatch: panic, keeping the admission
+	callbackRejectPanic              // on a rejection: panic
+	numCallbackModes
+)
 
 type model struct {
 	now          time.Duration
@@ -311,7 +343,14 @@ func (m *model) queued() (n, bytes, cost int64) {
 
 func (m *model) finish(r *modelReq, o flowcontrol.Outcome, queueTime time.Duration, byContext bool) {
 	r.queued, r.finished, r.outcome, r.queueTime, r.byContext = false, true, o, queueTime, byContext
-	if o == flowcontrol.OutcomeDispatched {
+	switch {
+	case o != flowcontrol.OutcomeDispatched:
+	case r.callback == callbackDonePanic:
+		// Its callback's Done frees the slot before anything else can
+		// start, so it is as if it had never been taken: the controller
+		// starts with the freed slot what the model starts with it here.
+		r.done = true
+	default:
 		m.inFlight++
 	}
 }
@@ -371,14 +410,14 @@ func (m *model) refusal(b *modelBand, r *modelReq, plan []*modelReq) modelRefusa
 	tn, tby, tc := m.queued()
 	var out modelRefusal
 	check := func(l capacity.Limit, kind string, held, add int64, global bool) {
-		if l.Allows(held + add) {
-			return
+		n, bounded := l.Value()
+		if !bounded || (held <= n && add <= n-held) {
+			return // an unbounded capacity is never checked; a bounded one exactly
 		}
 		if out.kind == "" {
-			n, _ := l.Value()
 			out.kind, out.bound, out.global = kind, n, global
 		}
-		if !l.Allows(add) {
+		if add > n {
 			out.never = true
 		}
 	}
@@ -593,6 +632,36 @@ func drawLimit(rt *rapid.T, label string, maxBound int64) capacity.Limit {
 	return capacity.Unbounded()
 }
 
+// modelMaxCost and modelMaxBytes are the model's copy of the controller's
+// clamp (flowcontrol.MaxRequestCost and MaxRequestBytes, both 1 << 40): a
+// cost above it counts as it, one of 0 or less as 1; a byte size above it
+// counts as it, a negative one as 0. The model keeps its own copy so that
+// it states the semantics rather than reads them from the code under test.
+const (
+	modelMaxCost  int64 = 1 << 40
+	modelMaxBytes int64 = 1 << 40
+)
+
+// drawHuge draws a client-supplied number: mostly small, sometimes anywhere
+// up to MaxInt64, sometimes at the clamp's edges.
+func drawHuge(rt *rapid.T, label string, small int64) int64 {
+	return rapid.OneOf(
+		rapid.Int64Range(-1, small),
+		rapid.Int64Range(-1, small),
+		rapid.Int64Range(math.MinInt64, math.MaxInt64),
+		rapid.SampledFrom([]int64{modelMaxCost - 1, modelMaxCost, modelMaxCost + 1, math.MaxInt64 - 1, math.MaxInt64}),
+	).Draw(rt, label)
+}
+
+// drawHugeLimit is drawLimit with a bound that is sometimes in the range
+// of huge costs and sizes: a few of them fit, and the exact check matters.
+func drawHugeLimit(rt *rapid.T, label string, maxBound int64) capacity.Limit {
+	if rapid.IntRange(0, 3).Draw(rt, label+"-huge") == 0 {
+		return capacity.Bounded(rapid.SampledFrom([]int64{modelMaxCost - 1, modelMaxCost, 2 * modelMaxCost, 3*modelMaxCost + 1, math.MaxInt64}).Draw(rt, label))
+	}
+	return drawLimit(rt, label, maxBound)
+}
+
 func drawTTL(rt *rapid.T, label string, maxSeconds int) time.Duration {
 	if rapid.Bool().Draw(rt, label+"-set") {
 		return time.Duration(rapid.IntRange(1, maxSeconds).Draw(rt, label)) * time.Second
@@ -604,8 +673,8 @@ func runModel(rt *rapid.T) {
 	m := &model{bands: make(map[int]*modelBand)}
 	m.neverPromote = rapid.Bool().Draw(rt, "neverPromote")
 	m.reqCap = drawLimit(rt, "globalRequests", 6)
-	m.byteCap = drawLimit(rt, "globalBytes", 40)
-	m.costCap = drawLimit(rt, "globalCost", 12)
+	m.byteCap = drawHugeLimit(rt, "globalBytes", 40)
+	m.costCap = drawHugeLimit(rt, "globalCost", 12)
 	m.noDisplace = rapid.Bool().Draw(rt, "noDisplacement")
 	m.defaultTTL = drawTTL(rt, "defaultTTL", 8)
 	m.limit = rapid.IntRange(0, 3).Draw(rt, "gateLimit")
@@ -626,8 +695,8 @@ func runModel(rt *rapid.T) {
 		return &modelBand{
 			priority:   p,
 			reqCap:     drawLimit(rt, fmt.Sprintf("band[%d].requests", p), 4),
-			byteCap:    drawLimit(rt, fmt.Sprintf("band[%d].bytes", p), 20),
-			costCap:    drawLimit(rt, fmt.Sprintf("band[%d].cost", p), 10),
+			byteCap:    drawHugeLimit(rt, fmt.Sprintf("band[%d].bytes", p), 20),
+			costCap:    drawHugeLimit(rt, fmt.Sprintf("band[%d].cost", p), 10),
 			flowReqCap: drawLimit(rt, fmt.Sprintf("band[%d].flowRequests", p), 3),
 			ttl:        drawTTL(rt, fmt.Sprintf("band[%d].ttl", p), 5),
 			policy:     modelPolicy(rapid.IntRange(0, 2).Draw(rt, fmt.Sprintf("band[%d].policy", p))),
@@ -654,6 +723,7 @@ func runModel(rt *rapid.T) {
 	cfg.Gate = gate
 	rec := &recorder{}
 	cfg.Observer = rec.observe
+	cb := &modelCallbacks{}
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		rt.Fatalf("New: %v", err)
@@ -686,12 +756,13 @@ func runModel(rt *rapid.T) {
 
 	actions := map[string]func(*rapid.T){
 		"enqueue": func(rt *rapid.T) {
+			cost, size := drawHuge(rt, "cost", 4), drawHuge(rt, "size", 8)
 			r := &modelReq{
 				seq:       len(m.reqs),
 				flow:      rapid.SampledFrom(modelFlows).Draw(rt, "flow"),
-				cost:      rapid.Int64Range(1, 4).Draw(rt, "cost"),
+				cost:      min(max(cost, 1), modelMaxCost),
 				requested: rapid.IntRange(-5, 5).Draw(rt, "priority"),
-				size:      rapid.Int64Range(0, 8).Draw(rt, "size"),
+				size:      min(max(size, 0), modelMaxBytes),
 			}
 			own := drawTTL(rt, "ownTTL", 6)
 			deadline := drawTTL(rt, "ctxDeadline", 6)
@@ -705,16 +776,14 @@ func runModel(rt *rapid.T) {
 			}
 			r.cancel = cancel
 			m.reqs = append(m.reqs, r)
-			admit := start
+			fr := flowcontrol.Request{Key: key(r.flow, r.requested), ByteSize: size, Cost: cost, TTL: own}
 			if rapid.Bool().Draw(rt, "submit") {
-				admit = submit
+				r.callback = callbackMode(rapid.IntRange(0, int(numCallbackModes)-1).Draw(rt, "callback"))
+				r.call = &call{req: fr, done: make(chan struct{})}
+				cb.directly(rt, func() { cb.submit(ctx, fc, r.call, r.callback) })
+			} else {
+				r.call = start(ctx, fc, fr)
 			}
-			r.call = admit(ctx, fc, flowcontrol.Request{
-				Key:      key(r.flow, r.requested),
-				ByteSize: r.size,
-				Cost:     r.cost,
-				TTL:      own,
-			})
 			m.enqueue(r, own, deadline, alreadyDone)
 		},
 		"cancel": func(rt *rapid.T) {
@@ -729,7 +798,7 @@ func runModel(rt *rapid.T) {
 		"done": func(rt *rapid.T) {
 			r := pick("finished", func(r *modelReq) bool { return r.finished && r.outcome == flowcontrol.OutcomeDispatched && !r.done })
 			<-r.call.done
-			r.call.adm.Done()
+			cb.directly(rt, r.call.adm.Done)
 			if rapid.Bool().Draw(rt, "twice") {
 				r.call.adm.Done()
 			}
@@ -738,13 +807,13 @@ func runModel(rt *rapid.T) {
 			m.dispatch()
 		},
 		"nudge": func(rt *rapid.T) {
-			fc.Nudge()
+			cb.directly(rt, fc.Nudge)
 			m.dispatch()
 		},
 		"gate": func(rt *rapid.T) {
 			m.limit = rapid.IntRange(0, 4).Draw(rt, "limit")
 			gate.set(m.limit)
-			fc.Nudge()
+			cb.directly(rt, fc.Nudge)
 			m.dispatch()
 		},
 		"provision": func(rt *rapid.T) {
@@ -783,7 +852,7 @@ func runModel(rt *rapid.T) {
 			if rapid.IntRange(0, 9).Draw(rt, "closeNow") != 0 {
 				rt.Skip("close is rare: it ends every case it happens in")
 			}
-			fc.Close()
+			cb.directly(rt, fc.Close)
 			if !m.closed {
 				m.closed = true
 				for _, r := range m.reqs {
@@ -898,4 +967,59 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 	if diff := cmp.Diff(counts, observed); diff != "" {
 		rt.Fatalf("observed outcomes differ from the model (-model +observer):\n%s", diff)
 	}
+}
+
+// modelCallbacks makes the done functions of the model's Submits, and
+// knows when one may panic: only while the test's goroutine is inside a
+// call of its own into the controller (directly), whose deliveries, and
+// their panics, happen on that goroutine.
+type modelCallbacks struct {
+	direct atomic.Bool
+	raised atomic.Int64 // panics raised by callbacks during the direct call
+}
+
+// directly runs f, a call into the controller, on the test's goroutine,
+// letting callbacks panic; it recovers their panic and checks that f
+// panicked exactly when a callback did.
+func (cb *modelCallbacks) directly(rt *rapid.T, f func()) {
+	cb.raised.Store(0)
+	cb.direct.Store(true)
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		f()
+	}()
+	cb.direct.Store(false)
+	if got != nil && got != "callback boom" {
+		panic(got) // rapid's own, or the controller's
+	}
+	if raised := cb.raised.Load(); (got != nil) != (raised > 0) {
+		rt.Fatalf("%d callbacks panicked; the call into the controller panicked with %v", raised, got)
+	}
+}
+
+// submit is the helpers' submit of c.req, with a callback that records the
+// outcome in c, exactly once, and then does what mode says. (c is made
+// beforehand: Submit may panic with its callback.)
+func (cb *modelCallbacks) submit(ctx context.Context, fc *flowcontrol.FlowController, c *call, mode callbackMode) {
+	req := c.req
+	fc.Submit(ctx, req, func(adm *flowcontrol.Admission, err error) {
+		select {
+		case <-c.done:
+			panic("flowcontrol: Submit's done called twice for " + req.Key.ID)
+		default:
+		}
+		c.adm, c.err = adm, err
+		close(c.done)
+		if mode == callbackDonePanic && adm != nil {
+			adm.Done()
+		}
+		if !cb.direct.Load() {
+			return
+		}
+		if (adm != nil && (mode == callbackDonePanic || mode == callbackKeepPanic)) || (err != nil && mode == callbackRejectPanic) {
+			cb.raised.Add(1)
+			panic("callback boom")
+		}
+	})
 }

@@ -51,7 +51,8 @@ func TestObserverPanicOnDispatchReleasesTheSlot(t *testing.T) {
 // TestObserverPanicOnQueuedDispatch: the same for a request that waited,
 // through both admission forms. The panic reaches the goroutine the
 // observer runs on: the waiting caller's for EnqueueAndWait, the releasing
-// caller's for Submit.
+// caller's for Submit. A Submit's done is called all the same, with the
+// admission, which it then owns.
 func TestObserverPanicOnQueuedDispatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var armed atomic.Bool
@@ -79,10 +80,17 @@ func TestObserverPanicOnQueuedDispatch(t *testing.T) {
 		armed.Store(false)
 		h = hold(t, fc)
 		armed.Store(true)
-		called := false
-		fc.Submit(context.Background(), req("submitted", 0), func(*flowcontrol.Admission, error) { called = true })
+		var got *flowcontrol.Admission
+		calls := 0
+		fc.Submit(context.Background(), req("submitted", 0), func(a *flowcontrol.Admission, err error) {
+			require.NoError(t, err)
+			got = a
+			calls++
+		})
 		require.Equal(t, "observer boom", mustPanic(t, h.Done))
-		require.False(t, called, "done must not be called when the observer panics on the dispatch")
+		require.Equal(t, 1, calls, "done must be called, once, even when the observer panics on the dispatch")
+		require.Equal(t, 1, fc.InFlight(), "the admission done was given holds the slot")
+		got.Done()
 		require.Equal(t, 0, fc.InFlight(), "the submitted request's slot leaked")
 		require.Equal(t, int64(0), queued(t, fc, 0))
 	})

@@ -3,6 +3,7 @@ package flowcontrol_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -216,6 +217,171 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 		t.Errorf("InFlight %d after every admission is done", n)
 	}
 	for _, p := range []int{5, 3, 0, -5} {
+		if s, err := fc.CapacitySnapshot(p); err != nil || s.QueuedRequests != 0 || s.QueuedBytes != 0 || s.QueuedCost != 0 {
+			t.Errorf("band %d: %v %v", p, s, err)
+		}
+	}
+	goleak.VerifyNone(t, baseline)
+}
+
+// stressRequests sizes TestStressPanickingCallbacks; .ci/run sets it to 10⁶
+// under -race, the default keeps go test ./... quick.
+var stressRequests = flag.Int("stress.requests", 20000, "requests TestStressPanickingCallbacks submits")
+
+// TestStressPanickingCallbacks submits -stress.requests requests through
+// Submit from several goroutines into two bands with capacities small
+// enough to queue, displace and reject. Each callback either calls Done at
+// once, calls Done and then panics, or panics without Done (keeping the
+// admission, which the test ends later), or panics on a rejection. The
+// panics reach the goroutine of whatever Submit or Done delivered them,
+// which recovers and goes on. Every request must get exactly one callback,
+// and once all have, nothing may be in flight, queued or held by the gate,
+// and no goroutine may be left.
+//
+// There are no TTLs or cancellations here: their outcomes are delivered on
+// timer and AfterFunc goroutines, where a panic cannot be recovered (the
+// other stress tests cover them).
+func TestStressPanickingCallbacks(t *testing.T) {
+	n := *stressRequests
+	const (
+		workers = 8
+		slots   = 4
+	)
+	baseline := goleak.IgnoreCurrent()
+	gate := &switchGate{}
+	gate.set(slots)
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 1, RequestCapacity: bounded(8), Fairness: flowcontrol.RoundRobin()},
+			{Priority: 0, RequestCapacity: bounded(16), CostCapacity: bounded(64)},
+		},
+		RequestCapacity: bounded(20),
+		Gate:            gate,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		calls    = make([]atomic.Int32, n) // callbacks per request
+		called   atomic.Int64              // requests with a callback
+		outcomes [numOutcomes]atomic.Int64
+		kept     = make(chan *flowcontrol.Admission, n) // held by callbacks that panicked without Done
+		panics   atomic.Int64                           // panics recovered by the workers
+		next     atomic.Int64
+	)
+	// recovering runs f and counts the panic it raises, if any.
+	recovering := func(f func()) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r != "callback boom" {
+					panic(r)
+				}
+				panics.Add(1)
+			}
+		}()
+		f()
+	}
+	// release ends the admissions kept so far.
+	release := func() {
+		for {
+			select {
+			case a := <-kept:
+				recovering(a.Done)
+			default:
+				return
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				mode := rng.IntN(16)
+				req := flowcontrol.Request{
+					Key:  flowcontrol.FlowKey{ID: "f" + strconv.Itoa(rng.IntN(5)), Priority: rng.IntN(2)},
+					Cost: int64(rng.IntN(8)),
+				}
+				recovering(func() {
+					fc.Submit(context.Background(), req, func(a *flowcontrol.Admission, err error) {
+						if calls[i].Add(1) != 1 {
+							return // counted as doubled below
+						}
+						called.Add(1)
+						if err != nil {
+							var rej *flowcontrol.RejectionError
+							if !errors.As(err, &rej) {
+								panic(err)
+							}
+							outcomes[rej.Outcome].Add(1)
+							if mode == 0 {
+								panic("callback boom")
+							}
+							return
+						}
+						outcomes[flowcontrol.OutcomeDispatched].Add(1)
+						switch mode {
+						case 1, 2: // Done, then panic
+							a.Done()
+							panic("callback boom")
+						case 3: // panic, keeping the admission
+							kept <- a
+							panic("callback boom")
+						}
+						a.Done()
+					})
+				})
+				if i%64 == 0 {
+					release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// What waits now needs only the kept admissions to end.
+	for called.Load() < int64(n) {
+		before := called.Load()
+		release()
+		recovering(fc.Nudge)
+		if called.Load() == before && len(kept) == 0 {
+			runtime.Gosched()
+			if gate.inFlightNow() == 0 && called.Load() == before && len(kept) == 0 {
+				break // nothing can move any more
+			}
+		}
+	}
+	release()
+	fc.Close()
+
+	for i := range calls {
+		if c := calls[i].Load(); c != 1 {
+			t.Fatalf("request %d: %d callbacks", i, c)
+		}
+	}
+	var total int64
+	for o := range outcomes {
+		total += outcomes[o].Load()
+		t.Logf("%v: %d", flowcontrol.Outcome(o), outcomes[o].Load())
+	}
+	t.Logf("%d requests, %d panics recovered", n, panics.Load())
+	if total != int64(n) {
+		t.Errorf("%d outcomes for %d requests", total, n)
+	}
+	if outcomes[flowcontrol.OutcomeDispatched].Load() == 0 || panics.Load() == 0 {
+		t.Error("the load dispatched nothing or panicked nowhere")
+	}
+	if got := fc.InFlight(); got != 0 {
+		t.Errorf("InFlight %d once every admission is done", got)
+	}
+	if got := gate.inFlightNow(); got != 0 || gate.overrun {
+		t.Errorf("the gate holds %d slots (overrun %v)", got, gate.overrun)
+	}
+	for _, p := range []int{1, 0} {
 		if s, err := fc.CapacitySnapshot(p); err != nil || s.QueuedRequests != 0 || s.QueuedBytes != 0 || s.QueuedCost != 0 {
 			t.Errorf("band %d: %v %v", p, s, err)
 		}

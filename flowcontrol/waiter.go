@@ -2,13 +2,12 @@ package flowcontrol
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/sluicegate/sluice/ordering"
 )
 
-// waiter is one queued request. A waiter is reused (see waiters): gen
+// waiter is one queued request. A waiter is reused (see recycle): gen
 // survives each use, the rest is the use's.
 type waiter struct {
 	waiterUse
@@ -68,16 +67,19 @@ type waiterUse struct {
 	meter     *meter        // for a MeteredGate, set on dispatch
 }
 
-// waiters recycles waiters: one is taken for each request that must queue
-// and put back once its outcome is delivered, so a queued request costs no
-// allocation in the steady state. A waiter never returns here while anything
-// but a gen-checked late timer can still reach it.
-var waiters = sync.Pool{New: func() any { return new(waiter) }}
-
-// recycle puts w back for reuse once its outcome is delivered.
-func recycle(w *waiter) {
+// recycle puts w back in c's pool for reuse once its outcome is delivered.
+//
+// The pool is c's own (FlowController.waiterPool): one is taken for each
+// request that must queue and put back once its outcome is delivered, so a
+// queued request costs no allocation in the steady state. A waiter never
+// returns to the pool while anything but a gen-checked late timer or
+// context AfterFunc of c can still reach it, and such a late call reads
+// gen under c's mu, which every write of gen holds. A pool shared by
+// controllers would let the late timer of one read gen under its own mu
+// while another controller, under another, writes it.
+func (c *FlowController) recycle(w *waiter) {
 	w.waiterUse = waiterUse{}
-	waiters.Put(w)
+	c.waiterPool.Put(w)
 }
 
 // newWaiter prepares the waiter of a request that must queue in band b,
@@ -96,7 +98,10 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	if received.IsZero() {
 		received = now
 	}
-	w := waiters.Get().(*waiter)
+	w, _ := c.waiterPool.Get().(*waiter)
+	if w == nil {
+		w = new(waiter)
+	}
 	w.band, w.ctx, w.expireAfter, w.requested = b, ctx, expireAfter, req.Key
 	w.item = ordering.Item{
 		ReceivedTime: received,
