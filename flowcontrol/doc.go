@@ -199,10 +199,14 @@
 //     request whose call triggered that dispatch is withdrawn first (its
 //     slot returned if the loop had already dispatched it), so nothing
 //     waits for a caller that is gone.
-//   - An Observer that panics on a dispatch has the admission released
-//     before the panic goes on, so no slot leaks; the caller of
-//     EnqueueAndWait gets the panic instead of the admission, and a Submit
-//     callback is not called for it.
+//   - An Observer that panics never costs a request its outcome or a slot.
+//     The caller of EnqueueAndWait gets the panic instead of the outcome,
+//     and an admission it would have returned is released first. A Submit
+//     callback is still called, once, with the outcome — the admission
+//     included, which it then owns — before the panic goes on.
+//   - A Submit callback that panics — also after calling Done, which may
+//     have dispatched others — loses nothing: the outcomes still owed are
+//     delivered, each to its own caller, before the panic goes on.
 //   - Outcomes decided in the same event for other requests are still
 //     delivered, each to its own caller.
 //
