@@ -2,12 +2,14 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -69,9 +71,10 @@ type File struct {
 	// builds it.
 	Gate Gate
 	// Warnings lists what the file asks for and Sluice accepts but does
-	// not do (llm-d-router's in-flight eviction, say), each prefixed with
-	// its line and path. A binary should log them.
-	Warnings []string
+	// not do — llm-d-router's scheduling plugins and profiles, its
+	// admitters, in-flight eviction — each at its place in the file and
+	// saying what is lost, in file order. A binary should log them.
+	Warnings []Warning
 	// Source is where the file wrote each value, for the problems a
 	// binary finds beyond the file's own checks: see [File.ErrorAt].
 	Source Source
@@ -183,6 +186,10 @@ func parse(data []byte, file string) (*File, error) {
 	if err := d.err(file); err != nil {
 		return nil, err
 	}
+	for i := range d.warns {
+		d.warns[i].File = file
+	}
+	slices.SortStableFunc(d.warns, func(a, b Warning) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column)) })
 	f.Warnings = d.warns
 	f.Source = Source{file: file, at: d.at}
 	return f, nil

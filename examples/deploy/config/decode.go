@@ -35,6 +35,39 @@ type Error struct {
 	Msg string
 }
 
+// Warning is one thing a configuration file asks for that Sluice accepts
+// and does not do, at its place in the file: a section, a plugin or a key
+// that llm-d-router would honour and Sluice reads past, with what is lost.
+// A binary logs each; -check-config prints them.
+type Warning struct {
+	// File is the file's path as given to Load; "" for Parse.
+	File string
+	// Line and Column locate the key or list item the warning is about,
+	// from 1, as [Error]'s do.
+	Line, Column int
+	// Path names the value in the file's own spelling, e.g.
+	// "plugins[0]" or "flowControl.enableEviction".
+	Path string
+	// Msg says what is not done and what that loses.
+	Msg string
+}
+
+// String formats the warning as [Error.Error] formats a problem:
+// "config: FILE:LINE:COL: PATH: MSG".
+func (w Warning) String() string {
+	e := Error(w)
+	return e.Error()
+}
+
+// WarningStrings formats each of ws with [Warning.String], for a log.
+func WarningStrings(ws []Warning) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.String()
+	}
+	return out
+}
+
 // Error formats the problem as "config: FILE:LINE:COL: PATH: MSG", or
 // "config: line LINE, column COL: PATH: MSG" when there is no file name.
 func (e *Error) Error() string {
@@ -71,7 +104,7 @@ type decoder struct {
 	// work counts the values walked, aliases counted each time they are
 	// followed; past maxWork the walk stops.
 	work  int
-	warns []string
+	warns []Warning
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -94,10 +127,15 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, e)
 }
 
+// warnf records a warning at n, or else where errorf would put a problem
+// with path.
 func (d *decoder) warnf(n *yaml.Node, path, format string, args ...any) {
-	w := path + ": " + fmt.Sprintf(format, args...)
+	w := Warning{Path: path, Msg: fmt.Sprintf(format, args...), Line: 1, Column: 1}
+	if n == nil || n.Line == 0 {
+		n = d.pos(path)
+	}
 	if n != nil && n.Line > 0 {
-		w = fmt.Sprintf("line %d: %s", n.Line, w)
+		w.Line, w.Column = n.Line, n.Column
 	}
 	d.warns = append(d.warns, w)
 }

@@ -160,10 +160,15 @@
 // must be a policy Sluice has; a reference that names no plugin is read
 // as a type name, as llm-d-router does for the defaults it registers
 // itself. The plugins of the types above have their parameters checked,
-// whether referred to or not. Plugins of other types, schedulingProfiles,
-// dataLayer, requestHandler and parser are llm-d-router's scheduling and
-// are accepted unread. The featureGates list is checked for form; Sluice
-// applies flowControl whether or not it enables the flowControl gate
-// (with a warning when it does not). A gateway section may go with either
+// whether referred to or not. Plugins of other types (scorers, filters,
+// pickers, profile handlers, data producers, parsers, the
+// probabilistic-admitter), schedulingProfiles, dataLayer, requestHandler
+// and parser are llm-d-router's scheduling, data layer and admission: they
+// are read past, each with a [Warning] at its line that says what is lost
+// (an admitter's says when the file's gate, written to leave admission to
+// it, then admits nearly everything). The featureGates list is checked for
+// form; Sluice applies flowControl whether or not it enables the
+// flowControl gate (with a warning when it does not), and warns of every
+// other gate it enables. A gateway section may go with either
 // form; Sluice's controller section may not be mixed with llm-d-router's.
 package config

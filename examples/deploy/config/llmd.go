@@ -217,6 +217,7 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 	if usageLimit.node != nil {
 		d.resolveUsageLimit(plugins, usageLimit)
 	}
+	d.unread(top, keys, plugins, gates, f)
 }
 
 // llmdGlobal reads a controller-wide maxRequests or maxBytes: a quantity,

@@ -81,7 +81,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 	g := &gateway{opts: opts, log: log, cur: s}
 	for _, w := range s.file.Warnings {
-		log.Warn("configuration", "warning", w)
+		log.Warn("configuration", "warning", w.String())
 	}
 
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
@@ -311,7 +311,7 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 	}
 	g.grace.Store(int64(next.grace))
 	g.cur = next
-	return c.Live, next.file.Warnings, nil
+	return c.Live, config.WarningStrings(next.file.Warnings), nil
 }
 
 // describeBands formats the bands for the start-up log.

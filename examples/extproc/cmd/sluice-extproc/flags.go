@@ -245,7 +245,7 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	if err != nil {
 		return config.Gate{}, err
 	}
-	o.warnings = append(o.warnings, f.Warnings...)
+	o.warnings = append(o.warnings, config.WarningStrings(f.Warnings)...)
 
 	flagged := o.controller
 	o.controller = f.Flow
