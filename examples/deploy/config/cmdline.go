@@ -49,6 +49,9 @@ type Flags struct {
 	// says whether it was.
 	GracePeriod    time.Duration
 	GracePeriodSet bool
+	// CheckConfig is -check-config: check the configuration, print what
+	// would run ([Effective]) and exit, starting nothing.
+	CheckConfig bool
 
 	logLevel string
 }
@@ -67,6 +70,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&f.GracePeriod, GracePeriodFlag, DefaultGracePeriod, "how long admitted requests may finish after SIGINT or SIGTERM; overrides gateway.gracePeriod")
 	fs.DurationVar(&f.GracePeriod, DeprecatedGracePeriodFlag, DefaultGracePeriod, "deprecated: the old name of -"+GracePeriodFlag+", still read")
+	fs.BoolVar(&f.CheckConfig, CheckConfigFlag, false, "check the flags and the -config file, print the configuration that would run and its warnings, and exit: 0 when valid, 2 when not; starts nothing")
 }
 
 // SetUsage makes fs's usage header, then the flags' defaults, then footer.

@@ -40,6 +40,8 @@ type options struct {
 	maxBodyBytes int64
 	// maxTokens is -max-tokens, the clamp of a request's estimated tokens.
 	maxTokens int64
+	// checkConfig is -check-config.
+	checkConfig bool
 }
 
 const usageHeader = `Usage: sluice-gateway [flags]
@@ -145,6 +147,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	o.configPath, o.backends, o.classifier = shared.ConfigPath, shared.Backends, shared.Classifier
 	o.emitProvisionalHeadroom, o.pool, o.logLevel = shared.EmitProvisionalHeadroom, shared.Pool, shared.LogLevel
+	o.checkConfig = shared.CheckConfig
 	if shared.GracePeriodSet {
 		o.gracePeriod = &shared.GracePeriod
 	}

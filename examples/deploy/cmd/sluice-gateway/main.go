@@ -139,6 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
+	if opts.checkConfig {
+		return checkConfig(opts, stdout, stderr)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 
 	// Listen for signals before anything can take time, so that a SIGHUP

@@ -60,6 +60,9 @@ type options struct {
 	// warnings are the file's warnings and what the adapter accepts but
 	// cannot do, for the start-up log.
 	warnings []string
+	// checkConfig is -check-config; form is the file's form, for it.
+	checkConfig bool
+	form        config.Form
 }
 
 const usageHeader = `Usage: sluice-extproc [flags]
@@ -188,6 +191,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o.configPath, o.backends, o.classifier = shared.ConfigPath, shared.Backends, shared.Classifier
 	o.emitProvisionalHeadroom, o.pool, o.logLevel = shared.EmitProvisionalHeadroom, shared.Pool, shared.LogLevel
 	o.gracePeriod = shared.GracePeriod
+	o.checkConfig = shared.CheckConfig
 	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 
 	if len(bands) == 0 {
@@ -246,6 +250,7 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 		return config.Gate{}, err
 	}
 	o.warnings = append(o.warnings, config.WarningStrings(f.Warnings)...)
+	o.form = f.Form
 
 	flagged := o.controller
 	o.controller = f.Flow

@@ -52,6 +52,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
+	if opts.checkConfig {
+		return checkConfig(opts, stdout, stderr)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	for _, w := range opts.warnings {
 		logger.Warn("configuration", "warning", w)

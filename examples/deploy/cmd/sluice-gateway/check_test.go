@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// runCheck runs the built binary with args and returns its exit code,
+// stdout and stderr.
+func runCheck(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildGateway(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// -check-config prints what would run and the file's warnings, exits 0,
+// and starts nothing: the address it is given is taken, which a real
+// start would fail on.
+func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	args := []string{"-check-config", "-config", "../../config/testdata/llmd-probabilistic-admitter.yaml",
+		"-backend", "http://127.0.0.1:8001", "-listen", taken.Addr().String(), "-grace-period", "7s"}
+	code, stdout, stderr := runCheck(t, args...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	var out struct {
+		Config, Form string
+		Listen       map[string]string
+		Backends     []string
+		GracePeriod  string `yaml:"gracePeriod"`
+		Controller   struct {
+			DefaultTTL string `yaml:"defaultTTL"`
+			Bands      []struct {
+				Priority    int
+				MaxRequests string `yaml:"maxRequests"`
+				TTL         string
+				Ordering    string
+			}
+		}
+		Gate struct {
+			Saturation struct {
+				QueueDepthThreshold int `yaml:"queueDepthThreshold"`
+			}
+		}
+		Warnings []string
+	}
+	if err := yaml.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("the output is not YAML: %v\n%s", err, stdout)
+	}
+	if out.Form != "llm-d" || out.Listen["http"] != taken.Addr().String() || len(out.Backends) != 1 || out.GracePeriod != "7s" ||
+		out.Controller.DefaultTTL != "1m0s" || len(out.Controller.Bands) != 1 || out.Controller.Bands[0].MaxRequests != "5000" ||
+		out.Controller.Bands[0].TTL != "1m0s" || out.Gate.Saturation.QueueDepthThreshold != 999999999 {
+		t.Errorf("the output does not say what runs: %+v\n%s", out, stdout)
+	}
+	if len(out.Warnings) != 3 || !strings.Contains(out.Warnings[0], "llmd-probabilistic-admitter.yaml:10:3: plugins[0]") ||
+		!strings.Contains(out.Warnings[0], "effectively no admission control") {
+		t.Errorf("warnings %q, want the file's three, the admitter's first", out.Warnings)
+	}
+	if _, again, _ := runCheck(t, args...); again != stdout {
+		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
+	}
+
+	// Flags win over the file, and a run without a file prints the
+	// defaults.
+	_, stdout, _ = runCheck(t, "-check-config", "-max-inflight", "7")
+	for _, want := range []string{"config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings: []\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("-check-config -max-inflight 7 lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// A file that does not parse, or that the gateway refuses once the flags
+// apply, exits 2 with the place on stderr and prints nothing on stdout.
+func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-config", "../../config/testdata/bad-duration.yaml"}, "bad-duration.yaml:4:15: controller.defaultTTL"},
+		{[]string{"-config", "../../config/testdata/llmd-soft-reflective-ceiling.yaml"}, "llmd-soft-reflective-ceiling.yaml:25:30: flowControl.usageLimitPolicyPluginRef"},
+		{[]string{"-max-tokens", "0"}, "-max-tokens 0"},
+	} {
+		code, stdout, stderr := runCheck(t, append([]string{"-check-config"}, tc.args...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, nothing, and %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}

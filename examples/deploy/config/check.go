@@ -1,0 +1,155 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+)
+
+// CheckConfigFlag is the flag both binaries take to check their
+// configuration and print what they would run, without starting, as
+// nginx -t and promtool check config do.
+const CheckConfigFlag = "check-config"
+
+// Exit codes of a -check-config run: the configuration is valid (warnings
+// or not), or it is not.
+const (
+	CheckOK      = 0
+	CheckInvalid = 2
+)
+
+// Effective is what a binary runs once its flags and file are applied and
+// checked, for -check-config to print ([Effective.Write]).
+type Effective struct {
+	// Binary names the program, for the first line.
+	Binary string
+	// ConfigPath is the -config file; "" for none.
+	ConfigPath string
+	// Form is the file's form; "" without a file.
+	Form Form
+	// Listen lists the addresses the binary would listen on, by what they
+	// serve, in order, such as {"http", "127.0.0.1:8080"}.
+	Listen [][2]string
+	// Running is the controller, the gate and the gateway settings.
+	Running
+	// Warnings are the file's and the binary's, formatted.
+	Warnings []string
+}
+
+// Write prints e as YAML, in a fixed order and spelling, so that two runs
+// over the same configuration print the same bytes and a diff of two
+// outputs is a diff of what two configurations run: the listeners, the
+// backends and how they are read, the controller-wide capacities and
+// TTLs, each band as it runs (its capacities, its queue-wait TTL with the
+// default applied, its ordering, queue and fairness), the gate, and the
+// warnings. Durations are Go durations ("none" for no TTL), capacities a
+// whole number or "unbounded".
+func (e Effective) Write(w io.Writer) error {
+	var b strings.Builder
+	line := func(indent int, format string, args ...any) {
+		b.WriteString(strings.Repeat("  ", indent))
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "# %s -%s: the configuration is valid; this is what it runs.\n", e.Binary, CheckConfigFlag)
+	if e.ConfigPath == "" {
+		line(0, "config: none")
+	} else {
+		line(0, "config: %s", quote(e.ConfigPath))
+		line(0, "form: %s", quote(string(e.Form)))
+	}
+	line(0, "listen:")
+	for _, l := range e.Listen {
+		line(1, "%s: %s", l[0], quote(l[1]))
+	}
+	if len(e.Backends) == 0 {
+		line(0, "backends: []")
+	} else {
+		line(0, "backends:")
+		for _, u := range e.Backends {
+			line(1, "- %s", quote(u))
+		}
+	}
+	line(0, "scrapeInterval: %s", e.ScrapeInterval)
+	line(0, "scrapeTimeout: %s", e.ScrapeTimeout)
+	line(0, "gracePeriod: %s", e.GracePeriod)
+
+	f := e.Flow
+	line(0, "controller:")
+	line(1, "maxRequests: %s", limit(f.RequestCapacity))
+	line(1, "maxBytes: %s", limit(f.ByteCapacity))
+	line(1, "maxCost: %s", limit(f.CostCapacity))
+	line(1, "defaultTTL: %s", ttl(f.DefaultTTL))
+	line(1, "noEndpointsTTL: %s", ttl(f.NoEndpointsTTL))
+	line(1, "fallbackPriority: %d", f.FallbackPriority)
+	line(1, "neverPromote: %t", f.NeverPromote)
+	line(1, "displacement: %t", !f.NoDisplacement)
+	line(1, "bands:")
+	for _, bc := range f.Bands {
+		// A band's wait is bounded by the smaller of its TTL and the
+		// default, as the controller bounds it.
+		wait := bc.TTL
+		if wait <= 0 || (f.DefaultTTL > 0 && f.DefaultTTL < wait) {
+			wait = f.DefaultTTL
+		}
+		line(1, "- priority: %d", bc.Priority)
+		line(2, "maxRequests: %s", limit(bc.RequestCapacity))
+		line(2, "maxBytes: %s", limit(bc.ByteCapacity))
+		line(2, "maxCost: %s", limit(bc.CostCapacity))
+		line(2, "maxFlowRequests: %s", limit(bc.FlowRequestCapacity))
+		line(2, "ttl: %s", ttl(wait))
+		line(2, "ordering: %s", PolicyName(bc.Policy))
+		line(2, "queue: %s", queueKind(bc))
+		line(2, "fairness: %s", fairnessOf(bc).TypeName())
+	}
+
+	g := e.Gate
+	if g.MaxInFlight == nil && g.Saturation == nil && g.Concurrency == nil {
+		line(0, "gate: none # every request starts at once")
+	} else {
+		line(0, "gate:")
+		if g.MaxInFlight != nil {
+			line(1, "maxInFlight: %d", *g.MaxInFlight)
+		}
+		if s := g.Saturation; s != nil {
+			line(1, "saturation:")
+			line(2, "queueDepthThreshold: %d", s.QueueDepthThreshold)
+			line(2, "kvCacheUtilThreshold: %s", strconv.FormatFloat(s.KVCacheUtilThreshold, 'g', -1, 64))
+			line(2, "metricsStalenessThreshold: %s", s.MetricsStalenessThreshold)
+		}
+		if c := g.Concurrency; c != nil {
+			line(1, "concurrency:")
+			line(2, "concurrencyMode: %s", c.Mode)
+			line(2, "maxConcurrency: %d", c.MaxConcurrency)
+			line(2, "maxTokenConcurrency: %d", c.MaxTokenConcurrency)
+			line(2, "perEndpoint: %t", c.PerEndpoint)
+		}
+	}
+	if len(e.Warnings) == 0 {
+		line(0, "warnings: []")
+	} else {
+		line(0, "warnings:")
+		for _, w := range e.Warnings {
+			line(1, "- %s", quote(w))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func limit(l capacity.Limit) string { return l.String() }
+
+func ttl(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+// quote writes s as a YAML double-quoted scalar: Go's escapes for
+// printable text are YAML's.
+func quote(s string) string { return strconv.QuoteToASCII(s) }

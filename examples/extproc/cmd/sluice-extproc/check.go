@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// checkConfig is -check-config: the flags and the file are parsed and
+// checked already (parseFlags); it builds the controller and the
+// telemetry as a start would, prints what would run with the warnings,
+// and tears them down without listening or scraping. It returns
+// config.CheckOK, or config.CheckInvalid with the problem on stderr.
+func checkConfig(opts options, stdout, stderr io.Writer) int {
+	quiet := slog.New(slog.DiscardHandler)
+	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: quiet})
+	cfg := opts.controller
+	cfg.Observer = m.Observe
+	fc, err := flowcontrol.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice-extproc: %s%v\n", where(opts.configPath), err)
+		return config.CheckInvalid
+	}
+	defer fc.Close()
+	if _, err := newTelemetry(context.Background(), fc, cfg, m, opts, quiet); err != nil {
+		fmt.Fprintf(stderr, "sluice-extproc: %v\n", err)
+		return config.CheckInvalid
+	}
+	metricsListen := opts.metricsListen
+	if metricsListen == "" {
+		metricsListen = "off"
+	}
+	e := config.Effective{
+		Binary:     "sluice-extproc",
+		ConfigPath: opts.configPath,
+		Form:       opts.form,
+		Listen:     [][2]string{{"grpc", opts.listen}, {"metrics", metricsListen}},
+		Running: config.Running{
+			Flow:           opts.controller,
+			Gate:           opts.gate,
+			Backends:       backendNames(opts),
+			ScrapeInterval: opts.scrapeInterval,
+			ScrapeTimeout:  opts.scrapeTimeout,
+			GracePeriod:    opts.gracePeriod,
+		},
+		Warnings: opts.warnings,
+	}
+	if err := e.Write(stdout); err != nil {
+		fmt.Fprintf(stderr, "sluice-extproc: %v\n", err)
+		return 1
+	}
+	return config.CheckOK
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCheck runs the program in a child process with args and returns its
+// exit code, stdout and stderr.
+func runCheck(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), beMain+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// -check-config prints what would run, the file's warnings and the
+// adapter's own, exits 0, and starts nothing: both addresses it is given
+// are taken, which a real start would fail on.
+func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	args := []string{"-check-config", "-config", "../../../deploy/config/testdata/llmd.yaml",
+		"-backend", "http://127.0.0.1:8001", "-listen", addrs[0], "-metrics-listen", addrs[1]}
+	code, stdout, stderr := runCheck(t, args...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	for _, want := range []string{
+		"form: \"llm-d\"\n",
+		"listen:\n  grpc: \"" + addrs[0] + "\"\n  metrics: \"" + addrs[1] + "\"\n",
+		"backends:\n  - \"http://127.0.0.1:8001\"\n",
+		"  maxRequests: 2000\n  maxBytes: 8589934592\n",
+		"  defaultTTL: 45s\n  noEndpointsTTL: 20s\n",
+		"  - priority: 100\n    maxRequests: 400\n    maxBytes: 1000000000\n    maxCost: unbounded\n    maxFlowRequests: unbounded\n    ttl: 45s\n    ordering: edf-ordering-policy\n    queue: heap\n    fairness: round-robin-fairness-policy\n",
+		"gate:\n  concurrency:\n    concurrencyMode: tokens\n    maxConcurrency: 128\n",
+		"llmd.yaml:10:3: plugins[0]: plugin \\\"queue-scorer\\\"",
+		"llmd.yaml:25:1: schedulingProfiles",
+		"ext_proc sees no request bodies", // the adapter's own warning
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, again, _ := runCheck(t, args...); again != stdout {
+		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
+	}
+}
+
+// A bad file, or flags the adapter refuses, exit 2 with the reason on
+// stderr and nothing on stdout.
+func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-config", "../../../deploy/config/testdata/bad-duration.yaml"}, "bad-duration.yaml:4:15: controller.defaultTTL"},
+		{[]string{"-config", "../../../deploy/config/testdata/llmd-probabilistic-admitter.yaml"}, "no backend is known"},
+		{[]string{"-band", "priority=1"}, "FallbackPriority 0: no band"},
+	} {
+		code, stdout, stderr := runCheck(t, append([]string{"-check-config"}, tc.args...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, nothing, and %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}
