@@ -60,9 +60,9 @@ func Example() {
 	// flowcontrol: priority 0: rejected-saturated: band 0 request capacity 1 reached
 	// llm_d_epp_flow_control_capacity_utilization_requests{inference_pool=pool-a,priority=0} 1
 	// llm_d_epp_flow_control_gate_refusals_total{inference_pool=pool-a} 2
-	// llm_d_epp_flow_control_queue_bytes{inference_pool=pool-a,priority=0} 0
+	// llm_d_epp_flow_control_queue_bytes{fairness_id=tenant-a,inference_pool=pool-a,priority=0} 0
 	// llm_d_epp_flow_control_queue_cost{inference_pool=pool-a,priority=0} 1
-	// llm_d_epp_flow_control_queue_size{inference_pool=pool-a,priority=0} 1
+	// llm_d_epp_flow_control_queue_size{fairness_id=tenant-a,inference_pool=pool-a,priority=0} 1
 	// llm_d_epp_flow_control_requests_in_flight{inference_pool=pool-a} 1
 	// llm_d_epp_flow_control_requests_total{inference_pool=pool-a,outcome=Dispatched,priority=0} 1
 	// llm_d_epp_flow_control_requests_total{inference_pool=pool-a,outcome=RejectedCapacity,priority=0} 1

@@ -116,6 +116,9 @@ type Metrics struct {
 	maxPriorities  int
 
 	watched atomic.Pointer[watched]
+	// tracked holds each flow seen in each watched band, for the per-flow
+	// queue gauges: see flows.go.
+	tracked cowMap[flowBand, struct{}]
 	// funcs holds the registered funcs, indexed by funcSaturation etc.
 	funcs [numFuncs]atomic.Pointer[funcGauge]
 
@@ -151,6 +154,10 @@ type watched struct {
 	requests   capacity.Limit
 	bytes      capacity.Limit
 	cost       capacity.Limit
+	// fallback and neverPromote are the controller's, to tell which band
+	// a request is queued in ([Metrics.Enqueued]).
+	fallback     int
+	neverPromote bool
 }
 
 // New returns a Metrics configured by opts. It panics if
@@ -217,8 +224,9 @@ func New(opts Options) *Metrics {
 	desc := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(Prefix+name, help, labels, constLabels)
 	}
-	m.queueSize = desc("flow_control_queue_size", "Requests waiting in a priority band.", band)
-	m.queueBytes = desc("flow_control_queue_bytes", "Bytes of the requests waiting in a priority band.", band)
+	flow := []string{"fairness_id", "priority"}
+	m.queueSize = desc("flow_control_queue_size", "Requests of a flow waiting in a priority band.", flow)
+	m.queueBytes = desc("flow_control_queue_bytes", "Bytes of the requests of a flow waiting in a priority band.", flow)
 	m.queueCost = desc("flow_control_queue_cost", "Summed cost (estimated tokens) of the requests waiting in a priority band.", band)
 	m.utilRequests = desc("flow_control_capacity_utilization_requests",
 		"Requests waiting in a band over its request capacity; above 1 after the capacity shrank. Absent for an unbounded capacity.", band)
@@ -255,9 +263,13 @@ func New(opts Options) *Metrics {
 // send. Observe allocates nothing once an event's series exist, nor for an
 // event counted under "other" once those series exist.
 func (m *Metrics) Observe(ev flowcontrol.Event) {
-	s := m.seriesFor(m.flowFor(ev.Effective.ID), ev.Effective.Priority, ev.Outcome, ev.QueueTime > 0)
+	f := m.flowFor(ev.Effective.ID)
+	s := m.seriesFor(f, ev.Effective.Priority, ev.Outcome, ev.QueueTime > 0)
 	s.queueTime.Observe(ev.QueueTime.Seconds())
 	s.total.Inc()
+	if w := m.watched.Load(); w != nil {
+		m.track(w, f, ev.Effective.ID, ev.Effective.Priority)
+	}
 }
 
 // Watch makes every later scrape read c: the queue size, bytes, cost and
@@ -267,7 +279,8 @@ func (m *Metrics) Observe(ev flowcontrol.Event) {
 // provisioned later is added with [Metrics.WatchBand]. A later Watch
 // replaces the earlier one.
 func (m *Metrics) Watch(c *flowcontrol.FlowController, cfg flowcontrol.Config) {
-	w := &watched{c: c, requests: cfg.RequestCapacity, bytes: cfg.ByteCapacity, cost: cfg.CostCapacity}
+	w := &watched{c: c, requests: cfg.RequestCapacity, bytes: cfg.ByteCapacity, cost: cfg.CostCapacity,
+		fallback: cfg.FallbackPriority, neverPromote: cfg.NeverPromote}
 	for _, b := range cfg.Bands {
 		w.priorities = append(w.priorities, b.Priority)
 	}
@@ -384,6 +397,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // collectBands sends the state of the watched controller.
 func (m *Metrics) collectBands(ch chan<- prometheus.Metric, w *watched) {
 	var requests, bytes, cost int64
+	flows := m.trackedByBand()
 	for _, p := range w.priorities {
 		s, err := w.c.CapacitySnapshot(p)
 		if err != nil {
@@ -392,8 +406,7 @@ func (m *Metrics) collectBands(ch chan<- prometheus.Metric, w *watched) {
 			continue
 		}
 		prio := strconv.Itoa(p)
-		gauge(ch, m.queueSize, float64(s.QueuedRequests), prio)
-		gauge(ch, m.queueBytes, float64(s.QueuedBytes), prio)
+		m.collectFlows(ch, w, flows[p], p, s)
 		gauge(ch, m.queueCost, float64(s.QueuedCost), prio)
 		utilization(ch, m.utilRequests, s.QueuedRequests, s.RequestCapacity, prio)
 		utilization(ch, m.utilBytes, s.QueuedBytes, s.ByteCapacity, prio)

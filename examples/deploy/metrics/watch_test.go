@@ -82,8 +82,10 @@ func testController(t *testing.T, m *metrics.Metrics, clock *manualClock) (*flow
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	m.Watch(c, cfg) // before the requests, so that Enqueued knows the bands
 	r := &results{}
 	submit := func(id string, prio int, size, cost int64) {
+		m.Enqueued(flowcontrol.FlowKey{ID: id, Priority: prio}) // as a binary's classifier does
 		c.Submit(context.Background(), flowcontrol.Request{
 			Key: flowcontrol.FlowKey{ID: id, Priority: prio}, ByteSize: size, Cost: cost,
 		}, r.done)
@@ -127,18 +129,22 @@ llm_d_epp_flow_control_global_capacity_utilization_cost 0.023
 # HELP llm_d_epp_flow_control_global_capacity_utilization_requests Requests waiting in all bands over the global request capacity. Absent when it is unbounded.
 # TYPE llm_d_epp_flow_control_global_capacity_utilization_requests gauge
 llm_d_epp_flow_control_global_capacity_utilization_requests 0.5
-# HELP llm_d_epp_flow_control_queue_bytes Bytes of the requests waiting in a priority band.
+# HELP llm_d_epp_flow_control_queue_bytes Bytes of the requests of a flow waiting in a priority band.
 # TYPE llm_d_epp_flow_control_queue_bytes gauge
-llm_d_epp_flow_control_queue_bytes{priority="0"} 0
-llm_d_epp_flow_control_queue_bytes{priority="10"} 300
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-a",priority="10"} 100
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-b",priority="10"} 200
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-c",priority="0"} 0
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-c",priority="10"} 0
 # HELP llm_d_epp_flow_control_queue_cost Summed cost (estimated tokens) of the requests waiting in a priority band.
 # TYPE llm_d_epp_flow_control_queue_cost gauge
 llm_d_epp_flow_control_queue_cost{priority="0"} 20
 llm_d_epp_flow_control_queue_cost{priority="10"} 3
-# HELP llm_d_epp_flow_control_queue_size Requests waiting in a priority band.
+# HELP llm_d_epp_flow_control_queue_size Requests of a flow waiting in a priority band.
 # TYPE llm_d_epp_flow_control_queue_size gauge
-llm_d_epp_flow_control_queue_size{priority="0"} 2
-llm_d_epp_flow_control_queue_size{priority="10"} 3
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-a",priority="10"} 1
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-b",priority="10"} 2
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-c",priority="0"} 2
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-c",priority="10"} 0
 # HELP llm_d_epp_flow_control_requests_in_flight Requests dispatched by flow control and not yet done.
 # TYPE llm_d_epp_flow_control_requests_in_flight gauge
 llm_d_epp_flow_control_requests_in_flight 1
@@ -204,7 +210,7 @@ llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-
 `
 	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(waited), queueDuration))
 	// With nothing left, the gauges read 0.
-	require.Equal(t, 0.0, gaugeValue(t, m, "flow_control_queue_size", "priority=10"))
+	require.Equal(t, 0.0, gaugeValue(t, m, "flow_control_queue_size", "fairness_id=tenant-b,priority=10"))
 	require.Equal(t, 0.0, gaugeValue(t, m, "flow_control_requests_in_flight", ""))
 }
 
@@ -232,6 +238,7 @@ func TestWatchBand(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	m.Watch(c, cfg)
+	// No Enqueued: a flow not seen yet is counted under "other".
 	submit := func(prio int) {
 		c.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "f", Priority: prio}},
 			func(a *flowcontrol.Admission, _ error) { require.Nil(t, a) })
@@ -242,10 +249,10 @@ func TestWatchBand(t *testing.T) {
 
 	require.NoError(t, c.ProvisionBand(flowcontrol.BandConfig{Priority: 5, RequestCapacity: capacity.Bounded(2)}))
 	submit(5)
-	require.NotContains(t, counts(t, m, metrics.Prefix+"flow_control_queue_size"), "priority=5")
+	require.NotContains(t, counts(t, m, metrics.Prefix+"flow_control_queue_size"), "fairness_id=other,priority=5")
 	m.WatchBand(5)
 	m.WatchBand(5)
-	require.Equal(t, map[string]float64{"priority=0": 2, "priority=5": 1},
+	require.Equal(t, map[string]float64{"fairness_id=other,priority=0": 2, "fairness_id=other,priority=5": 1},
 		counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 
 	require.NoError(t, c.ProvisionBand(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(1)}))
@@ -255,7 +262,7 @@ func TestWatchBand(t *testing.T) {
 
 	require.Empty(t, logs.String())
 	m.WatchBand(7) // never provisioned
-	require.Equal(t, map[string]float64{"priority=0": 2, "priority=5": 1},
+	require.Equal(t, map[string]float64{"fairness_id=other,priority=0": 2, "fairness_id=other,priority=5": 1},
 		counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 	require.Contains(t, logs.String(), "band left out of the scrape")
 	require.Contains(t, logs.String(), "priority=7")

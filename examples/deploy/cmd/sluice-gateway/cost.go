@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
@@ -31,4 +32,18 @@ func (c costClassifier) classify(r *http.Request) (flowhttp.Classification, erro
 	}
 	class.Cost = flowhttp.EstimateTokens(body, c.maxTokens)
 	return class, nil
+}
+
+// announced returns classify, telling enqueued of each request's flow key
+// once it is classified, just before the request is enqueued: the metrics
+// then have the flow's queue gauges from its first request
+// (metrics.Metrics.Enqueued).
+func announced(classify flowhttp.ClassifyFunc, enqueued func(flowcontrol.FlowKey)) flowhttp.ClassifyFunc {
+	return func(r *http.Request) (flowhttp.Classification, error) {
+		class, err := classify(r)
+		if err == nil {
+			enqueued(class.Key)
+		}
+		return class, err
+	}
 }

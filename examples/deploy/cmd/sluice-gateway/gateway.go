@@ -135,6 +135,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		// its cost would take it from the backend.
 		classify = opts.classifier.Classify
 	}
+	classify = announced(classify, g.metrics.Enqueued)
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
 		Logger:                  log, // a failed read for the headroom header

@@ -170,7 +170,9 @@ func TestBinaryWithLLMDConfigServesMetrics(t *testing.T) {
 		// The file's global maxRequests "2k" is bounded, so its utilisation is exported.
 		`llm_d_epp_flow_control_global_capacity_utilization_requests{inference_pool="pool-a"} 0`,
 		// The file's priorityBands are watched.
-		`llm_d_epp_flow_control_queue_size{inference_pool="pool-a",priority="100"} 0`,
+		`llm_d_epp_flow_control_capacity_utilization_requests{inference_pool="pool-a",priority="100"} 0`,
+		// The queue gauges are per flow.
+		`llm_d_epp_flow_control_queue_size{fairness_id="default-flow",inference_pool="pool-a",priority="0"} 0`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -63,6 +63,9 @@ type options struct {
 	// checkConfig is -check-config; form is the file's form, for it.
 	checkConfig bool
 	form        config.Form
+	// enqueued, if set, hears each classified request's flow key just
+	// before it is enqueued (metrics.Metrics.Enqueued).
+	enqueued func(flowcontrol.FlowKey)
 }
 
 const usageHeader = `Usage: sluice-extproc [flags]

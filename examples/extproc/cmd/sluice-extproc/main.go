@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
 func main() {
@@ -64,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: logger})
+	opts.enqueued = m.Enqueued
 	cfg := opts.controller
 	cfg.Observer = m.Observe
 	fc, err := flowcontrol.New(cfg)
@@ -124,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gracePeriod func() time.Duration, lis net.Listener, logger *slog.Logger) error {
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
-		Classify:   opts.classifier.ClassifyHeader,
+		Classify:   announced(opts.classifier.ClassifyHeader, opts.enqueued),
 		Logger:     logger,
 
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
@@ -178,6 +181,21 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gr
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// announced returns classify, telling enqueued, if not nil, of each
+// request's flow key once it is classified, just before it is enqueued.
+func announced(classify func(http.Header) (flowhttp.Classification, error), enqueued func(flowcontrol.FlowKey)) func(http.Header) (flowhttp.Classification, error) {
+	if enqueued == nil {
+		return classify
+	}
+	return func(h http.Header) (flowhttp.Classification, error) {
+		class, err := classify(h)
+		if err == nil {
+			enqueued(class.Key)
+		}
+		return class, err
+	}
 }
 
 // describeBands formats the configured bands for the startup log.
