@@ -2,7 +2,10 @@
 // through when a plain in-flight limit is not enough: a gate that reads the
 // model servers' own metrics ([Saturation]), a budget of requests and
 // estimated tokens in flight ([Concurrency]), a limit learned from the
-// time to first token ([Adaptive]), and [All], which composes them.
+// time to first token ([Adaptive]), one that refuses while the router
+// knows no model server to be up ([Endpoints]), so that requests end
+// rejected-no-endpoints instead of waiting out their TTL, and [All],
+// which composes them.
 //
 // The first two mirror saturation detectors of llm-d-router, whose
 // parameter names and defaults the configuration types give beside their

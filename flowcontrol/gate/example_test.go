@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,4 +96,39 @@ func ExampleAdaptive() {
 	fmt.Println("limit", g.Limit())
 	// Output:
 	// limit 64
+}
+
+// A router that has lost every model server says so to an endpoints gate,
+// composed first with the gate that limits what runs: requests then end
+// rejected-no-endpoints (503) after NoEndpointsTTL instead of waiting out
+// their TTL, and a waiting request starts as soon as a server is back.
+func ExampleEndpoints() {
+	endpoints := gate.Endpoints(0) // nothing reached yet
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands:          []flowcontrol.BandConfig{{Priority: 0}},
+		Gate:           gate.All(endpoints, flowcontrol.MaxInFlight(64)),
+		DefaultTTL:     time.Minute,
+		NoEndpointsTTL: 20 * time.Millisecond,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+
+	_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat"}})
+	fmt.Println("rejected-no-endpoints:", errors.Is(err, flowcontrol.ErrRejectedNoEndpoints))
+
+	started := make(chan error)
+	go func() {
+		adm, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat"}})
+		if err == nil {
+			adm.Done()
+		}
+		started <- err
+	}()
+	endpoints.SetAvailable(1) // a connection to a server succeeded
+	fmt.Println("started:", <-started == nil)
+	// Output:
+	// rejected-no-endpoints: true
+	// started: true
 }

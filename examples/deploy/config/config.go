@@ -107,6 +107,12 @@ func (f *File) ErrorAt(path, format string, args ...any) *Error {
 	return e
 }
 
+// Wrote reports whether the file wrote a value at path, in the file's own
+// spelling (such as "controller.noEndpointsTTL"): for a binary whose
+// default differs from the one the file's form implies when a key is
+// left out.
+func (f *File) Wrote(path string) bool { return f.Source.at[path] != nil }
+
 // Gateway holds the settings of the sluice-gateway binary: where it
 // listens, which model servers it forwards to, how it reads their metrics
 // and how long it drains on shutdown.

@@ -46,7 +46,7 @@
 //	  maxBytes: 512Mi                 # ByteCapacity
 //	  maxCost: unbounded              # CostCapacity (estimated tokens)
 //	  defaultTTL: 30s                 # DefaultTTL; default none
-//	  noEndpointsTTL: 10s             # NoEndpointsTTL; default none
+//	  noEndpointsTTL: 10s             # NoEndpointsTTL; default none (sluice-gateway: 5s)
 //	  fallbackPriority: 0             # FallbackPriority; default 0
 //	  neverPromote: false             # NeverPromote
 //	  displacement: true              # fair admission; false sets NoDisplacement
@@ -128,9 +128,14 @@
 //   - flowControl.maxRequests and maxBytes are the controller-wide
 //     capacities; omitted or 0, unbounded.
 //   - defaultRequestTTL is DefaultTTL, 60s when omitted; "0s" is none.
-//   - noEndpointRequestTTL is NoEndpointsTTL. Sluice never lengthens a
-//     request's TTL, so a value of 0 or above defaultRequestTTL is a
-//     warning and leaves the wait bounded by defaultRequestTTL.
+//   - noEndpointRequestTTL is NoEndpointsTTL: with no endpoint up, a
+//     request ends rejected-no-endpoints once it has waited that long.
+//     A value up to defaultRequestTTL means what it means to llm-d-router.
+//     Sluice never lengthens a request's TTL, so a value of 0 or above
+//     defaultRequestTTL is a warning and leaves the wait bounded by
+//     defaultRequestTTL. Omitted, llm-d-router follows defaultRequestTTL
+//     and so does File.Flow (NoEndpointsTTL 0); sluice-gateway applies its
+//     own short default instead (see its README), as [File.Wrote] tells it.
 //   - priorityBands[] are the bands: a band's maxRequests is 5000 and its
 //     maxBytes 1G when omitted or 0; its ordering is FCFS and its
 //     fairness global strict unless orderingPolicyRef or

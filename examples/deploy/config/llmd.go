@@ -171,7 +171,11 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 	}
 
 	// The TTL with no endpoints: llm-d-router's replaces the TTL while the
-	// pool is empty; Sluice's bounds the wait within it.
+	// pool is empty; Sluice's bounds the wait within it. The two agree on
+	// a value up to defaultRequestTTL — the use that fails fast on a dead
+	// pool — so that is honoured as written, without a warning. A longer
+	// one (or 0s, no bound), llm-d's waiting room for a pool scaling from
+	// zero, cannot be: the request waits its TTL, and the file is told.
 	if noEndpointTTL != nil {
 		p := "flowControl.noEndpointRequestTTL"
 		fc.NoEndpointsTTL = *noEndpointTTL

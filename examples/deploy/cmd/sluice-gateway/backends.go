@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // backend is one model server the gateway forwards to.
@@ -17,6 +23,7 @@ type backend struct {
 	// name is the base URL as configured: the name the scraper, the
 	// saturation gate and the metrics know the backend by.
 	name  string
+	addr  string // host:port, the port filled in from the scheme
 	proxy *httputil.ReverseProxy
 	// inFlight counts the requests this gateway has sent to the backend
 	// and whose responses have not ended.
@@ -26,6 +33,7 @@ type backend struct {
 	waiting atomic.Int64
 	// failing is set while the latest scrape of the backend failed.
 	failing atomic.Bool
+	health
 }
 
 // pool is the set of backends and the load balancer over them. It is an
@@ -37,18 +45,50 @@ type pool struct {
 	backends  atomic.Pointer[[]*backend]
 	next      atomic.Uint64 // where the next pick starts, so ties rotate
 	transport http.RoundTripper
-	log       *slog.Logger
+	poolConfig
 
 	setMu sync.Mutex // serializes set
+
+	healthMu sync.Mutex    // serializes the count told to endpoints
+	wake     chan struct{} // a backend may need probing; see watch
 }
 
-func newPool(urls []*url.URL, log *slog.Logger) *pool {
+// poolConfig is what a pool needs besides its backends.
+type poolConfig struct {
+	log *slog.Logger
+	// endpoints, if set, hears how many backends are up (see health).
+	endpoints *gate.EndpointsGate
+	// stale is how long a backend's scrapes may fail, counted from its
+	// last good one, before it is down; 0: scrapes never make it down.
+	stale time.Duration
+	// dial opens the connections to the backends, the proxies' and the
+	// probes'; nil means a net.Dialer's, with http.DefaultTransport's
+	// timeout and keep-alive.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// clock times the scrapes' staleness and the probes' backoff; nil
+	// means the real clock.
+	clock flowcontrol.Clock
+}
+
+func newPool(urls []*url.URL, cfg poolConfig) *pool {
+	if cfg.dial == nil {
+		cfg.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	if cfg.clock == nil {
+		cfg.clock = flowcontrol.RealClock{}
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// One gateway sends everything to a handful of hosts; the default of 2
 	// idle connections per host would dial a new connection for most
 	// requests under load.
 	tr.MaxIdleConnsPerHost = 256
-	p := &pool{transport: tr, log: log}
+	p := &pool{transport: tr, poolConfig: cfg, wake: make(chan struct{}, 1)}
+	tr.DialContext = markDialErrors(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return p.dial(ctx, network, addr) // read at each dial, so that a test can swap it
+	})
 	p.set(urls)
 	return p
 }
@@ -72,6 +112,8 @@ func (p *pool) set(urls []*url.URL) {
 		next = append(next, p.newBackend(u))
 	}
 	p.backends.Store(&next)
+	p.healthChanged()
+	p.poke() // probe the new backends
 }
 
 // list returns the current backends; the slice must not be modified.
@@ -87,9 +129,11 @@ func (p *pool) find(name string) *backend {
 	return nil
 }
 
-// newBackend returns a backend that proxies to u.
+// newBackend returns a backend that proxies to u. It is down until a
+// connection to it succeeds.
 func (p *pool) newBackend(u *url.URL) *backend {
-	b := &backend{name: u.String()}
+	b := &backend{name: u.String(), addr: hostPort(u)}
+	b.lastScrape.Store(p.clock.Now().UnixNano()) // its scrapes age from now
 	target := *u
 	b.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -99,8 +143,11 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		Transport: p.transport,
 		// Flush every write at once: a streamed completion's events must
 		// reach the client as the model produces them.
-		FlushInterval:  -1,
-		ModifyResponse: stripRouterOwned,
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			p.reach(b) // it answered
+			return stripRouterOwned(resp)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client went away; nobody reads an answer.
@@ -108,7 +155,14 @@ func (p *pool) newBackend(u *url.URL) *backend {
 				return
 			}
 			p.log.Warn("backend request failed", "backend", b.name, "path", r.URL.Path, "error", err)
-			flowhttp.ErrorRejection(http.StatusBadGateway, "sluice-gateway: backend "+b.name+": "+err.Error()).Write(w)
+			// The error names the backend's address, and the client has
+			// no business knowing it: the log has it.
+			msg := "sluice-gateway: the model server failed to answer"
+			if de := (*dialError)(nil); errors.As(err, &de) {
+				p.unreachable(b, de.err)
+				msg = "sluice-gateway: the model server could not be reached"
+			}
+			flowhttp.ErrorRejection(http.StatusBadGateway, msg).Write(w)
 		},
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
@@ -116,10 +170,12 @@ func (p *pool) newBackend(u *url.URL) *backend {
 }
 
 // pick returns the backend to send the next request to: among the
-// backends whose latest scrape did not fail (all of them when every one
-// failed), the one with the fewest requests in flight from this gateway,
-// then the fewest waiting at its latest scrape; ties go to each in turn.
-// It returns nil when there is no backend.
+// backends that are up (all of them when none is: the gate refuses then,
+// so only a request admitted as the last one went down gets here), those
+// whose latest scrape did not fail (all of them when every one failed),
+// the one with the fewest requests in flight from this gateway, then the
+// fewest waiting at its latest scrape; ties go to each in turn. It
+// returns nil when there is no backend.
 func (p *pool) pick() *backend {
 	list := p.list()
 	n := len(list)
@@ -128,16 +184,17 @@ func (p *pool) pick() *backend {
 	}
 	start := int(p.next.Add(1) % uint64(n))
 	var best *backend
-	var bestFailing bool
+	var bestDown, bestFailing bool
 	var bestInFlight, bestWaiting int64
 	for i := range n {
 		b := list[(start+i)%n]
-		failing, inFlight, waiting := b.failing.Load(), b.inFlight.Load(), b.waiting.Load()
+		down, failing, inFlight, waiting := !b.up(), b.failing.Load(), b.inFlight.Load(), b.waiting.Load()
 		better := best == nil ||
-			(bestFailing && !failing) ||
-			(bestFailing == failing && (inFlight < bestInFlight || (inFlight == bestInFlight && waiting < bestWaiting)))
+			(bestDown && !down) ||
+			(bestDown == down && bestFailing && !failing) ||
+			(bestDown == down && bestFailing == failing && (inFlight < bestInFlight || (inFlight == bestInFlight && waiting < bestWaiting)))
 		if better {
-			best, bestFailing, bestInFlight, bestWaiting = b, failing, inFlight, waiting
+			best, bestDown, bestFailing, bestInFlight, bestWaiting = b, down, failing, inFlight, waiting
 		}
 	}
 	return best
@@ -156,11 +213,12 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.proxy.ServeHTTP(w, r)
 }
 
-// scraped records a successful scrape of backend name.
-func (p *pool) scraped(name string, waiting int) {
+// scraped records a successful scrape of backend name, read at readAt.
+func (p *pool) scraped(name string, waiting int, readAt time.Time) {
 	if b := p.find(name); b != nil {
 		b.waiting.Store(int64(waiting))
 		b.failing.Store(false)
+		p.scrapeOK(b, readAt)
 	}
 }
 
@@ -168,6 +226,7 @@ func (p *pool) scraped(name string, waiting int) {
 func (p *pool) scrapeFailed(name string) {
 	if b := p.find(name); b != nil {
 		b.failing.Store(true)
+		p.scrapeStale(b)
 	}
 }
 

@@ -151,7 +151,7 @@ func TestPickLeastInFlight(t *testing.T) {
 		u, _ := url.Parse(raw)
 		urls = append(urls, u)
 	}
-	p := newPool(urls, slog.New(slog.DiscardHandler))
+	p := newPool(urls, poolConfig{log: slog.New(slog.DiscardHandler)})
 	b := p.list()
 	b[0].inFlight.Store(2)
 	b[1].inFlight.Store(1)

@@ -85,7 +85,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
-	gates, limit, err := buildGate(s)
+	endpoints := gate.Endpoints(0) // none up until one is reached
+	gates, limit, err := buildGate(s, endpoints)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,11 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		g.metrics.GateLimit(limit)
 	}
 
-	g.pool = newPool(s.backends, log)
+	var stale time.Duration // scrapes run only for the saturation gate
+	if sat != nil {
+		stale = s.gate.Saturation.MetricsStalenessThreshold
+	}
+	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale})
 	if sat != nil {
 		g.scraper, err = vllm.New(vllm.Config{
 			Targets:  s.backendNames(),
@@ -170,13 +175,20 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 }
 
 // buildGate builds the gate s describes (see [config.Gate.Build]; a
-// per-endpoint concurrency budget is multiplied by the backends), and the
-// limit on requests in flight for flow_control_gate_limit, nil when the
-// gate has none.
-func buildGate(s *settings) (config.Gates, func() float64, error) {
+// per-endpoint concurrency budget is multiplied by the backends), behind
+// endpoints, which refuses while no backend is up (the pool tells it), so
+// that with every backend down a request ends rejected-no-endpoints after
+// the no-endpoints TTL whatever the gate; and the limit on requests in
+// flight for flow_control_gate_limit, nil when the gate has none.
+func buildGate(s *settings, endpoints *gate.EndpointsGate) (config.Gates, func() float64, error) {
 	gs, err := s.gate.Build(config.BuildOptions{Endpoints: len(s.backends)})
 	if err != nil {
 		return config.Gates{}, nil, err
+	}
+	if gs.Gate == nil {
+		gs.Gate = endpoints
+	} else {
+		gs.Gate = gate.All(endpoints, gs.Gate)
 	}
 	limit := -1
 	if s.gate.MaxInFlight != nil {
@@ -205,7 +217,7 @@ type scrapeSink struct {
 }
 
 func (s scrapeSink) Update(endpoint string, m vllm.Metrics) {
-	s.pool.scraped(endpoint, m.Waiting)
+	s.pool.scraped(endpoint, m.Waiting, m.ReadAt)
 	s.sat.Update(endpoint, gate.Metrics(m))
 }
 
@@ -220,10 +232,16 @@ func (g *gateway) readiness() error {
 	if n == 0 {
 		return errors.New("no backend: give -backend or gateway.backends")
 	}
+	err := g.pool.ready()
 	if g.sat != nil {
-		return g.sat.Ready()
+		if satErr := g.sat.Ready(); satErr != nil {
+			if err != nil {
+				return fmt.Errorf("%w; %w", err, satErr)
+			}
+			return satErr
+		}
 	}
-	return nil
+	return err
 }
 
 // serve serves on l and scrapes the backends until ctx ends, then shuts
@@ -245,6 +263,7 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	if g.scraper != nil {
 		scraping.Go(func() { _ = g.scraper.Run(scrapeCtx) })
 	}
+	scraping.Go(func() { g.pool.watch(scrapeCtx) }) // probes the backends it cannot reach
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	g.mu.Lock()

@@ -17,8 +17,9 @@
 //	           sluice_gateway_config_last_reload_successful
 //	/healthz   200 while the process runs
 //	/readyz    200 while it admits; 503 and the reason once shutdown has
-//	           begun, with no backend, or while the saturation gate fails
-//	           closed (no backend has fresh metrics)
+//	           begun, with no backend, while no backend is up (naming
+//	           each and why), or while the saturation gate fails closed
+//	           (no backend has fresh metrics)
 //	anything else is admitted through flow control (package flowhttp) and
 //	proxied to a backend, streamed responses flushed as they come
 //
@@ -37,7 +38,10 @@
 // utilization-detector with its defaults (a backend is saturated at 5
 // waiting requests or 80% KV cache, and its metrics are stale after
 // 200 ms), fed by scraping every backend's /metrics every
-// gateway.scrapeInterval (50 ms).
+// gateway.scrapeInterval (50 ms). Whatever the gate, with no backend up a
+// request ends 503 rejected-no-endpoints after the no-endpoints TTL:
+// controller.noEndpointsTTL, or llm-d-router's
+// flowControl.noEndpointRequestTTL, else 5 s.
 //
 // # Classification
 //
@@ -56,7 +60,9 @@
 //
 // # Load balancing
 //
-// Each admitted request goes to the backend with the fewest requests in
+// Each admitted request goes to a backend that is up — one is down until a
+// connection to it succeeds, while it refuses them, and once its scrapes
+// have failed for the staleness threshold — with the fewest requests in
 // flight from this gateway; ties go to the one with the fewest waiting
 // requests at its latest scrape, then to each in turn. While backends are
 // scraped, one whose latest scrape failed gets requests only when every

@@ -33,6 +33,18 @@ type settings struct {
 	flow flowcontrol.Config
 }
 
+// defaultNoEndpointsTTL is the no-endpoints TTL (flowcontrol.Config's
+// NoEndpointsTTL) when the file sets none (neither controller.noEndpointsTTL
+// nor llm-d's flowControl.noEndpointRequestTTL): with every backend down,
+// a request is answered 503 rejected-no-endpoints this long after it was
+// queued, or after the last backend went down, instead of at the end of
+// its TTL (60 s by default). Five seconds rides out a backend's restart
+// or a reload that swaps the backends — a returning backend is probed
+// within a second — and is still far below any client's patience.
+// llm-d-router's own default follows defaultRequestTTL (a waiting room
+// for a pool scaling from zero); a file that wants that sets the key.
+const defaultNoEndpointsTTL = 5 * time.Second
+
 // defaultFile is the configuration without -config: one band of priority
 // 0 with llm-d-router's defaults (5000 requests, 1 GB, a 60 s queue-wait
 // TTL), so that the headroom header has a capacity to count from.
@@ -62,6 +74,9 @@ func load(o options) (*settings, error) {
 	}
 	s := &settings{file: f, listen: f.Gateway.Listen, grace: f.Gateway.GracePeriod, gate: f.Gate, flow: f.Flow}
 	s.flow.Bands = slices.Clone(f.Flow.Bands)
+	if !f.Wrote("controller.noEndpointsTTL") && !f.Wrote("flowControl.noEndpointRequestTTL") {
+		s.flow.NoEndpointsTTL = defaultNoEndpointsTTL
+	}
 	if o.listen != "" {
 		s.listen = o.listen
 	}

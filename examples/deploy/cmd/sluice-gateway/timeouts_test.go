@@ -29,6 +29,10 @@ func bubbleGateway(t *testing.T, opts options) (*gateway, func() net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No socket in the bubble: the probes of the backend fail at once.
+	g.pool.dial = func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no network in the bubble")
+	}
 	l := pipenet.Listen()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
