@@ -263,6 +263,7 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	if g.scraper != nil {
 		scraping.Go(func() { _ = g.scraper.Run(scrapeCtx) })
 	}
+	g.pool.probeAll(scrapeCtx)
 	scraping.Go(func() { g.pool.watch(scrapeCtx) }) // probes the backends it cannot reach
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()

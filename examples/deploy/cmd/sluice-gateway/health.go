@@ -217,6 +217,33 @@ func (p *pool) watch(ctx context.Context) {
 	}
 }
 
+// probeAll dials every backend not yet reached once, all at once, and
+// returns when each dial has ended (within probeTimeout), so that a gateway
+// starts serving with its backends' health known: /readyz answers for what
+// it can reach from the first request on, rather than 503 until the first
+// background probe.
+func (p *pool) probeAll(ctx context.Context) {
+	var dials sync.WaitGroup
+	for _, b := range p.list() {
+		if b.reachable.Load() {
+			continue
+		}
+		dials.Go(func() {
+			dialCtx, cancel := context.WithTimeout(ctx, probeTimeout)
+			defer cancel()
+			c, err := p.dial(dialCtx, "tcp", b.addr)
+			if err != nil {
+				msg := err.Error()
+				b.dialErr.Store(&msg)
+				return
+			}
+			c.Close()
+			p.reach(b)
+		})
+	}
+	dials.Wait()
+}
+
 // probe dials b until a dial succeeds, b is reached otherwise (a scrape),
 // b leaves the pool, or ctx ends.
 func (p *pool) probe(ctx context.Context, b *backend) {
