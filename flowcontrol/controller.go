@@ -362,6 +362,6 @@ func (c *FlowController) GateRefusals() uint64 { return c.refusals.Load() }
 // yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly.
 func (c *FlowController) InFlight() int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.inFlight
 }

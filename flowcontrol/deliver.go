@@ -73,6 +73,8 @@ func (c *FlowController) deliver(w *waiter) (parked, parkedTail *waiter) {
 		return nil, nil
 	}
 	c.report(adm, nil) // on a panic, releases adm; done is not called
+	// These two critical sections flip a flag and take the parked list;
+	// they decide nothing, so there is nothing for unlock to deliver.
 	c.mu.Lock()
 	adm.inCallback = true
 	c.mu.Unlock()

@@ -57,7 +57,7 @@ func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Sna
 	}
 	s := capacity.Snapshot{Priority: priority, RequestCapacity: b.limits.Load().flowRequests}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if f := b.flows[flowID]; f != nil {
 		s.QueuedRequests, s.QueuedBytes, s.QueuedCost = int64(f.n), f.bytes, f.cost
 	}
