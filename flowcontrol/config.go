@@ -148,20 +148,16 @@ type Config struct {
 // bandLimits is the part of a band's configuration that ProvisionBand may
 // change. It is immutable once published.
 type bandLimits struct {
-	requests     capacity.Limit
-	bytes        capacity.Limit
-	cost         capacity.Limit
-	flowRequests capacity.Limit
-	ttl          time.Duration
+	band capacities // what waits in the band
+	flow capacities // what waits in each of its flows: requests only
+	ttl  time.Duration
 }
 
 func newBandLimits(bc BandConfig) *bandLimits {
 	return &bandLimits{
-		requests:     bc.RequestCapacity,
-		bytes:        bc.ByteCapacity,
-		cost:         bc.CostCapacity,
-		flowRequests: bc.FlowRequestCapacity,
-		ttl:          bc.TTL,
+		band: capacities{requests: bc.RequestCapacity, bytes: bc.ByteCapacity, cost: bc.CostCapacity},
+		flow: capacities{requests: bc.FlowRequestCapacity},
+		ttl:  bc.TTL,
 	}
 }
 

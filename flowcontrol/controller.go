@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -25,12 +24,10 @@ type FlowController struct {
 	mu sync.Mutex
 	// nonEmpty has bit i set while bands.desc[i] has waiters, so finding
 	// the highest waiting band costs one word per 64 bands.
-	nonEmpty       []uint64
-	queuedRequests int64 // in all bands
-	queuedBytes    int64
-	queuedCost     int64
-	inFlight       int // admissions not yet Done
-	closed         bool
+	nonEmpty []uint64
+	queued   backlog // in all bands
+	inFlight int     // admissions not yet Done
+	closed   bool
 	// decided lists, in order, the waiters whose outcome was settled in
 	// the current critical section; unlock delivers them.
 	decided, decidedTail *waiter
@@ -72,21 +69,19 @@ type FlowController struct {
 	emptyTimer Timer
 
 	// Fixed by New.
-	gate            Gate
-	metered         MeteredGate    // gate, when it is one
-	firstTokens     FirstTokenGate // gate, when it is one
-	endpoints       EndpointGate   // gate, when it is one
-	noEndpointsTTL  time.Duration
-	epoch           time.Time // the clock's reading at New, for meter.start
-	clock           Clock
-	fallback        *band // nil with NeverPromote
-	neverPromote    bool
-	requestCapacity capacity.Limit
-	byteCapacity    capacity.Limit
-	costCapacity    capacity.Limit
-	noDisplacement  bool
-	defaultTTL      time.Duration
-	observer        func(Event)
+	gate           Gate
+	metered        MeteredGate    // gate, when it is one
+	firstTokens    FirstTokenGate // gate, when it is one
+	endpoints      EndpointGate   // gate, when it is one
+	noEndpointsTTL time.Duration
+	epoch          time.Time // the clock's reading at New, for meter.start
+	clock          Clock
+	fallback       *band // nil with NeverPromote
+	neverPromote   bool
+	capacities     capacities // of all bands together
+	noDisplacement bool
+	defaultTTL     time.Duration
+	observer       func(Event)
 }
 
 // New returns a controller for cfg. A bad configuration fails with an error
@@ -138,16 +133,18 @@ func New(cfg Config) (*FlowController, error) {
 	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
 
 	c := &FlowController{
-		gate:            cfg.Gate,
-		clock:           cfg.Clock,
-		neverPromote:    cfg.NeverPromote,
-		requestCapacity: cfg.RequestCapacity,
-		byteCapacity:    cfg.ByteCapacity,
-		costCapacity:    cfg.CostCapacity,
-		noDisplacement:  cfg.NoDisplacement,
-		defaultTTL:      cfg.DefaultTTL,
-		noEndpointsTTL:  cfg.NoEndpointsTTL,
-		observer:        cfg.Observer,
+		gate:         cfg.Gate,
+		clock:        cfg.Clock,
+		neverPromote: cfg.NeverPromote,
+		capacities: capacities{
+			requests: cfg.RequestCapacity,
+			bytes:    cfg.ByteCapacity,
+			cost:     cfg.CostCapacity,
+		},
+		noDisplacement: cfg.NoDisplacement,
+		defaultTTL:     cfg.DefaultTTL,
+		noEndpointsTTL: cfg.NoEndpointsTTL,
+		observer:       cfg.Observer,
 	}
 	if c.gate == nil {
 		c.gate = openGate{}
@@ -210,7 +207,7 @@ func (c *FlowController) setBands(set *bandSet) {
 	c.nonEmpty = make([]uint64, (len(set.desc)+63)/64)
 	for i, b := range set.desc {
 		b.index = i
-		if b.queued > 0 {
+		if b.queued.requests > 0 {
 			c.nonEmpty[i/64] |= 1 << (i % 64)
 		}
 	}

@@ -90,9 +90,7 @@ type Flow struct {
 	// queue kind is FIFO this list is also the flow's queue, oldest its
 	// head; the fields a dispatch reads come first, in one cache line.
 	oldest, newest *waiter
-	n              int   // waiters
-	bytes          int64 // their summed byte size
-	cost           int64 // their summed cost
+	queued         backlog // what the waiters hold
 	// queue orders the waiters in a band of another queue kind (a heap);
 	// nil in a FIFO band.
 	queue ordering.Queue
@@ -119,7 +117,7 @@ type schedState struct {
 func (f *Flow) ID() string { return f.id }
 
 // Len returns the number of the flow's waiters in the band.
-func (f *Flow) Len() int { return f.n }
+func (f *Flow) Len() int { return int(f.queued.requests) }
 
 // HeadCost returns the cost of the flow's head, the request it would offer.
 func (f *Flow) HeadCost() int64 { return f.head().cost }

@@ -134,6 +134,9 @@ const (
 	limitFlowRequests
 	limitDisplaced   // the request was displaced by a fairer flow
 	limitNoEndpoints // the gate had no endpoints for NoEndpointsTTL
+	// limitCounterRange: the controller's queued bytes or cost would pass
+	// the range of int64, whatever the capacities.
+	limitCounterRange
 )
 
 // RejectionError is the error of [FlowController.EnqueueAndWait] and
@@ -227,6 +230,8 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(": displaced by a flow holding less than its share of a full queue")
 	case limitNoEndpoints:
 		sb.WriteString(": the gate has no endpoints to send it to")
+	case limitCounterRange:
+		sb.WriteString(": the queued bytes or cost would pass the range of the controller's counters")
 	case limitNoBand:
 		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
 	}
