@@ -98,11 +98,7 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	if b == nil {
 		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
-	size := max(req.ByteSize, 0)
-	cost := req.Cost
-	if cost <= 0 {
-		cost = 1
-	}
+	size, cost := counted(&req)
 	// A band with waiters cannot start a request at once: skip the first
 	// attempt, and its lock, under contention. (A stale read only moves
 	// the decision to enqueue, which makes every check again.)

@@ -43,7 +43,8 @@ type Slot struct {
 	// Priority is the band that dispatched the request (its effective
 	// priority).
 	Priority int
-	// Cost is the request's [Request.Cost], at least 1.
+	// Cost is the request's [Request.Cost] as the controller counts it:
+	// at least 1, at most [MaxRequestCost].
 	Cost int64
 }
 

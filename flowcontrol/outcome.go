@@ -101,9 +101,10 @@ var (
 	ErrRejectedSaturated = errors.New("flowcontrol: rejected-saturated")
 	// ErrTooLarge is not an outcome but a detail of one: it is wrapped,
 	// beside ErrRejectedSaturated, for a request that can never fit, whose
-	// ByteSize or Cost exceeds a byte or cost capacity of its band or of
-	// the controller. Such a rejection carries no RetryAfter, since waiting
-	// cannot help it; flowhttp answers it 413.
+	// ByteSize or Cost, as counted (see [MaxRequestCost]), exceeds a byte
+	// or cost capacity of its band or of the controller. Such a rejection
+	// carries no RetryAfter, since waiting cannot help it; flowhttp answers
+	// it 413.
 	ErrTooLarge = errors.New("flowcontrol: request larger than a byte or cost capacity")
 	// ErrRejectedTTLExpired is wrapped for [OutcomeRejectedTTLExpired].
 	ErrRejectedTTLExpired = errors.New("flowcontrol: rejected-ttl-expired")

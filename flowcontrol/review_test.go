@@ -153,10 +153,11 @@ func TestReviewQueueTimeIsNeverNegative(t *testing.T) {
 // client declares. In a band without byte or cost capacity, two requests of
 // the largest int64 size used to wrap the band's counters around to
 // negative values, so CapacitySnapshot reported -2 bytes queued. Contract
-// (capacity.Snapshot, "each counter is exact"; capacity.Limit.Fits takes
-// care never to be fooled by overflow, the counters must not be either): a
-// request whose size the counters cannot hold is refused as saturated, and
-// displaces nobody.
+// (capacity.Snapshot, "each counter is exact"; "every sum of client-supplied
+// numbers saturates or is refused; it never wraps"): each counts as
+// MaxRequestBytes and MaxRequestCost, so both queue and every counter holds
+// their exact sum. (A total that would pass the range of int64 all the same
+// is refused: TestCounterRangeIsRefused.)
 func TestReviewHugeSizesKeepCountersSane(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}},
@@ -165,20 +166,23 @@ func TestReviewHugeSizesKeepCountersSane(t *testing.T) {
 	huge := flowcontrol.Request{Key: key("a", 0), ByteSize: math.MaxInt64, Cost: math.MaxInt64}
 	x := submit(context.Background(), fc, huge)
 	y := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), ByteSize: math.MaxInt64, Cost: math.MaxInt64})
-	require.True(t, y.finished())
-	require.True(t, errors.Is(y.err, flowcontrol.ErrRejectedSaturated), "%v", y.err)
-	require.False(t, x.finished(), "the first stays queued")
+	require.False(t, x.finished(), "the first was refused: %v", x.err)
+	require.False(t, y.finished(), "the second was refused: %v", y.err)
 	s, err := fc.CapacitySnapshot(0)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), s.QueuedRequests)
-	require.GreaterOrEqual(t, s.QueuedBytes, int64(0), "queued bytes wrapped: %d", s.QueuedBytes)
-	require.GreaterOrEqual(t, s.QueuedCost, int64(0), "queued cost wrapped: %d", s.QueuedCost)
+	require.Equal(t, int64(2), s.QueuedRequests)
+	require.Equal(t, 2*flowcontrol.MaxRequestBytes, s.QueuedBytes)
+	require.Equal(t, 2*flowcontrol.MaxRequestCost, s.QueuedCost)
 	fs, err := fc.FlowSnapshot(0, "a")
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, fs.QueuedBytes, int64(0), "flow bytes wrapped: %d", fs.QueuedBytes)
-	require.GreaterOrEqual(t, fs.QueuedCost, int64(0), "flow cost wrapped: %d", fs.QueuedCost)
+	require.Equal(t, flowcontrol.MaxRequestBytes, fs.QueuedBytes)
+	require.Equal(t, flowcontrol.MaxRequestCost, fs.QueuedCost)
 	fc.Close()
 	require.True(t, errors.Is(x.err, flowcontrol.ErrRejectedShuttingDown))
+	require.True(t, errors.Is(y.err, flowcontrol.ErrRejectedShuttingDown))
+	s, err = fc.CapacitySnapshot(0)
+	require.NoError(t, err)
+	require.Zero(t, s.QueuedRequests+s.QueuedBytes+s.QueuedCost, "%v", s)
 }
 
 // TestReviewDoneInsideCallbackDoesNotRecurse: a Submit callback may call
