@@ -109,9 +109,6 @@ func New(cfg Config) (*FlowController, error) {
 	if err := checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL); err != nil {
 		return nil, err
 	}
-	if g, ok := cfg.Gate.(*maxInFlight); ok && g.limit < 0 {
-		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "negative limit")
-	}
 	desc := make([]*band, 0, len(cfg.Bands))
 	first := make(map[int]int, len(cfg.Bands))
 	for i, bc := range cfg.Bands {
@@ -165,15 +162,20 @@ func New(cfg Config) (*FlowController, error) {
 	} else if c.fallback = set.lookup(cfg.FallbackPriority); c.fallback == nil {
 		return nil, configError("FallbackPriority", cfg.FallbackPriority, "no band in Bands has this priority")
 	}
-	if g, ok := c.gate.(*maxInFlight); ok && !g.owner.CompareAndSwap(nil, c) {
-		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "already used by another controller")
-	}
 	if g, ok := c.gate.(BoundGate); ok {
 		if err := g.Bind(c); err != nil {
-			return nil, fmt.Errorf("flowcontrol: Gate %T: %w", g, err)
+			return nil, fmt.Errorf("flowcontrol: Gate %s: %w", gateName(g), err)
 		}
 	}
 	return c, nil
+}
+
+// gateName names g in an error: its String, if it has one, or its type.
+func gateName(g Gate) string {
+	if s, ok := g.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", g)
 }
 
 // newBand builds a band from a validated configuration.
