@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -36,7 +37,7 @@ func TestGlobalStrictIsTheSingleQueueOrder(t *testing.T) {
 // the enqueue times disagree — here a clock stepped back between two
 // arrivals, as a wall clock may be.
 func TestGlobalStrictFIFOBandIsArrivalOrder(t *testing.T) {
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	g := &switchGate{}
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.FCFS(), Fairness: flowcontrol.GlobalStrict()}},
@@ -49,7 +50,7 @@ func TestGlobalStrictFIFOBandIsArrivalOrder(t *testing.T) {
 			order = append(order, id)
 			adm.Done()
 		})
-		clock.now = clock.now.Add(-time.Second)
+		clock.Set(clock.Now().Add(-time.Second))
 	}
 	for range 3 {
 		g.set(g.inFlight + 1)

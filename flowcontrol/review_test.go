@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -66,7 +67,7 @@ func TestReviewBandLimitDisplacesOnlyInItsBand(t *testing.T) {
 // retry.go retryAfter doc: "never sooner than one interval from now ...
 // between 1s and maxRetryAfter").
 func TestReviewRetryAfterOfAStalledScopeIsTheCap(t *testing.T) {
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	g := &switchGate{}
 	g.set(1)
 	fc := mustNew(t, flowcontrol.Config{
@@ -120,7 +121,7 @@ func (p blockingPolicy) Key(it *ordering.Item) ordering.Key {
 // it was queued and reports a negative queue time; the drain meters see time
 // run backwards too.
 func TestReviewQueueTimeIsNeverNegative(t *testing.T) {
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	g := &switchGate{}
 	g.set(0)
 	pol := blockingPolicy{entered: make(chan struct{}), release: make(chan struct{})}
@@ -392,7 +393,7 @@ func TestReviewReentrantCallbacksAndCloseUnderLoad(t *testing.T) {
 // never learns its request ended, and the panic surfaces on the clock's
 // timer goroutine instead.
 func TestReviewObserverPanicOnQueuedRejectionStillCallsDone(t *testing.T) {
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}},
 		Gate:  flowcontrol.MaxInFlight(0),
