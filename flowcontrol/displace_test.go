@@ -139,3 +139,42 @@ func TestFairAdmissionLetsALightTenantIn(t *testing.T) {
 	s, _ := fc.FlowSnapshot(0, "heavy")
 	require.Equal(t, int64(15), s.QueuedRequests)
 }
+
+// TestBandLimitDisplacesOnlyInItsBand: when a request is refused by
+// its band's request capacity and the controller's request capacity at
+// once, displacing the newest request of its own band's fullest flow makes
+// room in both scopes. Contract (Config.NoDisplacement, displace.go victim
+// doc): the victims of a band limit come from the request's band; only a
+// controller-wide limit reaches other bands. Displacing a request of a
+// lower band cannot free room in the full band, so it must not happen.
+func TestBandLimitDisplacesOnlyInItsBand(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 0, RequestCapacity: bounded(4)},
+			{Priority: -1},
+		},
+		RequestCapacity: bounded(9),
+		Gate:            flowcontrol.MaxInFlight(0), // everything waits
+	})
+	var a, b []*call
+	for range 4 {
+		a = append(a, submit(context.Background(), fc, req("A", 0)))
+	}
+	for range 5 {
+		b = append(b, submit(context.Background(), fc, req("B", -1)))
+	}
+	require.Equal(t, int64(4), queued(t, fc, 0))
+	require.Equal(t, int64(5), queued(t, fc, -1))
+
+	c := submit(context.Background(), fc, req("C", 0))
+	require.False(t, c.finished(), "C was refused: %v", c.err)
+
+	// A's newest is the one victim needed: it frees a place in band 0 and
+	// in the controller.
+	require.True(t, a[3].finished(), "A's newest request was not displaced")
+	require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, a[3].outcome(t))
+	for i, v := range b {
+		require.False(t, v.finished(), "B[%d] in band -1 was displaced (%v) to make room in full band 0", i, v.err)
+	}
+	require.Equal(t, int64(5), queued(t, fc, -1))
+}

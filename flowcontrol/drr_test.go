@@ -1,13 +1,17 @@
 package flowcontrol_test
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
 )
 
 // TestDeficitRoundRobinBound: between two flows with waiters throughout a
@@ -57,4 +61,69 @@ func TestDeficitRoundRobinShares(t *testing.T) {
 		}
 	}
 	require.Equal(t, 30, heavy, "of the first 40 dispatches")
+}
+
+// TestDRRExtremeCostsAndWeights: deficit round robin with int64
+// extremes — a fixed quantum of 1, weights of MaxInt64, costs of MaxInt64
+// and of 1, and an EDF order that puts a huge head in front of a flow in
+// the middle of its turn — serves every request, never hangs in Next or
+// skipRounds, and leaves nothing queued.
+func TestDRRExtremeCostsAndWeights(t *testing.T) {
+	for _, quantum := range []int64{0, 1, math.MaxInt64} {
+		g := &switchGate{}
+		g.set(0)
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{
+				Priority: 0,
+				Policy:   ordering.EDF(),
+				Fairness: flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{
+					Quantum: quantum,
+					Weights: map[string]int64{"heavy": math.MaxInt64, "mid": 3},
+				}),
+			}},
+			Gate: g,
+		})
+		var calls []*call
+		add := func(id string, cost int64, ttl time.Duration) {
+			calls = append(calls, submit(context.Background(), fc,
+				flowcontrol.Request{Key: key(id, 0), Cost: cost, TTL: ttl}))
+		}
+		// Costs past MaxRequestCost, which count as MaxRequestCost (see
+		// TestHugeSizesKeepCountersSane).
+		const huge = math.MaxInt64 / 32
+		for i := range 5 {
+			add("heavy", huge-int64(i), 0)
+			add("light", 1, 0)
+			add("mid", huge/2, 0)
+			add("one", int64(i+1), 0)
+		}
+		g.set(1)
+		for i := 0; ; i++ {
+			fc.Nudge()
+			var running *call
+			for _, c := range calls {
+				if c.finished() && c.adm != nil {
+					running = c
+				}
+			}
+			if running == nil {
+				break
+			}
+			if i == 3 {
+				// A costly request with the earliest deadline becomes the
+				// head of "one" in the middle of the drain.
+				add("one", huge, time.Hour)
+			}
+			running.adm.Done()
+			running.adm = nil
+		}
+		for _, c := range calls {
+			require.True(t, c.finished(), "quantum %d: %s never served", quantum, c.req.Key.ID)
+			require.NoError(t, c.err)
+		}
+		s, err := fc.CapacitySnapshot(0)
+		require.NoError(t, err)
+		require.Zero(t, s.QueuedRequests)
+		require.Zero(t, fc.InFlight())
+	}
 }

@@ -3,11 +3,14 @@ package flowcontrol_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -203,6 +206,152 @@ func TestRejectionNamesOnlyABoundedCapacity(t *testing.T) {
 			n, ok := l.Value()
 			require.True(t, ok, "request %d: %q names an unbounded capacity", i, rej.Error())
 			require.Equal(t, strconv.FormatInt(n, 10), m[3], "request %d: %q", i, rej.Error())
+		}
+	})
+}
+
+// TestHugeSizesKeepCountersSane: ByteSize and Cost are whatever a
+// client declares. In a band without byte or cost capacity, two requests of
+// the largest int64 size used to wrap the band's counters around to
+// negative values, so CapacitySnapshot reported -2 bytes queued. Contract
+// (capacity.Snapshot, "each counter is exact"; "every sum of client-supplied
+// numbers saturates or is refused; it never wraps"): each counts as
+// MaxRequestBytes and MaxRequestCost, so both queue and every counter holds
+// their exact sum. (A total that would pass the range of int64 all the same
+// is refused: TestCounterRangeIsRefused.)
+func TestHugeSizesKeepCountersSane(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0}},
+		Gate:  flowcontrol.MaxInFlight(0),
+	})
+	huge := flowcontrol.Request{Key: key("a", 0), ByteSize: math.MaxInt64, Cost: math.MaxInt64}
+	x := submit(context.Background(), fc, huge)
+	y := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), ByteSize: math.MaxInt64, Cost: math.MaxInt64})
+	require.False(t, x.finished(), "the first was refused: %v", x.err)
+	require.False(t, y.finished(), "the second was refused: %v", y.err)
+	s, err := fc.CapacitySnapshot(0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), s.QueuedRequests)
+	require.Equal(t, 2*flowcontrol.MaxRequestBytes, s.QueuedBytes)
+	require.Equal(t, 2*flowcontrol.MaxRequestCost, s.QueuedCost)
+	fs, err := fc.FlowSnapshot(0, "a")
+	require.NoError(t, err)
+	require.Equal(t, flowcontrol.MaxRequestBytes, fs.QueuedBytes)
+	require.Equal(t, flowcontrol.MaxRequestCost, fs.QueuedCost)
+	fc.Close()
+	require.True(t, errors.Is(x.err, flowcontrol.ErrRejectedShuttingDown))
+	require.True(t, errors.Is(y.err, flowcontrol.ErrRejectedShuttingDown))
+	s, err = fc.CapacitySnapshot(0)
+	require.NoError(t, err)
+	require.Zero(t, s.QueuedRequests+s.QueuedBytes+s.QueuedCost, "%v", s)
+}
+
+// TestCapacityRejections covers band and global limits on requests and bytes.
+// None of these bands has dispatched anything, so there is no measured rate
+// and no Retry-After.
+func TestCapacityRejections(t *testing.T) {
+	cases := []struct {
+		name    string
+		cfg     flowcontrol.Config
+		fill    []int64 // byte sizes queued first, in band 0
+		size    int64
+		message string
+	}{
+		{"band-requests", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}}},
+			[]int64{1, 1}, 1, "band 0 request capacity 2 reached"},
+		{"band-bytes", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(100)}}},
+			[]int64{60, 30}, 11, "band 0 byte capacity 100 exceeded"},
+		{"global-requests", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 1}}, RequestCapacity: bounded(2)},
+			[]int64{1, 1}, 1, "global request capacity 2 reached"},
+		{"global-bytes", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 1}}, ByteCapacity: bounded(50)},
+			[]int64{20, 20}, 11, "global byte capacity 50 exceeded"},
+		{"band-closed-by-zero-capacity", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(0)}}},
+			nil, 1, "band 0 request capacity 0 reached"},
+		{"request-larger-than-band-bytes", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(10)}}},
+			nil, 11, "band 0 byte capacity 10 exceeded"},
+		// A size near math.MaxInt64 (a client may declare such a
+		// Content-Length) must not wrap the sum around and fit.
+		{"band-bytes-huge-request", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(100)}}},
+			[]int64{10}, math.MaxInt64, "band 0 byte capacity 100 exceeded"},
+		{"global-bytes-huge-request", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 1}}, ByteCapacity: bounded(50)},
+			[]int64{10}, math.MaxInt64, "global byte capacity 50 exceeded"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tc.cfg.Gate = flowcontrol.MaxInFlight(0)
+				tc.cfg.NoDisplacement = true // fair admission has its own tests
+				rec := &recorder{}
+				tc.cfg.Observer = rec.observe
+				fc := mustNew(t, tc.cfg)
+				for i, size := range tc.fill {
+					start(t.Context(), fc, flowcontrol.Request{Key: key(fmt.Sprint(i), 0), ByteSize: size})
+				}
+				synctest.Wait()
+				// The fill is in band 0; in the global cases the request
+				// that overflows asks for band 1: the limit spans bands.
+				p := 0
+				if strings.HasPrefix(tc.name, "global") {
+					p = 1
+				}
+				before, _ := fc.CapacitySnapshot(p)
+				a, err := fc.EnqueueAndWait(t.Context(), flowcontrol.Request{Key: key("over", p), ByteSize: tc.size})
+				var rej *flowcontrol.RejectionError
+				if a != nil || !errors.As(err, &rej) {
+					t.Fatalf("admission %v error %v, want a rejection", a, err)
+				}
+				if rej.Outcome != flowcontrol.OutcomeRejectedSaturated || !errors.Is(err, flowcontrol.ErrRejectedSaturated) {
+					t.Fatalf("outcome %v error %v", rej.Outcome, err)
+				}
+				if rej.Outcome.String() != "rejected-saturated" || rej.Outcome.HTTPStatus() != http.StatusTooManyRequests {
+					t.Fatalf("reason %q status %d", rej.Outcome.String(), rej.Outcome.HTTPStatus())
+				}
+				if !strings.Contains(err.Error(), tc.message) {
+					t.Fatalf("error %q lacks %q", err, tc.message)
+				}
+				if rej.RetryAfter != 0 {
+					t.Fatalf("RetryAfter %v without a measured rate", rej.RetryAfter)
+				}
+				if after, _ := fc.CapacitySnapshot(p); after != before {
+					t.Fatalf("a rejected request changed the band: %v → %v", before, after)
+				}
+				if rec.count(flowcontrol.OutcomeRejectedSaturated) != 1 {
+					t.Fatalf("events %v", rec.events)
+				}
+			})
+		})
+	}
+}
+
+func TestCapacityAllowsExactlyTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(3), ByteCapacity: bounded(30)}},
+			Gate:  flowcontrol.MaxInFlight(0),
+		})
+		for i := range 3 {
+			start(t.Context(), fc, flowcontrol.Request{Key: key(fmt.Sprint(i), 0), ByteSize: 10})
+		}
+		synctest.Wait()
+		if s, _ := fc.CapacitySnapshot(0); s.QueuedRequests != 3 || s.QueuedBytes != 30 {
+			t.Fatalf("bands at their bounds should hold 3 requests / 30 bytes: %v", s)
+		}
+	})
+}
+
+func TestNegativeByteSizeCountsAsZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(0)}},
+			Gate:  flowcontrol.MaxInFlight(0),
+		})
+		w := start(t.Context(), fc, flowcontrol.Request{Key: key("unknown-length", 0), ByteSize: -1})
+		synctest.Wait()
+		if w.finished() {
+			t.Fatalf("a size of -1 should count as 0 and fit: %v", w.err)
+		}
+		if s, _ := fc.CapacitySnapshot(0); s.QueuedBytes != 0 || s.QueuedRequests != 1 {
+			t.Fatalf("snapshot %v", s)
 		}
 	})
 }
