@@ -41,17 +41,29 @@ func (q *backlog) holds(size, cost int64) bool {
 }
 
 // capacities bounds a backlog: one limit per measure, each unbounded
-// unless set. A flow's bounds only its requests.
+// unless set. A flow's bounds only its requests. Build one with
+// newCapacities.
 type capacities struct {
 	requests capacity.Limit
 	bytes    capacity.Limit
 	cost     capacity.Limit
+	bounded  bool // some limit is bounded
+}
+
+func newCapacities(requests, bytes, cost capacity.Limit) capacities {
+	return capacities{
+		requests: requests,
+		bytes:    bytes,
+		cost:     cost,
+		bounded:  requests.IsBounded() || bytes.IsBounded() || cost.IsBounded(),
+	}
 }
 
 // fits reports whether q, with one more request of size bytes and cost,
-// stays within every bounded limit. An unbounded limit is not checked.
+// stays within every bounded limit. An unbounded limit is not checked, so
+// a holder with none costs one test: the common case.
 func (l *capacities) fits(q *backlog, size, cost int64) bool {
-	return within(l.requests, q.requests, 1) && within(l.bytes, q.bytes, size) && within(l.cost, q.cost, cost)
+	return !l.bounded || within(l.requests, q.requests, 1) && within(l.bytes, q.bytes, size) && within(l.cost, q.cost, cost)
 }
 
 // within reports whether held+add stays within l, exactly: held and the

@@ -182,8 +182,8 @@ type bandLimits struct {
 
 func newBandLimits(bc BandConfig) *bandLimits {
 	return &bandLimits{
-		band: capacities{requests: bc.RequestCapacity, bytes: bc.ByteCapacity, cost: bc.CostCapacity},
-		flow: capacities{requests: bc.FlowRequestCapacity},
+		band: newCapacities(bc.RequestCapacity, bc.ByteCapacity, bc.CostCapacity),
+		flow: newCapacities(bc.FlowRequestCapacity, capacity.Unbounded(), capacity.Unbounded()),
 		ttl:  bc.TTL,
 	}
 }

@@ -130,14 +130,10 @@ func New(cfg Config) (*FlowController, error) {
 	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
 
 	c := &FlowController{
-		gate:         cfg.Gate,
-		clock:        cfg.Clock,
-		neverPromote: cfg.NeverPromote,
-		capacities: capacities{
-			requests: cfg.RequestCapacity,
-			bytes:    cfg.ByteCapacity,
-			cost:     cfg.CostCapacity,
-		},
+		gate:           cfg.Gate,
+		clock:          cfg.Clock,
+		neverPromote:   cfg.NeverPromote,
+		capacities:     newCapacities(cfg.RequestCapacity, cfg.ByteCapacity, cfg.CostCapacity),
 		noDisplacement: cfg.NoDisplacement,
 		defaultTTL:     cfg.DefaultTTL,
 		noEndpointsTTL: cfg.NoEndpointsTTL,
