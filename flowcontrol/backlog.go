@@ -63,7 +63,11 @@ func newCapacities(requests, bytes, cost capacity.Limit) capacities {
 // stays within every bounded limit. An unbounded limit is not checked, so
 // a holder with none costs one test: the common case.
 func (l *capacities) fits(q *backlog, size, cost int64) bool {
-	return !l.bounded || within(l.requests, q.requests, 1) && within(l.bytes, q.bytes, size) && within(l.cost, q.cost, cost)
+	return !l.bounded || l.allow(q, size, cost) // small enough to inline
+}
+
+func (l *capacities) allow(q *backlog, size, cost int64) bool {
+	return within(l.requests, q.requests, 1) && within(l.bytes, q.bytes, size) && within(l.cost, q.cost, cost)
 }
 
 // within reports whether held+add stays within l, exactly: held and the
