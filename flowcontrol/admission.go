@@ -58,7 +58,7 @@ func (a *Admission) FirstToken() {
 
 // meter is the part of an Admission that only a MeteredGate needs.
 type meter struct {
-	cost  int64         // the request's cost, at least 1
+	cost  int64         // the request's cost, within [1, MaxRequestCost]
 	start time.Duration // dispatch, as time since the controller's epoch
 	// firstToken is the time from start to the first token, once
 	// FirstToken reported it; 0 before.

@@ -8,7 +8,10 @@ import (
 )
 
 // band is one provisioned priority band: a queue per flow with waiters, and
-// the fairness scheduler that picks among them.
+// the fairness scheduler that picks among them. The band keeps its own
+// books: push, pop and remove move a waiter in and out of its flow's queue,
+// the flow's backlog and the band's, and tell the scheduler; the controller
+// then books the move in its own backlog.
 type band struct {
 	priority int
 
@@ -18,25 +21,118 @@ type band struct {
 	kind     ordering.QueueKind
 	fairness Fairness
 
-	// Published for lock-free readers (CapacitySnapshot): the counters are
+	// Published for lock-free readers (CapacitySnapshot): published is
 	// stored under the controller's lock after every change to the band,
 	// limits is replaced under it by ProvisionBand.
-	queuedRequests atomic.Int64
-	queuedBytes    atomic.Int64
-	queuedCost     atomic.Int64
-	limits         atomic.Pointer[bandLimits]
+	published publishedBacklog
+	limits    atomic.Pointer[bandLimits]
 
 	// Guarded by the controller's lock.
-	index  int   // position in the current bandSet, for the non-empty bitset
-	queued int64 // waiters in all flows
-	bytes  int64
-	cost   int64
-	seq    uint64 // arrivals, for the single-queue order of ties
+	index  int     // position in the current bandSet, for the non-empty bitset
+	queued backlog // what waits in all flows
+	seq    uint64  // arrivals, for the single-queue order of ties
 	flows  map[string]*Flow
 	peak   int     // the most flows the current map has held
 	free   []*Flow // emptied flows, kept for reuse
 	sched  Scheduler
 	drain  drainMeter // how fast the band drains, for Retry-After
+}
+
+// push queues w in the queue of its flow, which it creates when the flow has
+// no waiters, and counts it. Called with the controller's lock held.
+func (b *band) push(w *waiter) {
+	f, created := b.flow(w.requested.ID)
+	w.seq = b.seq
+	b.seq++
+	f.push(w)
+	b.queued.add(w.item.ByteSize, w.cost)
+	switch {
+	case created:
+		b.sched.Add(f)
+	case f.queue != nil && f.queue.Peek() == &w.item:
+		b.sched.HeadChanged(f) // (in a FIFO band, a newcomer is never the head)
+	}
+}
+
+// pop takes out the head of the flow the fairness policy picks, for
+// dispatch. The band has waiters. Called with the controller's lock held.
+func (b *band) pop() *waiter {
+	f := b.sched.Next()
+	w := f.pop()
+	b.queued.remove(w.item.ByteSize, w.cost)
+	b.sched.Served(f, w.cost)
+	if f.queued.requests == 0 {
+		b.sched.Remove(f)
+		b.dropFlow(f)
+	}
+	return w
+}
+
+// remove takes w out of its flow's queue other than by dispatch: an
+// expiry, a cancellation, a displacement or shutdown. Called with the
+// controller's lock held.
+func (b *band) remove(w *waiter) {
+	f := w.flow
+	wasHead := f.head() == w
+	f.remove(w)
+	b.queued.remove(w.item.ByteSize, w.cost)
+	switch {
+	case f.queued.requests == 0:
+		b.sched.Remove(f)
+		b.dropFlow(f)
+	case wasHead:
+		b.sched.HeadChanged(f) // the flow offers another request now
+	}
+}
+
+// push appends w to the flow's arrival list and, in a heap band, its queue.
+func (f *Flow) push(w *waiter) {
+	w.flow = f
+	if f.queue != nil {
+		f.queue.AddKeyed(&w.item, w.key)
+	}
+	if f.newest != nil {
+		f.newest.newer = w
+	} else {
+		f.oldest = w
+	}
+	w.older, w.newer, f.newest = f.newest, nil, w
+	f.queued.add(w.item.ByteSize, w.cost)
+}
+
+// pop takes out the flow's head; the flow has waiters.
+func (f *Flow) pop() *waiter {
+	w := f.oldest
+	if f.queue != nil {
+		w = f.queue.PopHead().Value.(*waiter)
+	}
+	f.unlink(w)
+	return w
+}
+
+// remove takes w, one of the flow's waiters, out of the flow.
+func (f *Flow) remove(w *waiter) {
+	if f.queue != nil {
+		f.queue.Remove(&w.item)
+	}
+	f.unlink(w)
+}
+
+// unlink takes w, out of the flow's queue already, off its arrival list and
+// uncounts it.
+func (f *Flow) unlink(w *waiter) {
+	f.queued.remove(w.item.ByteSize, w.cost)
+	if w.older != nil {
+		w.older.newer = w.newer
+	} else {
+		f.oldest = w.newer
+	}
+	if w.newer != nil {
+		w.newer.older = w.older
+	} else {
+		f.newest = w.older
+	}
+	w.older, w.newer, w.flow = nil, nil, nil
 }
 
 // minFreeFlows is how many emptied flows a band keeps for reuse at least.

@@ -26,7 +26,9 @@ type Request struct {
 	Key FlowKey
 	// ByteSize is the request's size, counted against byte capacities while
 	// it waits. A negative size (such as net/http's unknown ContentLength,
-	// -1) counts as 0.
+	// -1) counts as 0, and a size above [MaxRequestBytes] counts as
+	// MaxRequestBytes: the size an ordering policy reads in the request's
+	// item, and every byte count, is that value.
 	ByteSize int64
 	// ReceivedTime is when the gateway received the request, read by the
 	// slo-deadline policy. Zero means the time EnqueueAndWait was called.
@@ -39,8 +41,33 @@ type Request struct {
 	// Cost is what the request costs to serve, in the unit the
 	// configuration's cost capacities and the fairness policy count — an
 	// estimate of its tokens, typically. Zero or negative counts as 1, so
-	// a configuration that sets no cost counts requests.
+	// a configuration that sets no cost counts requests; above
+	// [MaxRequestCost] counts as MaxRequestCost. The cost the controller's
+	// counters, the fairness policy ([Flow.HeadCost], [Scheduler.Served])
+	// and a [MeteredGate] ([Slot.Cost]) see is that value.
 	Cost int64
+}
+
+// The largest cost and byte size a request counts as; see [Request.Cost]
+// and [Request.ByteSize]. Both are client-supplied numbers (a max_tokens, a
+// Content-Length), and the controller sums them: a band's bytes, the
+// controller's cost. Clamped to 2^40 — about 10^12 tokens, a terabyte,
+// more than any model's context or any body a router buffers — a sum cannot
+// overflow before about 2^23 such requests wait at once, and one request's
+// claim cannot fill a counter and lock out everyone else. A request that
+// would take a total past the range of int64 all the same is refused as
+// [OutcomeRejectedSaturated]; no count ever wraps.
+const (
+	// MaxRequestCost is the largest cost a request counts as: 2^40.
+	MaxRequestCost int64 = 1 << 40
+	// MaxRequestBytes is the largest byte size a request counts as: 2^40.
+	MaxRequestBytes int64 = 1 << 40
+)
+
+// counted returns the byte size and the cost req counts as: its ByteSize
+// within [0, MaxRequestBytes], its Cost within [1, MaxRequestCost].
+func counted(req *Request) (size, cost int64) {
+	return min(max(req.ByteSize, 0), MaxRequestBytes), min(max(req.Cost, 1), MaxRequestCost)
 }
 
 // BandConfig configures one priority band.
@@ -154,20 +181,16 @@ type Config struct {
 // bandLimits is the part of a band's configuration that ProvisionBand may
 // change. It is immutable once published.
 type bandLimits struct {
-	requests     capacity.Limit
-	bytes        capacity.Limit
-	cost         capacity.Limit
-	flowRequests capacity.Limit
-	ttl          time.Duration
+	band capacities // what waits in the band
+	flow capacities // what waits in each of its flows: requests only
+	ttl  time.Duration
 }
 
 func newBandLimits(bc BandConfig) *bandLimits {
 	return &bandLimits{
-		requests:     bc.RequestCapacity,
-		bytes:        bc.ByteCapacity,
-		cost:         bc.CostCapacity,
-		flowRequests: bc.FlowRequestCapacity,
-		ttl:          bc.TTL,
+		band: newCapacities(bc.RequestCapacity, bc.ByteCapacity, bc.CostCapacity),
+		flow: newCapacities(bc.FlowRequestCapacity, capacity.Unbounded(), capacity.Unbounded()),
+		ttl:  bc.TTL,
 	}
 }
 

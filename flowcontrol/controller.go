@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -25,12 +24,10 @@ type FlowController struct {
 	mu sync.Mutex
 	// nonEmpty has bit i set while bands.desc[i] has waiters, so finding
 	// the highest waiting band costs one word per 64 bands.
-	nonEmpty       []uint64
-	queuedRequests int64 // in all bands
-	queuedBytes    int64
-	queuedCost     int64
-	inFlight       int // admissions not yet Done
-	closed         bool
+	nonEmpty []uint64
+	queued   backlog // in all bands
+	inFlight int     // admissions not yet Done
+	closed   bool
 	// decided lists, in order, the waiters whose outcome was settled in
 	// the current critical section; unlock delivers them.
 	decided, decidedTail *waiter
@@ -73,21 +70,19 @@ type FlowController struct {
 	emptyTimer Timer
 
 	// Fixed by New.
-	gate            Gate
-	metered         MeteredGate    // gate, when it is one
-	firstTokens     FirstTokenGate // gate, when it is one
-	endpoints       EndpointGate   // gate, when it is one
-	noEndpointsTTL  time.Duration
-	epoch           time.Time // the clock's reading at New, for meter.start
-	clock           Clock
-	fallback        *band // nil with NeverPromote
-	neverPromote    bool
-	requestCapacity capacity.Limit
-	byteCapacity    capacity.Limit
-	costCapacity    capacity.Limit
-	noDisplacement  bool
-	defaultTTL      time.Duration
-	observer        func(Event)
+	gate           Gate
+	metered        MeteredGate    // gate, when it is one
+	firstTokens    FirstTokenGate // gate, when it is one
+	endpoints      EndpointGate   // gate, when it is one
+	noEndpointsTTL time.Duration
+	epoch          time.Time // the clock's reading at New, for meter.start
+	clock          Clock
+	fallback       *band // nil with NeverPromote
+	neverPromote   bool
+	capacities     capacities // of all bands together
+	noDisplacement bool
+	defaultTTL     time.Duration
+	observer       func(Event)
 }
 
 // New returns a controller for cfg. A bad configuration fails with an error
@@ -115,9 +110,6 @@ func New(cfg Config) (*FlowController, error) {
 	if err := checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL); err != nil {
 		return nil, err
 	}
-	if g, ok := cfg.Gate.(*maxInFlight); ok && g.limit < 0 {
-		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "negative limit")
-	}
 	desc := make([]*band, 0, len(cfg.Bands))
 	first := make(map[int]int, len(cfg.Bands))
 	for i, bc := range cfg.Bands {
@@ -139,16 +131,14 @@ func New(cfg Config) (*FlowController, error) {
 	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
 
 	c := &FlowController{
-		gate:            cfg.Gate,
-		clock:           cfg.Clock,
-		neverPromote:    cfg.NeverPromote,
-		requestCapacity: cfg.RequestCapacity,
-		byteCapacity:    cfg.ByteCapacity,
-		costCapacity:    cfg.CostCapacity,
-		noDisplacement:  cfg.NoDisplacement,
-		defaultTTL:      cfg.DefaultTTL,
-		noEndpointsTTL:  cfg.NoEndpointsTTL,
-		observer:        cfg.Observer,
+		gate:           cfg.Gate,
+		clock:          cfg.Clock,
+		neverPromote:   cfg.NeverPromote,
+		capacities:     newCapacities(cfg.RequestCapacity, cfg.ByteCapacity, cfg.CostCapacity),
+		noDisplacement: cfg.NoDisplacement,
+		defaultTTL:     cfg.DefaultTTL,
+		noEndpointsTTL: cfg.NoEndpointsTTL,
+		observer:       cfg.Observer,
 	}
 	if c.gate == nil {
 		c.gate = openGate{}
@@ -169,15 +159,20 @@ func New(cfg Config) (*FlowController, error) {
 	} else if c.fallback = set.lookup(cfg.FallbackPriority); c.fallback == nil {
 		return nil, configError("FallbackPriority", cfg.FallbackPriority, "no band in Bands has this priority")
 	}
-	if g, ok := c.gate.(*maxInFlight); ok && !g.owner.CompareAndSwap(nil, c) {
-		return nil, configError("Gate", fmt.Sprintf("MaxInFlight(%d)", g.limit), "already used by another controller")
-	}
 	if g, ok := c.gate.(BoundGate); ok {
 		if err := g.Bind(c); err != nil {
-			return nil, fmt.Errorf("flowcontrol: Gate %T: %w", g, err)
+			return nil, fmt.Errorf("flowcontrol: Gate %s: %w", gateName(g), err)
 		}
 	}
 	return c, nil
+}
+
+// gateName names g in an error: its String, if it has one, or its type.
+func gateName(g Gate) string {
+	if s, ok := g.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", g)
 }
 
 // newBand builds a band from a validated configuration.
@@ -211,7 +206,7 @@ func (c *FlowController) setBands(set *bandSet) {
 	c.nonEmpty = make([]uint64, (len(set.desc)+63)/64)
 	for i, b := range set.desc {
 		b.index = i
-		if b.queued > 0 {
+		if b.queued.requests > 0 {
 			c.nonEmpty[i/64] |= 1 << (i % 64)
 		}
 	}
@@ -371,6 +366,6 @@ func (c *FlowController) GateRefusals() uint64 { return c.refusals.Load() }
 // yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly.
 func (c *FlowController) InFlight() int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.inFlight
 }

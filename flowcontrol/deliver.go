@@ -90,6 +90,8 @@ func (c *FlowController) deliver(w *waiter, todo *outcomes) {
 		c.hand(done, nil, rej)
 		return
 	}
+	// These two critical sections flip a flag and take the parked list;
+	// they decide nothing, so there is nothing for unlock to deliver.
 	c.mu.Lock()
 	adm.inCallback = true
 	c.mu.Unlock()

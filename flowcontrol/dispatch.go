@@ -21,7 +21,7 @@ func (c *FlowController) firstNonEmpty() int {
 // waits. now is the time of the event, or the zero Time to read the clock
 // on the first dispatch. Called with mu held.
 func (c *FlowController) dispatchLocked(now time.Time) {
-	if c.queuedRequests == 0 || c.closing.Load() {
+	if c.queued.requests == 0 || c.closing.Load() {
 		return // once Close has begun, the queued requests are its
 	}
 	desc := c.bands.Load().desc
@@ -42,21 +42,17 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		if c.endpoints != nil {
 			c.emptySince = time.Time{} // a granted slot means endpoints
 		}
-		// The fairness policy picks only once there is a slot, so that
-		// offers the gate refuses move none of its state.
-		f := b.sched.Next()
 		if now.IsZero() {
 			now = c.clock.Now()
 		}
-		w := f.oldest
-		if f.queue != nil {
-			w = f.queue.PopHead().Value.(*waiter)
-		}
+		// The fairness policy picks only once there is a slot, so that
+		// offers the gate refuses move none of its state.
+		w := b.pop()
 		// Counted while the scopes are still busy with w, so that the
 		// window w closes (if it empties a queue) includes it.
 		b.drain.dispatched(now)
 		c.drain.dispatched(now)
-		c.left(w, now, true, true)
+		c.left(w, now)
 		c.inFlight++
 		c.decide(w, OutcomeDispatched, now)
 		if c.metered != nil {
@@ -68,55 +64,21 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 // unqueue takes w out of its flow's queue at now, other than by dispatch.
 // Called with mu held.
 func (c *FlowController) unqueue(w *waiter, now time.Time) {
-	f := w.flow
-	wasHead := f.head() == w
-	if f.queue != nil {
-		f.queue.Remove(&w.item)
-	}
-	c.left(w, now, false, wasHead)
+	w.band.remove(w)
+	c.left(w, now)
 }
 
-// left books w's departure from its flow's queue at now, and tells the
-// band's scheduler: served for a dispatch, or a new head when w was the
-// head (wasHead) and left otherwise. Called with mu held.
-func (c *FlowController) left(w *waiter, now time.Time, served, wasHead bool) {
-	b, f := w.band, w.flow
-	f.n--
-	f.bytes -= w.item.ByteSize
-	f.cost -= w.cost
-	if w.older != nil {
-		w.older.newer = w.newer
-	} else {
-		f.oldest = w.newer
-	}
-	if w.newer != nil {
-		w.newer.older = w.older
-	} else {
-		f.newest = w.older
-	}
-	w.older, w.newer, w.flow = nil, nil, nil
-	b.queued--
-	b.bytes -= w.item.ByteSize
-	b.cost -= w.cost
-	c.queuedRequests--
-	c.queuedBytes -= w.item.ByteSize
-	c.queuedCost -= w.cost
+// left books the departure at now of w, which its band has let go. Called
+// with mu held.
+func (c *FlowController) left(w *waiter, now time.Time) {
+	b := w.band
+	c.queued.remove(w.item.ByteSize, w.cost)
 	c.publish(b)
-	if b.queued == 0 {
+	if b.queued.requests == 0 {
 		b.drain.idle(now)
 	}
-	if c.queuedRequests == 0 {
+	if c.queued.requests == 0 {
 		c.drain.idle(now)
-	}
-	if served {
-		b.sched.Served(f, w.cost)
-	}
-	switch {
-	case f.n == 0:
-		b.sched.Remove(f)
-		b.dropFlow(f)
-	case wasHead && !served:
-		b.sched.HeadChanged(f) // the flow offers another request now
 	}
 	w.queued = false
 	w.gen++

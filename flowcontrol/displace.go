@@ -81,11 +81,11 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 		var n int64
 		switch r.limit {
 		case limitBandBytes, limitGlobalBytes:
-			n = g.bytes
+			n = g.queued.bytes
 		case limitBandCost, limitGlobalCost:
-			n = g.cost
+			n = g.queued.cost
 		default:
-			n = int64(g.Len())
+			n = g.queued.requests
 		}
 		for _, v := range plan {
 			if v.flow == g {

@@ -93,15 +93,11 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	if b == nil {
 		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
-	size := max(req.ByteSize, 0)
-	cost := req.Cost
-	if cost <= 0 {
-		cost = 1
-	}
+	size, cost := counted(&req)
 	// A band with waiters cannot start a request at once: skip the first
 	// attempt, and its lock, under contention. (A stale read only moves
 	// the decision to enqueue, which makes every check again.)
-	if b.queuedRequests.Load() == 0 {
+	if b.published.requests.Load() == 0 {
 		if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil {
 			return adm, nil, nil, 0
 		} else if rej != nil {
@@ -134,7 +130,7 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 	}
 	lim := b.limits.Load()
 	var f *Flow
-	if lim.flowRequests.IsBounded() {
+	if lim.flow.requests.IsBounded() {
 		f = b.flows[key.ID] // only a per-flow capacity needs the flow
 	}
 	if !c.fitsAll(b, lim, f, size, cost) {
@@ -230,42 +226,16 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (adm *Admission, rej 
 // queue adds w to its flow's queue in its band at now. Called with mu held.
 func (c *FlowController) queue(w *waiter, now time.Time) {
 	b := w.band
-	f, created := b.flow(w.requested.ID)
-	w.flow = f
-	w.seq = b.seq
-	b.seq++
-	if f.queue != nil {
-		f.queue.AddKeyed(&w.item, w.key)
-	}
-	if f.newest != nil {
-		f.newest.newer = w
-	} else {
-		f.oldest = w
-	}
-	w.older, w.newer, f.newest = f.newest, nil, w
-	f.n++
-	f.bytes += w.item.ByteSize
-	f.cost += w.cost
-	b.queued++
-	b.bytes += w.item.ByteSize
-	b.cost += w.cost
-	c.queuedRequests++
-	c.queuedBytes += w.item.ByteSize
-	c.queuedCost += w.cost
+	b.push(w)
+	c.queued.add(w.item.ByteSize, w.cost)
 	c.publish(b)
-	if b.queued == 1 {
+	if b.queued.requests == 1 {
 		b.drain.busy(now)
 	}
-	if c.queuedRequests == 1 {
+	if c.queued.requests == 1 {
 		c.drain.busy(now)
 	}
 	w.queued = true
-	switch {
-	case created:
-		b.sched.Add(f)
-	case f.queue != nil && f.queue.Peek() == &w.item:
-		b.sched.HeadChanged(f) // (in a FIFO band, a newcomer is never the head)
-	}
 }
 
 // withdraw takes back w, whose caller is panicking out of its enqueue:

@@ -1,10 +1,6 @@
 package flowcontrol
 
-import (
-	"math"
-
-	"github.com/sluicegate/sluice/capacity"
-)
+import "github.com/sluicegate/sluice/capacity"
 
 // refusal says why a request does not fit, and which scopes it exceeds.
 type refusal struct {
@@ -14,8 +10,8 @@ type refusal struct {
 	global bool      // a limit of the controller refuses it
 	never  bool      // it can never fit: larger than a capacity, or a capacity of 0
 	large  bool      // it is larger than a byte or cost capacity: ErrTooLarge
-	// overflow: a counter with an unbounded limit would pass the range of
-	// int64.
+	// overflow: the controller's byte or cost total would pass the range
+	// of int64 (see backlog.holds).
 	overflow bool
 }
 
@@ -25,91 +21,94 @@ func (r refusal) displaceable() bool {
 	return r.limit != limitNone && r.limit != limitFlowRequests && !r.never && !r.overflow
 }
 
+// scope names the limits of one holder, for refusal.
+type scope struct {
+	requests, bytes, cost limitKind
+	global                bool
+}
+
+var (
+	flowScope   = scope{requests: limitFlowRequests} // a flow bounds only its requests
+	bandScope   = scope{limitBandRequests, limitBandBytes, limitBandCost, false}
+	globalScope = scope{limitGlobalRequests, limitGlobalBytes, limitGlobalCost, true}
+)
+
 // refusal checks a request of size bytes and cost, of flow f (nil when the
 // flow has no waiters), against band b's limits and the controller's, as if
-// the requests in plan had left. Called with mu held.
+// the requests in plan had left, and explains why it does not fit. It makes
+// the checks fitsAll makes, in the same order. Called with mu held.
 func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost int64, plan []*waiter) refusal {
-	bq, bb, bc := b.queued, b.bytes, b.cost
-	gq, gb, gc := c.queuedRequests, c.queuedBytes, c.queuedCost
-	var fq int64
-	if f != nil && lim.flowRequests.IsBounded() {
-		fq = int64(f.Len())
+	var inFlow backlog
+	if f != nil {
+		inFlow = f.queued
 	}
+	inBand, inAll := b.queued, c.queued
 	for _, v := range plan {
 		if v.band == b {
-			bq, bb, bc = bq-1, bb-v.item.ByteSize, bc-v.cost
+			inBand.remove(v.item.ByteSize, v.cost)
 		}
-		gq, gb, gc = gq-1, gb-v.item.ByteSize, gc-v.cost
+		inAll.remove(v.item.ByteSize, v.cost)
 	}
 	var r refusal
-	check := func(l capacity.Limit, kind limitKind, held, add int64, global, sized bool) {
-		if !l.IsBounded() {
-			// An unbounded limit is still bounded by the counter's range:
-			// a sum that would wrap is refused, and displacing others for
-			// it would be no fairer.
-			if held <= math.MaxInt64-add {
-				return
-			}
-			l, r.overflow = capacity.Bounded(math.MaxInt64), true
-		}
-		if l.Fits(held, add) {
-			return
-		}
+	r.check(&lim.flow, flowScope, &inFlow, size, cost)
+	r.check(&lim.band, bandScope, &inBand, size, cost)
+	r.check(&c.capacities, globalScope, &inAll, size, cost)
+	if !inAll.holds(size, cost) {
+		// Every holder's count is at most the controller's: this one check
+		// keeps them all exact. Displacing others would be no fairer.
 		if r.limit == limitNone {
-			r.limit, r.bound = kind, limitValue(l)
+			r.limit = limitCounterRange
 		}
-		if global {
-			r.global = true
-		} else {
-			r.band = true
-		}
-		if !l.Fits(0, add) {
-			r.never = true
-			if sized && !r.large {
-				// The limit the request alone exceeds says why it can
-				// never fit: report it rather than one it merely found full.
-				r.limit, r.bound, r.large = kind, limitValue(l), true
-			}
-		}
+		r.global, r.overflow = true, true
 	}
-	check(lim.flowRequests, limitFlowRequests, fq, 1, false, false)
-	check(lim.requests, limitBandRequests, bq, 1, false, false)
-	check(lim.bytes, limitBandBytes, bb, size, false, true)
-	check(lim.cost, limitBandCost, bc, cost, false, true)
-	check(c.requestCapacity, limitGlobalRequests, gq, 1, true, false)
-	check(c.byteCapacity, limitGlobalBytes, gb, size, true, true)
-	check(c.costCapacity, limitGlobalCost, gc, cost, true, true)
 	return r
 }
 
+// check adds to r what the limits l of one holder, holding held, say of a
+// request of size bytes and cost. An unbounded limit is never checked.
+func (r *refusal) check(l *capacities, s scope, held *backlog, size, cost int64) {
+	r.checkOne(l.requests, s.requests, held.requests, 1, s.global, false)
+	r.checkOne(l.bytes, s.bytes, held.bytes, size, s.global, true)
+	r.checkOne(l.cost, s.cost, held.cost, cost, s.global, true)
+}
+
+// checkOne checks one limit l of kind k: sized for a byte or cost limit,
+// which a request alone may exceed.
+func (r *refusal) checkOne(l capacity.Limit, k limitKind, held, add int64, global, sized bool) {
+	if within(l, held, add) {
+		return
+	}
+	n, _ := l.Value() // bounded: an unbounded limit is always within
+	if r.limit == limitNone {
+		r.limit, r.bound = k, n
+	}
+	if global {
+		r.global = true
+	} else {
+		r.band = true
+	}
+	if add > n {
+		r.never = true
+		if sized && !r.large {
+			// The limit the request alone exceeds says why it can never
+			// fit: report it rather than one it merely found full.
+			r.limit, r.bound, r.large = k, n, true
+		}
+	}
+}
+
 // fitsAll reports whether a request of size bytes and cost, of flow f (nil
-// when it has no waiters or when no per-flow capacity applies), fits band b
-// and the controller as they are: the common case, which refusal explains
-// when it does not hold. Called with mu held.
+// when it has no waiters, or when its band bounds no flow), fits its flow,
+// band b and the controller as they are — one check per holder — and the
+// controller's counters can hold it: the common case, which refusal
+// explains when it does not hold. Called with mu held.
 func (c *FlowController) fitsAll(b *band, lim *bandLimits, f *Flow, size, cost int64) bool {
-	var fq int64
+	var inFlow backlog
 	if f != nil {
-		fq = int64(f.Len())
+		inFlow = f.queued
 	}
-	return fits(lim.flowRequests, fq, 1) && fits(lim.requests, b.queued, 1) && fits(lim.bytes, b.bytes, size) &&
-		fits(lim.cost, b.cost, cost) && fits(c.requestCapacity, c.queuedRequests, 1) &&
-		fits(c.byteCapacity, c.queuedBytes, size) && fits(c.costCapacity, c.queuedCost, cost)
-}
-
-// fits is capacity.Limit.Fits with an unbounded limit still bounded by the
-// range of the counter it limits.
-func fits(l capacity.Limit, held, add int64) bool {
-	if n, bounded := l.Value(); bounded {
-		return held <= n && add <= n-held
-	}
-	return held <= math.MaxInt64-add
-}
-
-// limitValue returns a bounded limit's value; only called on limits that
-// refused a request, which are bounded.
-func limitValue(l capacity.Limit) int64 {
-	n, _ := l.Value()
-	return n
+	return lim.flow.fits(&inFlow, size, cost) && lim.band.fits(&b.queued, size, cost) &&
+		c.capacities.fits(&c.queued, size, cost) && c.queued.holds(size, cost)
 }
 
 // capacityRejection is the rejection of a request for band b that r

@@ -1,6 +1,8 @@
 package flowcontrol
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -43,7 +45,8 @@ type Slot struct {
 	// Priority is the band that dispatched the request (its effective
 	// priority).
 	Priority int
-	// Cost is the request's [Request.Cost], at least 1.
+	// Cost is the request's [Request.Cost] as the controller counts it:
+	// at least 1, at most [MaxRequestCost].
 	Cost int64
 }
 
@@ -140,8 +143,9 @@ type EndpointGate interface {
 // naming it.
 //
 // The gate belongs to the one controller it is configured in: it keeps a
-// plain count, guarded by that controller's lock, and [New] refuses a
-// MaxInFlight gate that another controller already uses.
+// plain count, guarded by that controller's lock, and, as a [BoundGate],
+// refuses to be bound to a second controller. (The returned gate's String
+// names it and its limit, "MaxInFlight(n)", as New's errors do.)
 func MaxInFlight(n int) Gate {
 	return &maxInFlight{limit: n}
 }
@@ -149,8 +153,22 @@ func MaxInFlight(n int) Gate {
 type maxInFlight struct {
 	limit    int
 	inFlight int                            // guarded by the owner's lock
-	owner    atomic.Pointer[FlowController] // claimed once by New
+	owner    atomic.Pointer[FlowController] // claimed once, by Bind
 }
+
+// Bind claims g for c: a negative limit, or a gate another controller has
+// claimed, is an error that New reports as a configuration error.
+func (g *maxInFlight) Bind(c *FlowController) error {
+	if g.limit < 0 {
+		return errors.New("negative limit")
+	}
+	if !g.owner.CompareAndSwap(nil, c) {
+		return errors.New("already used by another controller")
+	}
+	return nil
+}
+
+func (g *maxInFlight) String() string { return fmt.Sprintf("MaxInFlight(%d)", g.limit) }
 
 func (g *maxInFlight) TryAcquire(int) bool {
 	if g.inFlight >= g.limit {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
 
 // meterGate is a MeteredGate with n slots that records every call.
@@ -31,7 +32,7 @@ func (g *meterGate) Took(s flowcontrol.Slot)      { g.took = append(g.took, s) }
 func (g *meterGate) Returned(u flowcontrol.Usage) { g.used--; g.returned = append(g.returned, u) }
 
 func TestMeteredGateHearsCostAndUsage(t *testing.T) {
-	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := &meterGate{n: 1}
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 5}},
@@ -140,7 +141,7 @@ func (g *poolGate) set(n int) {
 }
 
 func TestNoEndpointsTTL(t *testing.T) {
-	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := &poolGate{endpoints: 1}
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0, TTL: time.Minute}},
@@ -191,7 +192,7 @@ func TestNoEndpointsTTL(t *testing.T) {
 }
 
 func TestExpiryWithNoEndpointsIsReportedAsSuch(t *testing.T) {
-	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := &poolGate{}
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: 3 * time.Second}},
@@ -263,7 +264,7 @@ func (g *ftGate) FirstToken(s flowcontrol.Slot, d time.Duration) {
 }
 
 func TestFirstTokenGateHearsFirstTokensAtOnce(t *testing.T) {
-	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := &ftGate{meterGate: meterGate{n: 1}, grow: true}
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
 	ctx := context.Background()

@@ -21,7 +21,7 @@ func (c *FlowController) checkEndpoints(now time.Time) {
 	if c.emptySince.IsZero() {
 		c.emptySince = now
 	}
-	if c.noEndpointsTTL > 0 && c.emptyTimer == nil && c.queuedRequests > 0 {
+	if c.noEndpointsTTL > 0 && c.emptyTimer == nil && c.queued.requests > 0 {
 		c.emptyTimer = c.clock.AfterFunc(c.noEndpointsTTL, c.dropNoEndpoints)
 	}
 }
@@ -44,7 +44,7 @@ func (c *FlowController) dropNoEndpoints() {
 	now := c.clock.Now()
 	var next time.Time // the earliest deadline of a request kept
 	for _, b := range c.bands.Load().desc {
-		if b.queued == 0 {
+		if b.queued.requests == 0 {
 			continue
 		}
 		var due []*waiter

@@ -101,9 +101,10 @@ var (
 	ErrRejectedSaturated = errors.New("flowcontrol: rejected-saturated")
 	// ErrTooLarge is not an outcome but a detail of one: it is wrapped,
 	// beside ErrRejectedSaturated, for a request that can never fit, whose
-	// ByteSize or Cost exceeds a byte or cost capacity of its band or of
-	// the controller. Such a rejection carries no RetryAfter, since waiting
-	// cannot help it; flowhttp answers it 413.
+	// ByteSize or Cost, as counted (see [MaxRequestCost]), exceeds a byte
+	// or cost capacity of its band or of the controller. Such a rejection
+	// carries no RetryAfter, since waiting cannot help it; flowhttp answers
+	// it 413.
 	ErrTooLarge = errors.New("flowcontrol: request larger than a byte or cost capacity")
 	// ErrRejectedTTLExpired is wrapped for [OutcomeRejectedTTLExpired].
 	ErrRejectedTTLExpired = errors.New("flowcontrol: rejected-ttl-expired")
@@ -134,6 +135,9 @@ const (
 	limitFlowRequests
 	limitDisplaced   // the request was displaced by a fairer flow
 	limitNoEndpoints // the gate had no endpoints for NoEndpointsTTL
+	// limitCounterRange: the controller's queued bytes or cost would pass
+	// the range of int64, whatever the capacities.
+	limitCounterRange
 )
 
 // RejectionError is the error of [FlowController.EnqueueAndWait] and
@@ -227,6 +231,8 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(": displaced by a flow holding less than its share of a full queue")
 	case limitNoEndpoints:
 		sb.WriteString(": the gate has no endpoints to send it to")
+	case limitCounterRange:
+		sb.WriteString(": the queued bytes or cost would pass the range of the controller's counters")
 	case limitNoBand:
 		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
 	}

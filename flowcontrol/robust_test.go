@@ -2,7 +2,6 @@ package flowcontrol_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -319,94 +319,46 @@ func TestShutdownWinsOverAQueuedCancellation(t *testing.T) {
 	})
 }
 
-// TestRetryAfterIgnoresIdleTime is the defect seen by a real client: a band
-// that drains in 2s answered Retry-After: 30 after 45s of idleness.
-func TestRetryAfterIgnoresIdleTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(4)}},
-			Gate:  flowcontrol.MaxInFlight(1),
-		})
-		// Busy at 2 dispatches per second for 5s.
-		h := hold(t, fc)
-		for range 10 {
-			next := start(context.Background(), fc, req("steady", 0))
-			synctest.Wait()
-			time.Sleep(500 * time.Millisecond)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
-		h.Done()
-		time.Sleep(45 * time.Second) // idle
-		h = hold(t, fc)
-		for i := range 4 {
-			start(context.Background(), fc, req(fmt.Sprint("w", i), 0))
-		}
-		synctest.Wait()
-		_, err := fc.EnqueueAndWait(context.Background(), req("over", 0))
-		var rej *flowcontrol.RejectionError
-		require.ErrorAs(t, err, &rej)
-		require.Equal(t, time.Second, rej.RetryAfter, "idle time inflated Retry-After")
-		h.Done()
-	})
+// TestReleasePanicStrandsNoWaiter: a Gate whose Release panics (after
+// returning its slot) reaches the caller of Done with the lock released, and
+// the request waiting for that slot starts within that Done all the same:
+// release runs its dispatch in a defer.
+func TestReleasePanicStrandsNoWaiter(t *testing.T) {
+	g := &panicGate{limit: 1}
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
+	h := hold(t, fc)
+	w := submit(context.Background(), fc, req("w", 0))
+	require.False(t, w.finished())
+	g.releasePanics = true
+	require.Equal(t, "release boom", mustPanic(t, h.Done))
+	g.releasePanics = false
+	require.Equal(t, 1, fc.InFlight(), "the holder's slot is back and the waiter holds it")
+	require.True(t, w.finished(), "the waiter did not start once the gate had room")
+	require.NoError(t, w.err)
+	w.adm.Done()
+	require.Equal(t, 0, fc.InFlight())
 }
 
-// TestRetryAfterProjectsFromTheScopeThatTripped: a rejection by the global
-// capacity projects from all bands' drain, not from the requested band,
-// which may be empty; a request that can never fit gets none.
-func TestRetryAfterProjectsFromTheScopeThatTripped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands:           []flowcontrol.BandConfig{{Priority: 1}, {Priority: 0, ByteCapacity: bounded(100)}},
-			RequestCapacity: bounded(3),
-			ByteCapacity:    bounded(1000),
-			Gate:            flowcontrol.MaxInFlight(1),
-		})
-		// Band 1 drains at one request every 4s while busy.
-		h := hold(t, fc)
-		for range 4 {
-			next := start(context.Background(), fc, req("slow", 1))
-			synctest.Wait()
-			time.Sleep(4 * time.Second)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
-		for i := range 3 {
-			start(context.Background(), fc, req(fmt.Sprint("fill", i), 1))
-		}
-		synctest.Wait()
-		// Band 0 is empty and has never drained; the global scope trips.
-		_, err := fc.EnqueueAndWait(context.Background(), req("global", 0))
-		var rej *flowcontrol.RejectionError
-		require.ErrorAs(t, err, &rej)
-		require.Contains(t, err.Error(), "global request capacity 3 reached")
-		require.Equal(t, 4*time.Second, rej.RetryAfter)
-
-		// Larger than band 0's byte capacity: it can never fit.
-		_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("huge", 0), ByteSize: 101})
-		require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
-		require.ErrorIs(t, err, flowcontrol.ErrRejectedSaturated)
-		require.ErrorAs(t, err, &rej)
-		require.Zero(t, rej.RetryAfter)
-		// Larger than the global byte capacity, in band 1.
-		_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("huger", 1), ByteSize: 1001})
-		require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
-		require.ErrorAs(t, err, &rej)
-		require.Zero(t, rej.RetryAfter)
-		h.Done()
+// TestObserverPanicOnQueuedRejectionStillCallsDone: Submit promises
+// that done is called exactly once; the only exception documented is an
+// Observer that panics on a dispatch (the admission is released instead).
+// When the Observer panics on the expiry of a queued Submit, deliver has
+// already recycled the waiter and done is never called: the submitter
+// never learns its request ended, and the panic surfaces on the clock's
+// timer goroutine instead.
+func TestObserverPanicOnQueuedRejectionStillCallsDone(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}},
+		Gate:  flowcontrol.MaxInFlight(0),
+		Clock: clock,
+		Observer: func(ev flowcontrol.Event) {
+			if ev.Outcome == flowcontrol.OutcomeRejectedTTLExpired {
+				panic("observer boom")
+			}
+		},
 	})
-}
-
-// TestClosedBandGetsNoRetryAfter: a band of capacity 0 admits nothing,
-// however long the caller waits.
-func TestClosedBandGetsNoRetryAfter(t *testing.T) {
-	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(0)}}})
-	_, err := fc.EnqueueAndWait(context.Background(), req("a", 0))
-	var rej *flowcontrol.RejectionError
-	require.ErrorAs(t, err, &rej)
-	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
-	require.Zero(t, rej.RetryAfter)
-	require.False(t, errors.Is(err, flowcontrol.ErrTooLarge))
+	w := submit(context.Background(), fc, req("w", 0))
+	require.Equal(t, "observer boom", mustPanic(t, func() { clock.Advance(time.Second) }))
+	require.True(t, w.finished(), "done was never called for the expired request")
 }

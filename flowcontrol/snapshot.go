@@ -6,14 +6,12 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 )
 
-// publish mirrors b's counters into their atomic copies and the non-empty
+// publish mirrors b's backlog into its published copy and the non-empty
 // bitset. Called with mu held after every change to b's waiters.
 func (c *FlowController) publish(b *band) {
-	b.queuedRequests.Store(b.queued)
-	b.queuedBytes.Store(b.bytes)
-	b.queuedCost.Store(b.cost)
+	b.published.store(b.queued)
 	bit := uint64(1) << (b.index % 64)
-	if b.queued > 0 {
+	if b.queued.requests > 0 {
 		c.nonEmpty[b.index/64] |= bit
 	} else {
 		c.nonEmpty[b.index/64] &^= bit
@@ -35,12 +33,12 @@ func (c *FlowController) CapacitySnapshot(priority int) (capacity.Snapshot, erro
 	lim := b.limits.Load()
 	return capacity.Snapshot{
 		Priority:        priority,
-		QueuedRequests:  b.queuedRequests.Load(),
-		QueuedBytes:     b.queuedBytes.Load(),
-		QueuedCost:      b.queuedCost.Load(),
-		RequestCapacity: lim.requests,
-		ByteCapacity:    lim.bytes,
-		CostCapacity:    lim.cost,
+		QueuedRequests:  b.published.requests.Load(),
+		QueuedBytes:     b.published.bytes.Load(),
+		QueuedCost:      b.published.cost.Load(),
+		RequestCapacity: lim.band.requests,
+		ByteCapacity:    lim.band.bytes,
+		CostCapacity:    lim.band.cost,
 	}, nil
 }
 
@@ -55,11 +53,11 @@ func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Sna
 	if b == nil {
 		return capacity.Snapshot{}, fmt.Errorf("flowcontrol: priority %d: %w", priority, capacity.ErrBandNotFound)
 	}
-	s := capacity.Snapshot{Priority: priority, RequestCapacity: b.limits.Load().flowRequests}
+	s := capacity.Snapshot{Priority: priority, RequestCapacity: b.limits.Load().flow.requests}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if f := b.flows[flowID]; f != nil {
-		s.QueuedRequests, s.QueuedBytes, s.QueuedCost = int64(f.n), f.bytes, f.cost
+		s.QueuedRequests, s.QueuedBytes, s.QueuedCost = f.queued.requests, f.queued.bytes, f.queued.cost
 	}
 	return s, nil
 }

@@ -31,7 +31,7 @@ type waiterUse struct {
 	// the controller's mu.
 	older, newer *waiter
 	// Fixed before the waiter is queued.
-	cost int64        // the request's cost, at least 1
+	cost int64        // the request's cost, within [1, MaxRequestCost]
 	seq  uint64       // arrival in its band, for the single-queue order of ties; set under mu
 	key  ordering.Key // derived by the band's policy, outside the lock
 

@@ -1,0 +1,94 @@
+package flowcontrol
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/sluicegate/sluice/capacity"
+)
+
+// backlog is what waits in one holder — a flow, a band or the whole
+// controller: the requests, their summed byte size and their summed cost.
+// Each holder keeps one, changed only by add on an arrival and remove on a
+// departure, so the three holders cannot disagree about a request. A flow's
+// backlog is part of its band's, a band's part of the controller's: every
+// count is at most the controller's.
+type backlog struct {
+	requests int64
+	bytes    int64
+	cost     int64
+}
+
+// add counts one request of size bytes and cost.
+func (q *backlog) add(size, cost int64) {
+	q.requests++
+	q.bytes += size
+	q.cost += cost
+}
+
+// remove uncounts one request of size bytes and cost, counted before.
+func (q *backlog) remove(size, cost int64) {
+	q.requests--
+	q.bytes -= size
+	q.cost -= cost
+}
+
+// holds reports whether q can count one more request of size bytes and cost
+// (both at least 0) without passing the range of int64. The request count
+// is not checked: it would need more waiters than memory holds.
+func (q *backlog) holds(size, cost int64) bool {
+	return q.bytes <= math.MaxInt64-size && q.cost <= math.MaxInt64-cost
+}
+
+// capacities bounds a backlog: one limit per measure, each unbounded
+// unless set. A flow's bounds only its requests. Build one with
+// newCapacities.
+type capacities struct {
+	requests capacity.Limit
+	bytes    capacity.Limit
+	cost     capacity.Limit
+	bounded  bool // some limit is bounded
+}
+
+func newCapacities(requests, bytes, cost capacity.Limit) capacities {
+	return capacities{
+		requests: requests,
+		bytes:    bytes,
+		cost:     cost,
+		bounded:  requests.IsBounded() || bytes.IsBounded() || cost.IsBounded(),
+	}
+}
+
+// fits reports whether q, with one more request of size bytes and cost,
+// stays within every bounded limit. An unbounded limit is not checked, so
+// a holder with none costs one test: the common case.
+func (l *capacities) fits(q *backlog, size, cost int64) bool {
+	return !l.bounded || l.allow(q, size, cost) // small enough to inline
+}
+
+func (l *capacities) allow(q *backlog, size, cost int64) bool {
+	return within(l.requests, q.requests, 1) && within(l.bytes, q.bytes, size) && within(l.cost, q.cost, cost)
+}
+
+// within reports whether held+add stays within l, exactly: held and the
+// limit are at least 0, so n-held cannot overflow, whatever add is.
+func within(l capacity.Limit, held, add int64) bool {
+	n, bounded := l.Value()
+	return !bounded || add <= n-held
+}
+
+// publishedBacklog is a band's backlog as lock-free readers see it: stored
+// under the controller's lock after every change, loaded by
+// CapacitySnapshot without it. Each count is exact when read; two counts
+// may be read either side of one request's move.
+type publishedBacklog struct {
+	requests atomic.Int64
+	bytes    atomic.Int64
+	cost     atomic.Int64
+}
+
+func (p *publishedBacklog) store(q backlog) {
+	p.requests.Store(q.requests)
+	p.bytes.Store(q.bytes)
+	p.cost.Store(q.cost)
+}

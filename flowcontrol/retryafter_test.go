@@ -1,0 +1,219 @@
+package flowcontrol_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
+)
+
+// TestRetryAfterOfAStalledScopeIsTheCap: a scope whose measured drain
+// rate has decayed to almost nothing (its waiters sat for minutes behind a
+// closed gate) can barely make room, so it must send the longest
+// Retry-After (30s), not the shortest. Contract (package doc, Retry-After;
+// retry.go retryAfter doc: "never sooner than one interval from now ...
+// between 1s and maxRetryAfter").
+func TestRetryAfterOfAStalledScopeIsTheCap(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	g := &switchGate{}
+	g.set(1)
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(1)}},
+		NoDisplacement: true,
+		Gate:           g,
+		Clock:          clock,
+	})
+	h := submit(context.Background(), fc, req("h", 0)) // takes the one slot
+	require.NoError(t, h.err)
+	a := submit(context.Background(), fc, req("a", 0))
+	clock.Advance(time.Second)
+	h.adm.Done() // a starts after 1s busy: the band drains 1/s, measured
+	require.NoError(t, a.err)
+
+	b := submit(context.Background(), fc, req("b", 0)) // waits behind a
+	require.False(t, b.finished())
+	clock.Advance(150 * time.Second) // nothing leaves for 150s of busy time
+
+	c := submit(context.Background(), fc, req("c", 0))
+	rej := c.rejection(t)
+	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
+	require.Equal(t, 30*time.Second, rej.RetryAfter,
+		"a band that drained nothing for 150s promises a place in %v", rej.RetryAfter)
+	a.adm.Done()
+	b.adm.Done()
+}
+
+// TestRetryAfterOnlyOnCapacityRejections measures a band's dispatch rate on
+// the fake clock and checks the projection: whole seconds, rounded up, at
+// most 30; and that no other outcome carries it.
+func TestRetryAfterOnlyOnCapacityRejections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(5), TTL: time.Hour}},
+			Gate:  flowcontrol.MaxInFlight(1),
+		})
+		// Dispatch two requests per second for 10 seconds: the holder of
+		// the slot is released every 500ms and the next waiter starts.
+		h := hold(t, fc)
+		var last *call
+		for range 20 {
+			last = start(t.Context(), fc, req("steady", 0))
+			synctest.Wait()
+			time.Sleep(500 * time.Millisecond)
+			h.Done()
+			synctest.Wait()
+			h = last.adm
+		}
+		// Fill the band: 5 waiters behind the holder.
+		var waiting []*call
+		for i := range 5 {
+			waiting = append(waiting, start(t.Context(), fc, req(fmt.Sprint("w", i), 0)))
+		}
+		synctest.Wait()
+		// The band drains at 2/s while busy: refusals are promised one
+		// place each, 500ms apart, rounded up to whole seconds.
+		var rej *flowcontrol.RejectionError
+		var got []time.Duration
+		for i := range 5 {
+			_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
+			if !errors.As(err, &rej) || rej.Outcome != flowcontrol.OutcomeRejectedSaturated {
+				t.Fatalf("want a capacity rejection, got %v", err)
+			}
+			if i == 0 && !strings.Contains(err.Error(), "retry after 1s") {
+				t.Fatalf("error text %q", err)
+			}
+			got = append(got, rej.RetryAfter)
+		}
+		want := []time.Duration{time.Second, time.Second, 2 * time.Second, 2 * time.Second, 3 * time.Second}
+		if !slices.Equal(got, want) {
+			t.Fatalf("RetryAfter %v, want %v (one place every 500ms)", got, want)
+		}
+		// Expiry and cancellation carry none.
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		for _, w := range waiting {
+			if r := w.rejection(t); r.Outcome != flowcontrol.OutcomeRejectedTTLExpired || r.RetryAfter != 0 {
+				t.Fatalf("expired waiter: %v RetryAfter %v", r.Outcome, r.RetryAfter)
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		c := start(ctx, fc, req("c", 0))
+		synctest.Wait()
+		cancel()
+		if r := c.rejection(t); r.RetryAfter != 0 {
+			t.Fatalf("cancelled: RetryAfter %v", r.RetryAfter)
+		}
+		// The band held waiters for an hour and dispatched none (the slot
+		// was never released): measured not to drain, it gets the 30s cap.
+		for i := range 5 {
+			start(t.Context(), fc, req(fmt.Sprint("again", i), 0))
+		}
+		synctest.Wait()
+		_, err := fc.EnqueueAndWait(t.Context(), req("over", 0))
+		if !errors.As(err, &rej) || rej.RetryAfter != 30*time.Second {
+			t.Fatalf("after a stuck hour: %v, want RetryAfter 30s", err)
+		}
+		h.Done()
+	})
+}
+
+// TestRetryAfterIgnoresIdleTime is the defect seen by a real client: a band
+// that drains in 2s answered Retry-After: 30 after 45s of idleness.
+func TestRetryAfterIgnoresIdleTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(4)}},
+			Gate:  flowcontrol.MaxInFlight(1),
+		})
+		// Busy at 2 dispatches per second for 5s.
+		h := hold(t, fc)
+		for range 10 {
+			next := start(context.Background(), fc, req("steady", 0))
+			synctest.Wait()
+			time.Sleep(500 * time.Millisecond)
+			h.Done()
+			synctest.Wait()
+			h = next.adm
+		}
+		h.Done()
+		time.Sleep(45 * time.Second) // idle
+		h = hold(t, fc)
+		for i := range 4 {
+			start(context.Background(), fc, req(fmt.Sprint("w", i), 0))
+		}
+		synctest.Wait()
+		_, err := fc.EnqueueAndWait(context.Background(), req("over", 0))
+		var rej *flowcontrol.RejectionError
+		require.ErrorAs(t, err, &rej)
+		require.Equal(t, time.Second, rej.RetryAfter, "idle time inflated Retry-After")
+		h.Done()
+	})
+}
+
+// TestRetryAfterProjectsFromTheScopeThatTripped: a rejection by the global
+// capacity projects from all bands' drain, not from the requested band,
+// which may be empty; a request that can never fit gets none.
+func TestRetryAfterProjectsFromTheScopeThatTripped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands:           []flowcontrol.BandConfig{{Priority: 1}, {Priority: 0, ByteCapacity: bounded(100)}},
+			RequestCapacity: bounded(3),
+			ByteCapacity:    bounded(1000),
+			Gate:            flowcontrol.MaxInFlight(1),
+		})
+		// Band 1 drains at one request every 4s while busy.
+		h := hold(t, fc)
+		for range 4 {
+			next := start(context.Background(), fc, req("slow", 1))
+			synctest.Wait()
+			time.Sleep(4 * time.Second)
+			h.Done()
+			synctest.Wait()
+			h = next.adm
+		}
+		for i := range 3 {
+			start(context.Background(), fc, req(fmt.Sprint("fill", i), 1))
+		}
+		synctest.Wait()
+		// Band 0 is empty and has never drained; the global scope trips.
+		_, err := fc.EnqueueAndWait(context.Background(), req("global", 0))
+		var rej *flowcontrol.RejectionError
+		require.ErrorAs(t, err, &rej)
+		require.Contains(t, err.Error(), "global request capacity 3 reached")
+		require.Equal(t, 4*time.Second, rej.RetryAfter)
+
+		// Larger than band 0's byte capacity: it can never fit.
+		_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("huge", 0), ByteSize: 101})
+		require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
+		require.ErrorIs(t, err, flowcontrol.ErrRejectedSaturated)
+		require.ErrorAs(t, err, &rej)
+		require.Zero(t, rej.RetryAfter)
+		// Larger than the global byte capacity, in band 1.
+		_, err = fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("huger", 1), ByteSize: 1001})
+		require.ErrorIs(t, err, flowcontrol.ErrTooLarge)
+		require.ErrorAs(t, err, &rej)
+		require.Zero(t, rej.RetryAfter)
+		h.Done()
+	})
+}
+
+// TestClosedBandGetsNoRetryAfter: a band of capacity 0 admits nothing,
+// however long the caller waits.
+func TestClosedBandGetsNoRetryAfter(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(0)}}})
+	_, err := fc.EnqueueAndWait(context.Background(), req("a", 0))
+	var rej *flowcontrol.RejectionError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
+	require.Zero(t, rej.RetryAfter)
+	require.False(t, errors.Is(err, flowcontrol.ErrTooLarge))
+}
