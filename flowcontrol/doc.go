@@ -58,9 +58,12 @@
 // band, its flow ([BandConfig.FlowRequestCapacity]) and the controller,
 // with it added, stay within their request, byte and cost capacities; this
 // is checked at enqueue, also for a request that would start at once, so a
-// bounded capacity of 0 closes a band. A request larger than a byte or cost
-// capacity can never fit: it is refused with [ErrTooLarge] and no
-// Retry-After. When a band or the controller is full, a request whose flow
+// bounded capacity of 0 closes a band. A request counts its byte size and
+// cost clamped to [MaxRequestBytes] and [MaxRequestCost] (2^40 each), so no
+// client-supplied number can wrap a sum or fill a counter for everyone;
+// an unbounded capacity is never checked. A request whose counted size or
+// cost is larger than a capacity can never fit: it is refused with
+// [ErrTooLarge] and no Retry-After. When a band or the controller is full, a request whose flow
 // holds less than its share may displace another flow's newest request
 // instead of being refused (fair admission; see [Config.NoDisplacement]).
 //
