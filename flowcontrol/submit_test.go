@@ -3,7 +3,6 @@ package flowcontrol_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,67 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
-
-// manualClock is a virtual clock the test moves by hand. Timers fire, in
-// time order, only inside Advance, on the test's goroutine.
-type manualClock struct {
-	now    time.Time
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-	fired   bool
-}
-
-func (t *manualTimer) Stop() bool {
-	if t.stopped || t.fired {
-		return false
-	}
-	t.stopped = true
-	return true
-}
-
-func (c *manualClock) Now() time.Time { return c.now }
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) flowcontrol.Timer {
-	t := &manualTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-// Advance moves the clock d forward, firing every timer due on the way at
-// its own instant.
-func (c *manualClock) Advance(d time.Duration) {
-	end := c.now.Add(d)
-	for {
-		slices.SortStableFunc(c.timers, func(a, b *manualTimer) int { return a.at.Compare(b.at) })
-		i := slices.IndexFunc(c.timers, func(t *manualTimer) bool { return !t.stopped && !t.fired })
-		if i < 0 || c.timers[i].at.After(end) {
-			break
-		}
-		t := c.timers[i]
-		c.now = t.at
-		t.fired = true
-		t.f()
-	}
-	c.now = end
-	c.timers = slices.DeleteFunc(c.timers, func(t *manualTimer) bool { return t.stopped || t.fired })
-}
-
-// live counts the timers neither stopped nor fired.
-func (c *manualClock) live() int {
-	n := 0
-	for _, t := range c.timers {
-		if !t.stopped && !t.fired {
-			n++
-		}
-	}
-	return n
-}
 
 // outcomeLog records Submit outcomes in the order their done functions ran.
 type outcomeLog struct{ got []string }
@@ -98,7 +38,7 @@ func (l *outcomeLog) done(name string) func(*flowcontrol.Admission, error) {
 // and expiries are all read from the virtual clock, and every done function
 // runs exactly once, outside the lock, on the goroutine of the event.
 func TestSubmitOnAVirtualClock(t *testing.T) {
-	clock := &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: 10 * time.Second}},
 		Gate:  flowcontrol.MaxInFlight(1),
@@ -129,13 +69,13 @@ func TestSubmitOnAVirtualClock(t *testing.T) {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
 	}
 	require.Equal(t, int64(0), queued(t, fc, 0))
-	require.Zero(t, clock.live(), "a dispatched request's timer must be stopped")
+	require.Zero(t, clock.Pending(), "a dispatched request's timer must be stopped")
 
 	fc.Submit(context.Background(), req("e", 0), log.done("e"))
 	clock.Advance(time.Second)
 	fc.Close()
 	require.Equal(t, "e rejected-shutting-down after 1s", log.got[len(log.got)-1])
-	require.Zero(t, clock.live(), "Close must stop the timers of what it shut down")
+	require.Zero(t, clock.Pending(), "Close must stop the timers of what it shut down")
 }
 
 // TestSubmitCancellation: a queued Submit whose context is cancelled ends
@@ -211,7 +151,7 @@ func TestObserverPanicNeverSkipsDone(t *testing.T) {
 		want flowcontrol.Outcome
 		// run submits s's request and makes its outcome happen; settle is
 		// what decides it, and is expected to panic with the Observer.
-		run func(t *testing.T, fc *flowcontrol.FlowController, clock *manualClock, s func(context.Context, flowcontrol.Request)) (settle func())
+		run func(t *testing.T, fc *flowcontrol.FlowController, clock *clocktest.Clock, s func(context.Context, flowcontrol.Request)) (settle func())
 	}
 	var holders []*flowcontrol.Admission
 	full := func(t *testing.T, fc *flowcontrol.FlowController) *flowcontrol.Admission {
@@ -220,38 +160,38 @@ func TestObserverPanicNeverSkipsDone(t *testing.T) {
 		return h
 	}
 	steps := []step{
-		{"immediate dispatch", flowcontrol.OutcomeDispatched, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"immediate dispatch", flowcontrol.OutcomeDispatched, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			return func() { s(context.Background(), req("r", 0)) }
 		}},
-		{"immediate capacity rejection", flowcontrol.OutcomeRejectedSaturated, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"immediate capacity rejection", flowcontrol.OutcomeRejectedSaturated, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			return func() { s(context.Background(), req("r", 7)) } // band 7 has capacity 0
 		}},
-		{"context already done", flowcontrol.OutcomeRejectedContextCancelled, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"context already done", flowcontrol.OutcomeRejectedContextCancelled, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			return func() { s(ctx, req("r", 0)) }
 		}},
-		{"shut down", flowcontrol.OutcomeRejectedShuttingDown, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"shut down", flowcontrol.OutcomeRejectedShuttingDown, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			fc.Close()
 			return func() { s(context.Background(), req("r", 0)) }
 		}},
-		{"queued dispatch", flowcontrol.OutcomeDispatched, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"queued dispatch", flowcontrol.OutcomeDispatched, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			h := hold(t, fc) // its Done settles r
 			s(context.Background(), req("r", 0))
 			return h.Done
 		}},
-		{"queued expiry", flowcontrol.OutcomeRejectedTTLExpired, func(t *testing.T, fc *flowcontrol.FlowController, clock *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"queued expiry", flowcontrol.OutcomeRejectedTTLExpired, func(t *testing.T, fc *flowcontrol.FlowController, clock *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			full(t, fc)
 			s(context.Background(), flowcontrol.Request{Key: key("r", 0), TTL: time.Second})
 			return func() { clock.Advance(time.Second) }
 		}},
-		{"queued displacement", flowcontrol.OutcomeEvictedQueuePressure, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"queued displacement", flowcontrol.OutcomeEvictedQueuePressure, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			full(t, fc)
 			submit(context.Background(), fc, req("r", 3))
 			s(context.Background(), req("r", 3)) // r's newest; r holds the band
 			return func() { submit(context.Background(), fc, req("newcomer", 3)) }
 		}},
-		{"queued shutdown", flowcontrol.OutcomeRejectedShuttingDown, func(t *testing.T, fc *flowcontrol.FlowController, _ *manualClock, s func(context.Context, flowcontrol.Request)) func() {
+		{"queued shutdown", flowcontrol.OutcomeRejectedShuttingDown, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			full(t, fc)
 			s(context.Background(), req("r", 0))
 			return fc.Close
@@ -260,7 +200,7 @@ func TestObserverPanicNeverSkipsDone(t *testing.T) {
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			holders = nil
-			clock := &manualClock{now: time.Unix(1_000_000, 0)}
+			clock := clocktest.New(time.Unix(1_000_000, 0))
 			var armed bool
 			fc := mustNew(t, flowcontrol.Config{
 				Bands: []flowcontrol.BandConfig{

@@ -8,13 +8,14 @@ import (
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
 
 // innerGates returns one gate of each kind the endpoints gate composes
 // with, each built to admit: a plain in-flight limit, a concurrency
 // budget, a saturation gate with fresh metrics, an adaptive gate, and an
 // All of two.
-func innerGates(t *testing.T, clock *manualClock) map[string]flowcontrol.Gate {
+func innerGates(t *testing.T, clock *clocktest.Clock) map[string]flowcontrol.Gate {
 	t.Helper()
 	freshSaturation := func() *gate.SaturationGate {
 		g := newSaturation(t, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: time.Hour})

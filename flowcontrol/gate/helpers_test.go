@@ -3,97 +3,16 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
 
-// manualClock is a flowcontrol.Clock that moves only when told. Its timers
-// run on the goroutine that calls Advance, after the clock's lock is
-// released.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	seq    int
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	c    *manualClock
-	at   time.Time
-	seq  int
-	f    func()
-	done bool
-}
-
-func newClock() *manualClock {
-	return &manualClock{now: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) flowcontrol.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
-	c.seq++
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *manualTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	if t.done {
-		return false
-	}
-	t.done = true
-	return true
-}
-
-// Advance moves the clock by d, running every timer due on the way in
-// order of its instant.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	for {
-		slices.SortFunc(c.timers, func(a, b *manualTimer) int {
-			if !a.at.Equal(b.at) {
-				return a.at.Compare(b.at)
-			}
-			return a.seq - b.seq
-		})
-		var next *manualTimer
-		for len(c.timers) > 0 {
-			t := c.timers[0]
-			if t.done {
-				c.timers = c.timers[1:]
-				continue
-			}
-			if !t.at.After(end) {
-				next = t
-			}
-			break
-		}
-		if next == nil {
-			c.now = end
-			c.mu.Unlock()
-			return
-		}
-		c.timers = c.timers[1:]
-		next.done = true
-		c.now = next.at
-		c.mu.Unlock()
-		next.f()
-		c.mu.Lock()
-	}
+// newClock returns the module's manual test clock at a fixed instant.
+func newClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // call is one Submit whose outcome is recorded.

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicegate/sluice/examples/deploy/internal/promlint"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
 
 // requireTool returns the path of a Prometheus binary. Without it the test
@@ -46,7 +47,7 @@ func requireTool(t *testing.T, name string) string {
 func everyMetric(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c, cfg, _ := testController(t, m, clock)
 	m.Watch(c, cfg)
 	m.PoolSaturation(func() float64 { return 0.75 })

@@ -16,32 +16,8 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
-
-// manualClock is a clock that moves only when told; its timers never fire
-// (the tests here set no TTLs).
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *manualClock) AfterFunc(time.Duration, func()) flowcontrol.Timer { return stoppedTimer{} }
-
-type stoppedTimer struct{}
-
-func (stoppedTimer) Stop() bool { return true }
 
 // results collects what Submit delivers.
 type results struct {
@@ -64,7 +40,7 @@ func (r *results) done(a *flowcontrol.Admission, err error) {
 // band 10 (3 requests, 1000 bytes) full and two requests waiting in band 0
 // (cost capacity 100); the global capacities are 10 requests, 10,000 bytes
 // and a cost of 1,000.
-func testController(t *testing.T, m *metrics.Metrics, clock *manualClock) (*flowcontrol.FlowController, flowcontrol.Config, *results) {
+func testController(t *testing.T, m *metrics.Metrics, clock *clocktest.Clock) (*flowcontrol.FlowController, flowcontrol.Config, *results) {
 	t.Helper()
 	cfg := flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
@@ -106,7 +82,7 @@ func testController(t *testing.T, m *metrics.Metrics, clock *manualClock) (*flow
 // in-flight count; the observer counts each outcome with its queue time.
 func TestWatch(t *testing.T) {
 	m := metrics.New(metrics.Options{QueueDurationBuckets: []float64{0.1, 1}})
-	clock := &manualClock{now: time.Unix(1_000_000, 0)}
+	clock := clocktest.New(time.Unix(1_000_000, 0))
 	c, cfg, r := testController(t, m, clock)
 	m.Watch(c, cfg)
 
