@@ -11,20 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clocktest"
 	"github.com/sluicegate/sluice/ordering"
 )
-
-// fixedClock stands still at one instant; its timers never fire.
-type fixedClock struct{ now time.Time }
-
-func (c fixedClock) Now() time.Time { return c.now }
-func (c fixedClock) AfterFunc(time.Duration, func()) flowcontrol.Timer {
-	return stoppedTimer{}
-}
-
-type stoppedTimer struct{}
-
-func (stoppedTimer) Stop() bool { return true }
 
 // The Handler stamps a request's received time from the controller's
 // clock, not from time.Now: on a controller whose clock stands in the year
@@ -37,7 +26,7 @@ func TestHandlerReadsTheControllersClock(t *testing.T) {
 }
 
 func testHandlerReadsTheControllersClock(t *testing.T) {
-	clock := fixedClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) // it moves only when told
 	gate := newCountingGate(1)
 	fc := newController(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.SLODeadline(), Queue: ordering.QueueHeap}},
@@ -52,7 +41,7 @@ func testHandlerReadsTheControllersClock(t *testing.T) {
 	go func() {
 		adm, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{
 			Key:          flowcontrol.FlowKey{ID: "direct"},
-			ReceivedTime: clock.now,
+			ReceivedTime: clock.Now(),
 			Header:       http.Header{"X-Llm-D-Slo-Ttft-Ms": {"10000"}},
 		})
 		if err == nil {
