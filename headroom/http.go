@@ -69,28 +69,40 @@ func ModifyResponse(r capacity.Reader, opts ...Option) func(*http.Response) erro
 		if resp.Header == nil {
 			resp.Header = make(http.Header)
 		}
+		StripResponse(resp, ownedNames...)
 		Stamp(resp.Header, r, band, opts...)
-		Strip(resp.Trailer, ownedNames...)
-		if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols {
-			resp.Body = &trailerStrippingBody{ReadCloser: resp.Body, resp: resp}
-		}
 		return nil
 	}
 }
 
-// trailerStrippingBody deletes the router-owned names from resp.Trailer when
-// the body reports its end. Transports (net/http's HTTP/1 and HTTP/2) fill
+// StripResponse removes every copy of names (any letter case, also as
+// trailers: see [Strip]) from a backend's response, as a reverse proxy's
+// ModifyResponse sees it: from its header, from the trailers it declared,
+// and from the trailers that arrive with the end of its body, declared or
+// not. It wraps resp.Body for the last, except for a protocol upgrade
+// (101), whose body is the connection.
+func StripResponse(resp *http.Response, names ...string) {
+	Strip(resp.Header, names...)
+	Strip(resp.Trailer, names...)
+	if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body = &trailerStrippingBody{ReadCloser: resp.Body, resp: resp, names: names}
+	}
+}
+
+// trailerStrippingBody deletes names from resp.Trailer when the body
+// reports its end. Transports (net/http's HTTP/1 and HTTP/2) fill
 // resp.Trailer before the body's Read returns io.EOF, so the deletion comes
 // after the last trailer arrives and before the reader (the proxy) looks.
 type trailerStrippingBody struct {
 	io.ReadCloser
-	resp *http.Response
+	resp  *http.Response
+	names []string
 }
 
 func (b *trailerStrippingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
-		Strip(b.resp.Trailer, ownedNames...)
+		Strip(b.resp.Trailer, b.names...)
 	}
 	return n, err
 }

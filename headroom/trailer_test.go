@@ -176,3 +176,24 @@ func TestBackendTrailersNeverCarryTheHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// StripResponse removes the names it is given, and only those, from a
+// response's header, its declared trailers and the trailers that arrive
+// with the end of its body.
+func TestStripResponse(t *testing.T) {
+	body := io.NopCloser(strings.NewReader("done"))
+	resp := &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"X-Owned": {"backend"}, "X-Other": {"kept"}, "Trailer": {"X-OWNED, X-Other"}},
+		Trailer:    http.Header{"X-Owned": nil, "X-Other": nil},
+		Body:       body,
+	}
+	headroom.StripResponse(resp, "x-owned")
+	require.Equal(t, http.Header{"X-Other": {"kept"}, "Trailer": {"X-Other"}}, resp.Header)
+	// What a transport fills in as the body ends.
+	resp.Trailer = http.Header{"X-Owned": {"late"}, "x-owned": {"late"}, "X-Other": {"kept"}}
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "done", string(got))
+	require.Equal(t, http.Header{"X-Other": {"kept"}}, resp.Trailer)
+}

@@ -58,3 +58,13 @@ func IsRouterOwned(name string) bool {
 // is forwarded. A nil h is left alone; it allocates nothing unless it
 // rewrites a Trailer declaration.
 func StripRouterOwned(h http.Header) { headroom.Strip(h, routerOwned[:]...) }
+
+// StripRouterOwnedResponse removes every router-owned header a backend
+// sent from its response — the header, the declared trailers and the
+// trailers that arrive with the end of the body (see
+// [headroom.StripResponse]) — and returns nil: a reverse proxy's
+// ModifyResponse in front of which a [Handler] stamps the router's own.
+func StripRouterOwnedResponse(resp *http.Response) error {
+	headroom.StripResponse(resp, routerOwned[:]...)
+	return nil
+}

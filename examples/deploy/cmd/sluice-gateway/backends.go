@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -146,7 +145,10 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			p.reach(b) // it answered
-			return stripRouterOwned(resp)
+			// flowhttp strips them again as it writes the header, the 1xx
+			// headers and the trailers; this also covers a protocol upgrade
+			// (101), whose headers the proxy writes itself, past the Handler.
+			return flowhttp.StripRouterOwnedResponse(resp)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
@@ -235,37 +237,4 @@ func (p *pool) closeIdle() {
 	if tr, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		tr.CloseIdleConnections()
 	}
-}
-
-// stripRouterOwned is the proxies' ModifyResponse: it removes every copy
-// of the router-owned headers (flowhttp.RouterOwnedHeaders) a backend
-// sent, from the response header, from the trailers it declared, and from
-// the trailers that arrive with the end of the body, declared or not.
-// flowhttp's Handler strips them again when it writes the header, the 1xx
-// headers (which the proxy forwards through it) and the trailers; this
-// also covers a protocol upgrade (101), whose headers the proxy writes
-// itself, past the Handler.
-func stripRouterOwned(resp *http.Response) error {
-	flowhttp.StripRouterOwned(resp.Header)
-	flowhttp.StripRouterOwned(resp.Trailer)
-	if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols {
-		resp.Body = &trailerStrippingBody{ReadCloser: resp.Body, resp: resp}
-	}
-	return nil
-}
-
-// trailerStrippingBody strips the router-owned names from resp.Trailer
-// when the body reports its end: the transport fills resp.Trailer before
-// the last Read returns, and the proxy copies it after.
-type trailerStrippingBody struct {
-	io.ReadCloser
-	resp *http.Response
-}
-
-func (b *trailerStrippingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil {
-		flowhttp.StripRouterOwned(b.resp.Trailer)
-	}
-	return n, err
 }

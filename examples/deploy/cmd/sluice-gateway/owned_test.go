@@ -137,7 +137,7 @@ func TestModifyResponseStripsTrailers(t *testing.T) {
 		Trailer:    http.Header{"X-Llm-D-Flow-Band-Headroom": nil, "X-Other": nil},
 		Body:       body,
 	}
-	if err := stripRouterOwned(resp); err != nil {
+	if err := flowhttp.StripRouterOwnedResponse(resp); err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Header) != 0 || len(resp.Trailer) != 1 {
