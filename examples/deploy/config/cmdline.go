@@ -26,8 +26,9 @@ const (
 
 // Flags are the flags both Sluice binaries take, under the same names and
 // with the same meaning: the configuration file, the model servers, the
-// request classification, the metrics' pool label, logging and the
-// shutdown grace period. A binary defines them with [Flags.Register] beside
+// request classification, which requests are inference, the metrics'
+// pool label, logging, the shutdown's drain delay and grace period, and
+// -version. A binary defines them with [Flags.Register] beside
 // its own and parses with [Flags.Parse]. A flag that is given wins over the
 // file.
 type Flags struct {
@@ -49,6 +50,16 @@ type Flags struct {
 	// says whether it was.
 	GracePeriod    time.Duration
 	GracePeriodSet bool
+	// DrainDelay is -drain-delay, DefaultDrainDelay unless given;
+	// DrainDelaySet says whether it was.
+	DrainDelay    time.Duration
+	DrainDelaySet bool
+	// InferenceRoutes is -inference-path: the requests flow control
+	// admits; DefaultInferenceRoutes unless given.
+	InferenceRoutes InferenceRoutes
+	// Version is -version: [Flags.Parse] prints the build and returns
+	// flag.ErrHelp.
+	Version bool
 
 	logLevel string
 }
@@ -67,6 +78,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&f.GracePeriod, GracePeriodFlag, DefaultGracePeriod, "how long admitted requests may finish after SIGINT or SIGTERM; overrides gateway.gracePeriod")
 	fs.DurationVar(&f.GracePeriod, DeprecatedGracePeriodFlag, DefaultGracePeriod, "deprecated: the old name of -"+GracePeriodFlag+", still read")
+	fs.DurationVar(&f.DrainDelay, "drain-delay", DefaultDrainDelay, "after SIGTERM, how long to keep serving while readiness answers 503, before refusing new requests (0: none); overrides gateway.drainDelay")
+	f.InferenceRoutes = DefaultInferenceRoutes()
+	fs.Var(&InferenceRoutesFlag{Routes: &f.InferenceRoutes}, "inference-path", "`[METHOD] PATH` of inference requests, which flow control admits; others pass straight through. Repeatable; the first replaces the default; a PATH ending in / covers its subtree")
+	fs.BoolVar(&f.Version, "version", false, "print the version, VCS revision and Go version, and exit")
 }
 
 // SetUsage makes fs's usage header, then the flags' defaults, then footer.
@@ -81,7 +96,8 @@ func SetUsage(fs *flag.FlagSet, header, footer string) {
 // Parse parses args with fs, on which f's flags are registered, and checks
 // f's values; it returns the names of the flags given, for the binary's
 // own checks and for which of the file's settings a flag replaces. For -h
-// it writes fs's usage to stdout and returns flag.ErrHelp; a flag that does
+// it writes fs's usage to stdout and returns flag.ErrHelp, and for -version
+// the build ([ReadBuildInfo]) and flag.ErrHelp too; a flag that does
 // not parse is written to stderr with the usage, and every other error as
 // [Fail] writes it.
 func (f *Flags) Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (given map[string]bool, err error) {
@@ -95,6 +111,9 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer)
 	case err != nil:
 		io.WriteString(stderr, usage.String())
 		return nil, err
+	case f.Version:
+		fmt.Fprintf(stdout, "%s %s\n", fs.Name(), ReadBuildInfo())
+		return nil, flag.ErrHelp
 	}
 	given = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
@@ -118,6 +137,10 @@ func (f *Flags) check(fs *flag.FlagSet, given map[string]bool) error {
 	f.GracePeriodSet = given[grace]
 	if f.GracePeriod < 0 {
 		return fmt.Errorf("-%s %v: negative", grace, f.GracePeriod)
+	}
+	f.DrainDelaySet = given["drain-delay"]
+	if f.DrainDelay < 0 {
+		return fmt.Errorf("-drain-delay %v: negative", f.DrainDelay)
 	}
 	if h := f.Classifier.PriorityHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		return fmt.Errorf("-priority-header %q: not a valid header name", h)
