@@ -80,7 +80,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.GracePeriod, DeprecatedGracePeriodFlag, DefaultGracePeriod, "deprecated: the old name of -"+GracePeriodFlag+", still read")
 	fs.DurationVar(&f.DrainDelay, "drain-delay", DefaultDrainDelay, "after SIGTERM, how long to keep serving while readiness answers 503, before refusing new requests (0: none); overrides gateway.drainDelay")
 	f.InferenceRoutes = DefaultInferenceRoutes()
-	fs.Var(&InferenceRoutesFlag{Routes: &f.InferenceRoutes}, "inference-path", "`[METHOD] PATH` of inference requests, which flow control admits; others pass straight through. Repeatable; the first replaces the default; a PATH ending in / covers its subtree")
+	fs.Var(&InferenceRoutesFlag{Routes: &f.InferenceRoutes}, "inference-path", "`route` of inference requests, \"[METHOD] PATH\" such as \"POST /v1/rerank\" (a PATH ending in / covers its subtree): flow control admits them, every other request goes straight to a backend. Repeatable; the first replaces the default")
 	fs.BoolVar(&f.Version, "version", false, "print the version, VCS revision and Go version, and exit")
 }
 

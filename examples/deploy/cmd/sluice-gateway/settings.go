@@ -24,6 +24,8 @@ type settings struct {
 	backends []*url.URL
 	// grace is -grace-period, else gateway.gracePeriod.
 	grace time.Duration
+	// drain is -drain-delay, else gateway.drainDelay.
+	drain time.Duration
 	// gate is -max-inflight, else the file's gate, else the default
 	// saturation gate.
 	gate config.Gate
@@ -60,13 +62,16 @@ func load(o options) (*settings, error) {
 			return nil, err
 		}
 	}
-	s := &settings{file: f, listen: f.Gateway.Listen, grace: f.Gateway.GracePeriod, gate: f.Gate, flow: f.Flow}
+	s := &settings{file: f, listen: f.Gateway.Listen, grace: f.Gateway.GracePeriod, drain: f.Gateway.DrainDelay, gate: f.Gate, flow: f.Flow}
 	s.flow.Bands = slices.Clone(f.Flow.Bands)
 	if o.listen != "" {
 		s.listen = o.listen
 	}
 	if o.gracePeriod != nil {
 		s.grace = *o.gracePeriod
+	}
+	if o.drainDelay != nil {
+		s.drain = *o.drainDelay
 	}
 	seen := map[string]bool{}
 	for _, u := range append(slices.Clone(o.backends), f.Gateway.Backends...) {
@@ -138,6 +143,7 @@ func (s *settings) running() config.Running {
 		ScrapeInterval: s.file.Gateway.ScrapeInterval,
 		ScrapeTimeout:  s.file.Gateway.ScrapeTimeout,
 		GracePeriod:    s.grace,
+		DrainDelay:     s.drain,
 	}
 }
 
