@@ -301,8 +301,8 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	g.refusing.Store(true)
 	srv.SetKeepAlivesEnabled(false)
 	grace := time.Duration(g.grace.Load())
+	g.fc.Close() // before the log line, so that a request after it is refused
 	g.log.Info("shutting down", "grace_period", grace, "in_flight", g.fc.InFlight())
-	g.fc.Close()
 	graceOver := time.NewTimer(grace)
 	select {
 	case <-g.work.zero():

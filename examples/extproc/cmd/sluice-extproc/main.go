@@ -184,8 +184,8 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, dr
 		}
 	}
 	timeout := gracePeriod()
+	fc.Close() // before the log line, so that a stream after it is refused
 	logger.Info("shutting down", "timeout", timeout)
-	fc.Close()
 	drained := make(chan struct{})
 	go func() {
 		g.GracefulStop()

@@ -440,17 +440,23 @@ func TestBinaryDrainsOnSIGTERM(t *testing.T) {
 	// After the drain: no new stream, the admitted one finishes, /metrics
 	// still answers until exit.
 	c.waitLog(t, `msg="shutting down"`)
-	late, err := client.Process(t.Context())
-	if err == nil {
-		err = late.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}},
-		}})
-		if err == nil {
-			_, err = late.Recv()
+	// The server stops accepting streams as it closes the controller: a
+	// stream that slips in between is refused by the closed controller,
+	// and soon none is accepted at all.
+	refused := time.After(20 * time.Second)
+	for {
+		err := lateStream(t, client)
+		if status.Code(err) == codes.Unavailable {
+			break
 		}
-	}
-	if status.Code(err) != codes.Unavailable {
-		t.Errorf("a stream after the drain: %v, want Unavailable", err)
+		if err != nil {
+			t.Fatalf("a stream after the drain: %v, want Unavailable or a 503", err)
+		}
+		select {
+		case <-refused:
+			t.Fatal("streams are still accepted 20s after the drain")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if code, page := get(t, c.metrics, "/metrics"); code != http.StatusOK || !strings.Contains(page, "llm_d_epp_flow_control_requests_in_flight 1") {
 		t.Errorf("/metrics after the drain: %d; want 200 with the stream in flight", code)
@@ -466,6 +472,35 @@ func TestBinaryDrainsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(strings.Join(c.log, "\n"), "msg=stopped") {
 		t.Errorf("no stopped record in the log:\n%s", strings.Join(c.log, "\n"))
 	}
+}
+
+// lateStream opens a stream for a completion after the drain delay: it
+// returns the gRPC error that refuses it, or nil when the adapter answers
+// 503 rejected-shutting-down; anything else fails the test.
+func lateStream(t *testing.T, client extprocv3.ExternalProcessorClient) error {
+	t.Helper()
+	s, err := client.Process(t.Context())
+	if err != nil {
+		return err
+	}
+	err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+			{Key: ":method", RawValue: []byte("POST")},
+			{Key: ":path", RawValue: []byte("/v1/completions")},
+		}}},
+	}})
+	if err != nil {
+		return err
+	}
+	resp, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	ir := resp.GetImmediateResponse()
+	if ir.GetStatus().GetCode() != http.StatusServiceUnavailable || ir.GetDetails() != "rejected-shutting-down" {
+		t.Fatalf("a completion after the drain: %v, want 503 rejected-shutting-down or no stream", resp)
+	}
+	return nil
 }
 
 func TestVersionFlag(t *testing.T) {
