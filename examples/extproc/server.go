@@ -43,6 +43,14 @@ type Config struct {
 	// x-gateway-inference-objective), the same rules Sluice's net/http
 	// middleware uses.
 	Classify func(http.Header) (flowhttp.Classification, error)
+	// IsInference reports whether a request, by its headers (":method" and
+	// ":path" among them), goes through flow control. One that does not is
+	// answered CONTINUE at once, neither classified nor queued nor counted
+	// by the gate, and its response gets no headroom or queue duration (the
+	// router-owned names are still removed from it): a model list or a
+	// health check must answer while the model servers are saturated. Nil
+	// means every request is an inference request.
+	IsInference func(http.Header) bool
 	// EmitProvisionalHeadroom sets the headroom under the provisional name
 	// x-llm-d-flow-band-headroom too (which llm-d-async's AIMD gate reads),
 	// beside x-llm-d-flow-band-headroom-requests. Both names are removed
@@ -56,7 +64,8 @@ type Config struct {
 // Server is an Envoy external processor (envoy.service.ext_proc.v3) that
 // puts every HTTP request through a [flowcontrol.FlowController].
 //
-// On request headers it classifies the request, waits in
+// On request headers of an inference request ([Config.IsInference]; every
+// request by default) it classifies the request, waits in
 // [flowcontrol.FlowController.EnqueueAndWait] for as long as the gRPC stream
 // lives, and answers CONTINUE once dispatched or an ImmediateResponse when
 // rejected (the same status, headers and OpenAI-shaped body as
@@ -90,6 +99,7 @@ type Server struct {
 	controller *flowcontrol.FlowController
 	capacity   capacity.Reader
 	classify   func(http.Header) (flowhttp.Classification, error)
+	inference  func(http.Header) bool
 	stampOpts  []headroom.Option
 	log        *slog.Logger
 }
@@ -103,6 +113,7 @@ func NewServer(cfg Config) (*Server, error) {
 		controller: cfg.Controller,
 		capacity:   cfg.Capacity,
 		classify:   cfg.Classify,
+		inference:  cfg.IsInference,
 		log:        cfg.Logger,
 	}
 	if s.capacity == nil {
@@ -229,6 +240,11 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 // stream without a reply (the stream itself was cancelled).
 func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool, error) {
 	header := toHTTPHeader(msg.GetHeaders())
+	if s.inference != nil && !s.inference(header) {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+			RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
+		}}, false, nil
+	}
 	class, err := s.classify(header)
 	if err != nil {
 		s.log.Debug("request refused by the classifier", "error", err)

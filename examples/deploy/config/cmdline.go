@@ -26,8 +26,9 @@ const (
 
 // Flags are the flags both Sluice binaries take, under the same names and
 // with the same meaning: the configuration file, the model servers, the
-// request classification, the metrics' pool label, logging and the
-// shutdown grace period. A binary defines them with [Flags.Register] beside
+// request classification, which requests are inference, the metrics'
+// pool label, logging, the shutdown's drain delay and grace period, and
+// -version. A binary defines them with [Flags.Register] beside
 // its own and parses with [Flags.Parse]. A flag that is given wins over the
 // file.
 type Flags struct {
@@ -52,6 +53,16 @@ type Flags struct {
 	// CheckConfig is -check-config: check the configuration, print what
 	// would run ([Effective]) and exit, starting nothing.
 	CheckConfig bool
+	// DrainDelay is -drain-delay, DefaultDrainDelay unless given;
+	// DrainDelaySet says whether it was.
+	DrainDelay    time.Duration
+	DrainDelaySet bool
+	// InferenceRoutes is -inference-path: the requests flow control
+	// admits; DefaultInferenceRoutes unless given.
+	InferenceRoutes InferenceRoutes
+	// Version is -version: [Flags.Parse] prints the build and returns
+	// flag.ErrHelp.
+	Version bool
 
 	logLevel string
 }
@@ -71,6 +82,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.GracePeriod, GracePeriodFlag, DefaultGracePeriod, "how long admitted requests may finish after SIGINT or SIGTERM; overrides gateway.gracePeriod")
 	fs.DurationVar(&f.GracePeriod, DeprecatedGracePeriodFlag, DefaultGracePeriod, "deprecated: the old name of -"+GracePeriodFlag+", still read")
 	fs.BoolVar(&f.CheckConfig, CheckConfigFlag, false, "check the flags and the -config file, print the configuration that would run and its warnings, and exit: 0 when valid, 2 when not; starts nothing")
+	fs.DurationVar(&f.DrainDelay, "drain-delay", DefaultDrainDelay, "after SIGTERM, how long to keep serving while readiness answers 503, before refusing new requests (0: none); overrides gateway.drainDelay")
+	f.InferenceRoutes = DefaultInferenceRoutes()
+	fs.Var(&InferenceRoutesFlag{Routes: &f.InferenceRoutes}, "inference-path", "`route` of inference requests, \"[METHOD] PATH\" such as \"POST /v1/rerank\" (a PATH ending in / covers its subtree): flow control admits them, every other request goes straight to a backend. Repeatable; the first replaces the default")
+	fs.BoolVar(&f.Version, "version", false, "print the version, VCS revision and Go version, and exit")
 }
 
 // SetUsage makes fs's usage header, then the flags' defaults, then footer.
@@ -85,7 +100,8 @@ func SetUsage(fs *flag.FlagSet, header, footer string) {
 // Parse parses args with fs, on which f's flags are registered, and checks
 // f's values; it returns the names of the flags given, for the binary's
 // own checks and for which of the file's settings a flag replaces. For -h
-// it writes fs's usage to stdout and returns flag.ErrHelp; a flag that does
+// it writes fs's usage to stdout and returns flag.ErrHelp, and for -version
+// the build ([ReadBuildInfo]) and flag.ErrHelp too; a flag that does
 // not parse is written to stderr with the usage, and every other error as
 // [Fail] writes it.
 func (f *Flags) Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (given map[string]bool, err error) {
@@ -99,6 +115,9 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer)
 	case err != nil:
 		io.WriteString(stderr, usage.String())
 		return nil, err
+	case f.Version:
+		fmt.Fprintf(stdout, "%s %s\n", fs.Name(), ReadBuildInfo())
+		return nil, flag.ErrHelp
 	}
 	given = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
@@ -122,6 +141,10 @@ func (f *Flags) check(fs *flag.FlagSet, given map[string]bool) error {
 	f.GracePeriodSet = given[grace]
 	if f.GracePeriod < 0 {
 		return fmt.Errorf("-%s %v: negative", grace, f.GracePeriod)
+	}
+	f.DrainDelaySet = given["drain-delay"]
+	if f.DrainDelay < 0 {
+		return fmt.Errorf("-drain-delay %v: negative", f.DrainDelay)
 	}
 	if h := f.Classifier.PriorityHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		return fmt.Errorf("-priority-header %q: not a valid header name", h)

@@ -81,3 +81,49 @@ func TestFlagsErrorsNameTheFlag(t *testing.T) {
 		t.Errorf("parsed %+v", f)
 	}
 }
+
+func TestDrainDelayFlag(t *testing.T) {
+	f, _, _, err := parseShared()
+	if err != nil || f.DrainDelay != DefaultDrainDelay || f.DrainDelaySet {
+		t.Fatalf("default: %v, delay %v, set %v", err, f.DrainDelay, f.DrainDelaySet)
+	}
+	if f, _, _, err = parseShared("-drain-delay", "0"); err != nil || f.DrainDelay != 0 || !f.DrainDelaySet {
+		t.Errorf("-drain-delay 0: %v, delay %v, set %v", err, f.DrainDelay, f.DrainDelaySet)
+	}
+	if _, _, out, err := parseShared("-drain-delay", "-1s"); err == nil || !strings.Contains(out, "-drain-delay -1s: negative") {
+		t.Errorf("-drain-delay -1s: error %v, output %q", err, out)
+	}
+}
+
+// -version prints one line to stdout and parses as -h does, so that the
+// binary exits 0 without starting.
+func TestVersionFlag(t *testing.T) {
+	_, _, out, err := parseShared("-version")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-version: %v", err)
+	}
+	b := ReadBuildInfo()
+	if want := "sluice-test version=" + b.Version + " revision=" + b.Revision + " goversion=" + b.GoVersion + " "; !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 {
+		t.Errorf("-version printed %q, want one line starting %q", out, want)
+	}
+	if !strings.HasPrefix(b.GoVersion, "go1.") {
+		t.Errorf("Go version %q", b.GoVersion)
+	}
+}
+
+func TestInferencePathFlag(t *testing.T) {
+	f, _, _, err := parseShared()
+	if err != nil || f.InferenceRoutes.String() != DefaultInferenceRoutes().String() {
+		t.Fatalf("default: %v, routes %q", err, f.InferenceRoutes)
+	}
+	f, _, _, err = parseShared("-inference-path", "POST /v1/rerank", "-inference-path", "/v2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.InferenceRoutes.String(); got != "POST /v1/rerank, /v2/" {
+		t.Errorf("routes %q: the first flag replaces the defaults, the next adds", got)
+	}
+	if _, _, out, err := parseShared("-inference-path", "v1/chat"); err == nil || !strings.Contains(out, "-inference-path") {
+		t.Errorf("relative path: error %v, output %q", err, out)
+	}
+}

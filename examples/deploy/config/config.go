@@ -34,6 +34,13 @@ const (
 	DefaultScrapeInterval = 50 * time.Millisecond
 	DefaultScrapeTimeout  = 100 * time.Millisecond
 	DefaultGracePeriod    = 30 * time.Second
+	// DefaultDrainDelay is how long a binary keeps serving after SIGTERM
+	// with its readiness already failed: Kubernetes removes a pod from its
+	// Service's endpoints and Envoy from a cluster only after a probe or an
+	// endpoint watch notices, a few seconds (a readiness probe's default
+	// periodSeconds is 10, kube-proxy and Envoy's EDS follow the
+	// EndpointSlice in about a second). 5 s is the usual preStop sleep.
+	DefaultDrainDelay = 5 * time.Second
 )
 
 // llm-d-router's defaults, which the llm-d form applies as llm-d-router
@@ -135,6 +142,12 @@ type Gateway struct {
 	// DefaultGracePeriod unless set. Keep it below the orchestrator's
 	// kill deadline.
 	GracePeriod time.Duration
+	// DrainDelay is how long, after SIGTERM, the binary keeps accepting and
+	// serving requests while its readiness reports 503, before it refuses
+	// new ones and the grace period starts; DefaultDrainDelay unless set,
+	// 0 for none. The orchestrator's kill deadline must cover it and the
+	// grace period.
+	DrainDelay time.Duration
 }
 
 // DynamicBand returns the band llm-d-router would provision for a priority
@@ -225,6 +238,7 @@ func (d *decoder) document(doc *yaml.Node) *File {
 			ScrapeInterval: DefaultScrapeInterval,
 			ScrapeTimeout:  DefaultScrapeTimeout,
 			GracePeriod:    DefaultGracePeriod,
+			DrainDelay:     DefaultDrainDelay,
 		},
 		Flow: flowcontrol.Config{Bands: []flowcontrol.BandConfig{{}}},
 	}
@@ -334,6 +348,11 @@ func (d *decoder) gateway(n *yaml.Node, path string, g *Gateway) {
 		{"gracePeriod", func(n *yaml.Node, p string) {
 			if v, ok := d.duration(n, p); ok {
 				g.GracePeriod = v
+			}
+		}},
+		{"drainDelay", func(n *yaml.Node, p string) {
+			if v, ok := d.duration(n, p); ok {
+				g.DrainDelay = v
 			}
 		}},
 	})

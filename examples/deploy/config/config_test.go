@@ -84,6 +84,7 @@ func TestSluiceFileMapsEveryField(t *testing.T) {
 			ScrapeInterval: 25 * time.Millisecond,
 			ScrapeTimeout:  20 * time.Millisecond,
 			GracePeriod:    20 * time.Second,
+			DrainDelay:     2 * time.Second,
 		},
 		Flow: flowcontrol.Config{
 			RequestCapacity: capacity.Bounded(2000),
@@ -154,6 +155,7 @@ func TestLLMDFileLoadsUnchanged(t *testing.T) {
 			ScrapeInterval: DefaultScrapeInterval,
 			ScrapeTimeout:  DefaultScrapeTimeout,
 			GracePeriod:    DefaultGracePeriod,
+			DrainDelay:     DefaultDrainDelay,
 		},
 		Flow: flowcontrol.Config{
 			RequestCapacity: capacity.Bounded(2000),
@@ -302,8 +304,10 @@ func TestFieldMapping(t *testing.T) {
 		{"kv threshold as integer", "gate:\n  saturation: {kvCacheUtilThreshold: 1}\n", func(f *File) any { return f.Gate.Saturation.KVCacheUtilThreshold }, 1.0},
 		{"no gate", "controller: {}\n", func(f *File) any { return f.Gate }, Gate{}},
 		{"gateway defaults", "gateway: {}\n", func(f *File) any { return f.Gateway },
-			Gateway{Listen: DefaultListen, ScrapeInterval: DefaultScrapeInterval, ScrapeTimeout: DefaultScrapeTimeout, GracePeriod: DefaultGracePeriod}},
+			Gateway{Listen: DefaultListen, ScrapeInterval: DefaultScrapeInterval, ScrapeTimeout: DefaultScrapeTimeout, GracePeriod: DefaultGracePeriod, DrainDelay: DefaultDrainDelay}},
 		{"gateway grace 0", "gateway: {gracePeriod: 0s}\n", func(f *File) any { return f.Gateway.GracePeriod }, time.Duration(0)},
+		{"gateway drain 0", "gateway: {drainDelay: 0}\n", func(f *File) any { return f.Gateway.DrainDelay }, time.Duration(0)},
+		{"gateway drain", "gateway: {drainDelay: 1500ms}\n", func(f *File) any { return f.Gateway.DrainDelay }, 1500 * time.Millisecond},
 
 		// llm-d-router's form.
 		{"llm-d band requests default", llmdBand("maxRequests: 0"), func(f *File) any { return f.Flow.Bands[0].RequestCapacity }, capacity.Bounded(5000)},

@@ -22,6 +22,7 @@ type Running struct {
 	ScrapeInterval time.Duration
 	ScrapeTimeout  time.Duration
 	GracePeriod    time.Duration
+	DrainDelay     time.Duration
 }
 
 // Change is what moving a running binary from one configuration to another
@@ -35,7 +36,7 @@ type Change struct {
 	// exporter starts to watch.
 	Added []int
 	// Live describes each change that applies at once, for a log: those
-	// of Provision, and new backends or grace period, which the binary
+	// of Provision, and new backends, grace period or drain delay, which the binary
 	// applies itself.
 	Live []string
 	// Restart describes each change only a restart can make.
@@ -44,7 +45,7 @@ type Change struct {
 
 // Diff compares what a binary runs with what a reloaded file gives. Bands
 // may be added, their capacities and TTLs changed, and the backends and
-// the grace period replaced while the binary runs; everything else — a
+// the grace period and drain delay replaced while the binary runs; everything else — a
 // band removed, a band's ordering, queue or fairness, the controller-wide
 // capacities and TTLs, the fallback, displacement, the gate, the scrape
 // interval and timeout, and the number of backends when a per-endpoint
@@ -71,6 +72,9 @@ func Diff(old, next Running) Change {
 	}
 	if old.GracePeriod != next.GracePeriod {
 		c.Live = append(c.Live, fmt.Sprintf("grace period %s → %s", old.GracePeriod, next.GracePeriod))
+	}
+	if old.DrainDelay != next.DrainDelay {
+		c.Live = append(c.Live, fmt.Sprintf("drain delay %s → %s", old.DrainDelay, next.DrainDelay))
 	}
 	return c
 }

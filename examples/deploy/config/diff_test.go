@@ -124,6 +124,8 @@ func TestDiff(t *testing.T) {
 			r.Backends = append(r.Backends, "http://127.0.0.1:8002")
 			r.GracePeriod = 9 * time.Second
 		}, live: []string{"backends [http://127.0.0.1:8001] → [http://127.0.0.1:8001 http://127.0.0.1:8002]", "grace period 5s → 9s"}},
+		{name: "drain delay", edit: func(r *Running) { r.DrainDelay = 2 * time.Second },
+			live: []string{"drain delay 0s → 2s"}},
 		{name: "gate threshold", edit: func(r *Running) { r.Gate = Gate{MaxInFlight: &five} },
 			restart: []string{"the gate: [maxInFlight 4] → [maxInFlight 5]"}},
 		{name: "scraping", edit: func(r *Running) { r.ScrapeInterval, r.ScrapeTimeout = 20*time.Millisecond, 2*time.Second },

@@ -40,6 +40,7 @@
 //	  scrapeInterval: 50ms            # metrics read per backend; default 50ms
 //	  scrapeTimeout: 100ms            # one read's bound; default 100ms
 //	  gracePeriod: 30s                # shutdown drain; default 30s
+//	  drainDelay: 5s                  # served after SIGTERM, not ready; default 5s
 //
 //	controller:
 //	  maxRequests: 2000               # RequestCapacity, all bands; default unbounded

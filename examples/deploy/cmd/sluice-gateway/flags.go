@@ -28,6 +28,12 @@ type options struct {
 	// gracePeriod is -grace-period (or its deprecated name
 	// -shutdown-timeout); nil when the flag is not given.
 	gracePeriod *time.Duration
+	// drainDelay is -drain-delay; nil when the flag is not given.
+	drainDelay *time.Duration
+	// inference is -inference-path: the requests flow control admits;
+	// every other one goes straight to a backend. None means
+	// config.DefaultInferenceRoutes.
+	inference config.InferenceRoutes
 	// logLevel is -log-level.
 	logLevel slog.Level
 	// pool is -pool, the inference_pool label of the metrics.
@@ -57,7 +63,9 @@ otherwise.
   /readyz    200 while it admits: not shutting down, at least one backend,
              and a saturation gate that has fresh metrics from a backend;
              503 with the reason otherwise
-  anything else is admitted through flow control and proxied
+  inference requests (-inference-path) are admitted through flow control
+  and proxied; anything else (GET /v1/models, /health, ...) is proxied at
+  once, neither queued nor gated
 
 Requests are classified by x-llm-d-inference-fairness-id (the flow),
 -priority-header or the objective header with -objective (the band), and
@@ -81,10 +89,13 @@ The gate: -max-inflight N if given; else the file's gate (Sluice's gate
 section, or llm-d-router's saturationDetector); else llm-d-router's
 utilization-detector with its defaults, fed by scraping the backends.
 
-SIGTERM or SIGINT: /readyz turns 503, the listener closes, queued requests are
-answered 503 rejected-shutting-down, and admitted ones may finish within the
-grace period (gateway.gracePeriod or -grace-period) before their connections
-are closed. A second SIGTERM or SIGINT exits at once, with status 1.
+SIGTERM or SIGINT: /readyz turns 503 at once and the gateway serves as before
+for the drain delay (-drain-delay or gateway.drainDelay), while Kubernetes
+removes the endpoint; then queued requests are answered 503
+rejected-shutting-down, new ones are refused, and admitted ones may finish
+within the grace period (-grace-period or gateway.gracePeriod) before their
+connections are closed. /metrics and the probes answer until exit. A second
+SIGTERM or SIGINT exits at once, with status 1.
 
 SIGHUP reloads the -config file. A reload is all or nothing: a file that does
 not parse, or that changes something only a restart can change, is refused
@@ -93,7 +104,7 @@ drops a request that is admitted or queued.
   A reload may change:
     the backends (gateway.backends): new ones are scraped and take requests;
       removed ones take no new requests, and those in flight finish
-    gateway.gracePeriod
+    gateway.gracePeriod, gateway.drainDelay
     a band's capacities and TTL (maxRequests, maxBytes, maxCost,
       maxFlowRequests, ttl; in llm-d's form priorityBands[].maxRequests,
       maxBytes and the default band templates): they apply to requests
@@ -151,6 +162,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if shared.GracePeriodSet {
 		o.gracePeriod = &shared.GracePeriod
 	}
+	if shared.DrainDelaySet {
+		o.drainDelay = &shared.DrainDelay
+	}
+	o.inference = shared.InferenceRoutes
 	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 	if set["listen"] {
 		if _, port, err := net.SplitHostPort(listen); err != nil || port == "" {

@@ -61,10 +61,17 @@ type gateway struct {
 	handler  http.Handler
 
 	// handlers counts the requests being served, so that serve returns
-	// only once every handler has.
+	// only once every handler has; work counts those of them that are
+	// not /metrics or a probe, which shutdown waits for within the grace
+	// period.
 	handlers tracker
+	work     tracker
+	// closing is set at SIGTERM (/readyz answers 503), refusing once the
+	// drain delay after it is over (new requests are refused).
 	closing  atomic.Bool
+	refusing atomic.Bool
 	grace    atomic.Int64 // time.Duration
+	drain    atomic.Int64 // time.Duration
 
 	mu  sync.Mutex // serializes reloads; guards cur
 	cur *settings
@@ -133,6 +140,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		}
 	}
 	g.grace.Store(int64(s.grace))
+	g.drain.Store(int64(s.drain))
 
 	classify := costClassifier{headers: opts.classifier, maxTokens: opts.maxTokens}.classify
 	if opts.maxBodyBytes < 0 {
@@ -156,7 +164,9 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 
 	g.registry = prometheus.NewRegistry()
 	g.reloads = metrics.NewReloads("sluice_gateway")
+	build := config.ReadBuildInfo()
 	g.registry.MustRegister(g.metrics, g.reloads, backendCollector{g.pool},
+		metrics.NewBuildInfo("sluice_gateway", build.Version, build.Revision, build.GoVersion),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	mux := http.NewServeMux()
@@ -165,7 +175,16 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}))
 	mux.Handle("/healthz", probe.Alive())
 	mux.Handle("/readyz", probe.Ready(g.readiness))
-	mux.Handle("/", admit)
+	inference := opts.inference
+	if len(inference.Routes()) == 0 {
+		inference = config.DefaultInferenceRoutes()
+	}
+	proxied := router{inference: inference, admit: admit, pass: g.pool, refusing: &g.refusing}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.work.add()
+		defer g.work.done()
+		proxied.ServeHTTP(w, r)
+	}))
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.handlers.add()
 		defer g.handlers.done()
@@ -245,10 +264,21 @@ func (g *gateway) readiness() error {
 }
 
 // serve serves on l and scrapes the backends until ctx ends, then shuts
-// down: /readyz turns 503, l closes, the controller closes (queued
-// requests are answered rejected-shutting-down at once), and admitted
-// requests have the grace period to finish before their connections are
-// closed. It returns once every handler has returned; l is closed.
+// down as Kubernetes expects of a pod behind a Service:
+//
+//  1. /readyz turns 503 at once, and for the drain delay the gateway
+//     serves as before, so that requests routed to it while the endpoint
+//     is being removed (probes, kube-proxy, a load balancer) still
+//     succeed;
+//  2. then the controller closes: queued requests are answered
+//     rejected-shutting-down at once, new inference requests the same,
+//     other new requests 503, and connections are no longer kept alive;
+//  3. admitted requests have the grace period to finish, after which
+//     their connections are closed.
+//
+// /metrics and the probes are served on l throughout, until serve returns:
+// a scrape during the drain sees the requests finish. It returns once
+// every handler has returned; l is closed.
 func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.handler,
@@ -279,17 +309,36 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	}
 
 	g.closing.Store(true)
+	if drain := time.Duration(g.drain.Load()); drain > 0 && err == nil {
+		g.log.Info("draining: not ready, still serving", "drain_delay", drain, "in_flight", g.fc.InFlight())
+		t := time.NewTimer(drain)
+		select {
+		case <-t.C:
+		case err = <-served:
+		}
+		t.Stop()
+	}
+
+	g.refusing.Store(true)
+	srv.SetKeepAlivesEnabled(false)
 	grace := time.Duration(g.grace.Load())
+	g.fc.Close() // before the log line, so that a request after it is refused
 	g.log.Info("shutting down", "grace_period", grace, "in_flight", g.fc.InFlight())
-	drainCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	drained := make(chan error, 1)
-	go func() { drained <- srv.Shutdown(drainCtx) }()
-	g.fc.Close()
-	if e := <-drained; e != nil {
+	graceOver := time.NewTimer(grace)
+	select {
+	case <-g.work.zero():
+	case <-graceOver.C:
 		g.log.Warn("grace period over: closing the connections of the requests still running", "in_flight", g.fc.InFlight())
 		srv.Close()
 	}
+	graceOver.Stop()
+	// What may still run is a scrape or a probe: a moment to finish it
+	// while the listener closes.
+	lastScrape, cancel := context.WithTimeout(context.Background(), time.Second)
+	if srv.Shutdown(lastScrape) != nil {
+		srv.Close()
+	}
+	cancel()
 	g.handlers.wait()
 	if err == nil {
 		err = <-served
@@ -331,6 +380,7 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 		}
 	}
 	g.grace.Store(int64(next.grace))
+	g.drain.Store(int64(next.drain))
 	g.cur = next
 	return c.Live, config.WarningStrings(next.file.Warnings), nil
 }
@@ -395,16 +445,24 @@ func (t *tracker) done() {
 }
 
 // wait returns once no handler runs.
-func (t *tracker) wait() {
+func (t *tracker) wait() { <-t.zero() }
+
+// zero returns a channel that is closed once no handler runs (at once if
+// none does).
+func (t *tracker) zero() <-chan struct{} {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.n == 0 {
-		t.mu.Unlock()
-		return
+		return closedChan
 	}
 	if t.idle == nil {
 		t.idle = make(chan struct{})
 	}
-	idle := t.idle
-	t.mu.Unlock()
-	<-idle
+	return t.idle
 }
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/modelserver"
 )
 
@@ -97,9 +98,12 @@ func startGateway(t *testing.T, opts options) *testGateway {
 
 // testOptions are the options of a gateway with the flags' defaults, but
 // a grace period that bounds a test's shutdown.
+// testOptions are the options of an in-process gateway: shutdown neither
+// drains (the tests of the drain delay set it) nor waits long.
 func testOptions() options {
 	grace := 10 * time.Second
-	return options{maxBodyBytes: 4 << 20, gracePeriod: &grace}
+	var drain time.Duration
+	return options{maxBodyBytes: 4 << 20, gracePeriod: &grace, drainDelay: &drain, inference: config.DefaultInferenceRoutes()}
 }
 
 func intp(n int) *int { return &n }
@@ -140,7 +144,8 @@ func modelServers(t testing.TB, n int, cfg modelserver.Config) ([]*url.URL, []*m
 // holdBackend is a backend whose completions wait for the test: each
 // request announces its x-test-id on arrived, writes its status and a
 // first line, and ends when the test sends on release (or its client goes
-// away). Its /metrics page is vLLM's, idle.
+// away). Its /metrics page is vLLM's, idle; GET /v1/models and /health
+// answer at once, as vLLM's do.
 type holdBackend struct {
 	url     *url.URL
 	arrived chan string
@@ -151,8 +156,15 @@ func newHoldBackend(t testing.TB) *holdBackend {
 	t.Helper()
 	hb := &holdBackend{arrived: make(chan string, 16), release: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" {
+		switch r.URL.Path {
+		case "/metrics":
 			io.WriteString(w, idleVLLMMetrics)
+			return
+		case "/v1/models":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, holdModels)
+			return
+		case "/health":
 			return
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -172,6 +184,9 @@ func newHoldBackend(t testing.TB) *holdBackend {
 	hb.url, _ = url.Parse(srv.URL)
 	return hb
 }
+
+// holdModels is a holdBackend's GET /v1/models.
+const holdModels = `{"object":"list","data":[{"id":"sim","object":"model"}]}`
 
 // runningAndQueued sends request a, which hb holds once it arrives, then
 // request b, and returns once b waits in band 0 of g, whose gate admits one

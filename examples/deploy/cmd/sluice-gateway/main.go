@@ -13,15 +13,22 @@
 //	/metrics   Prometheus metrics: llm-d-router's llm_d_epp_flow_control_*
 //	           names (package metrics), the scrapes' llm_d_epp_datalayer_poll_errors_total,
 //	           sluice_gateway_backend_requests_in_flight{backend},
-//	           sluice_gateway_config_reloads_total{result} and
-//	           sluice_gateway_config_last_reload_successful
+//	           sluice_gateway_config_reloads_total{result},
+//	           sluice_gateway_config_last_reload_successful and
+//	           sluice_gateway_build_info{version,revision,goversion}
 //	/healthz   200 while the process runs
 //	/readyz    200 while it admits; 503 and the reason once shutdown has
 //	           begun, with no backend, while no backend is up (naming
 //	           each and why), or while the saturation gate fails closed
 //	           (no backend has fresh metrics)
-//	anything else is admitted through flow control (package flowhttp) and
-//	proxied to a backend, streamed responses flushed as they come
+//	inference  (-inference-path; by default POST /v1/completions,
+//	           /v1/chat/completions, /v1/embeddings and /v1/responses)
+//	           admitted through flow control (package flowhttp) and
+//	           proxied to a backend, streamed responses flushed as they come
+//	anything else (GET /v1/models, /health, /tokenize, ...) proxied to a
+//	           backend at once: neither queued nor gated, never 429
+//
+// -version prints the version, VCS revision and Go version and exits.
 //
 // # Configuration
 //
@@ -72,11 +79,15 @@
 //
 // # Signals
 //
-// SIGTERM or SIGINT shuts down: /readyz turns 503, the listener closes,
-// queued requests are answered 503 with x-llm-d-request-dropped-reason
-// rejected-shutting-down, and admitted requests have the grace period to
-// finish before their connections are closed. A second SIGTERM or SIGINT
-// exits at once, with status 1.
+// SIGTERM or SIGINT shuts down as Kubernetes expects: /readyz turns 503 at
+// once, and for the drain delay (-drain-delay or gateway.drainDelay, 5 s
+// by default, 0 for none) the gateway serves as before, while the
+// endpoint is removed from the Service. Then queued requests are answered
+// 503 with x-llm-d-request-dropped-reason rejected-shutting-down, new ones
+// are refused (503), and admitted requests have the grace period to
+// finish before their connections are closed. /metrics and the probes
+// answer until the process exits. A second SIGTERM or SIGINT exits at
+// once, with status 1.
 //
 // SIGHUP reloads the -config file. A reload is all or nothing: a file that
 // does not parse, or that changes something only a restart can change, is
@@ -89,7 +100,7 @@
 //   - the backends (gateway.backends): new ones are scraped and take
 //     requests; removed ones take no new requests and finish those they
 //     have;
-//   - gateway.gracePeriod;
+//   - gateway.gracePeriod and gateway.drainDelay;
 //   - a band's capacities and TTL (maxRequests, maxBytes, maxCost,
 //     maxFlowRequests, ttl; in llm-d-router's form a priority band's
 //     maxRequests and maxBytes, and the default band templates), through

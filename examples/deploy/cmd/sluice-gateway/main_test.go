@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/modelserver"
 )
 
@@ -200,7 +201,9 @@ func TestBinaryReloadsOnSIGHUP(t *testing.T) {
 func TestBinaryShutsDownOnSIGTERM(t *testing.T) {
 	hb := newHoldBackend(t)
 	path := writeConfig(t, "", saturatingConfig)
-	p := startSelf(t, "-config", path, "-listen", "127.0.0.1:0", "-backend", hb.url.String())
+	// No drain delay: the shutdown starts at once (TestBinaryDrainsOnSIGTERM
+	// drains).
+	p := startSelf(t, "-config", path, "-listen", "127.0.0.1:0", "-backend", hb.url.String(), "-drain-delay", "0")
 	client := newClient(t)
 
 	a := send(client, p.url, "a")
@@ -315,4 +318,103 @@ func goTool() string {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// At SIGTERM the gateway turns unready at once and serves on for the drain
+// delay, as a pod must while Kubernetes removes its endpoint; then it
+// refuses new requests, lets those in flight finish, and exits 0, with
+// /metrics answering throughout.
+func TestBinaryDrainsOnSIGTERM(t *testing.T) {
+	hb := newHoldBackend(t)
+	// The drain must outlast the steps below on a loaded machine; the
+	// test waits it out once.
+	const drain = "5s"
+	p := startSelf(t, "-listen", "127.0.0.1:0", "-backend", hb.url.String(), "-max-inflight", "4",
+		"-drain-delay", drain, "-grace-period", "20s")
+	client := newClient(t)
+	if code, body := get(t, client, p.url+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before SIGTERM: %d %q", code, body)
+	}
+	a := send(client, p.url, "a")
+	if id := <-hb.arrived; id != "a" {
+		t.Fatalf("arrived %q, want a", id)
+	}
+
+	p.signal(t, syscall.SIGTERM)
+	waitFor(t, "/readyz to answer 503", func() bool {
+		code, _ := get(t, client, p.url+"/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	draining := func() bool { return !strings.Contains(p.stderr.String(), `msg="shutting down"`) }
+	if !strings.Contains(p.stderr.String(), "msg=\"draining: not ready, still serving\" drain_delay="+drain) {
+		t.Errorf("stderr does not announce the drain:\n%s", p.stderr.String())
+	}
+
+	// During the drain: a new completion is admitted and served, a model
+	// list passes through, /metrics answers.
+	c := send(client, p.url, "c")
+	if id := <-hb.arrived; id != "c" {
+		t.Fatalf("arrived %q, want c", id)
+	}
+	hb.release <- struct{}{} // one of a and c finishes
+	var first result
+	var other <-chan result
+	select {
+	case first = <-a:
+		other = c
+	case first = <-c:
+		other = a
+	}
+	if first.err != nil || first.status != http.StatusOK || !strings.HasSuffix(first.body, "data: [DONE]\n\n") {
+		t.Fatalf("a request during the drain: %d %v %q; want its whole answer", first.status, first.err, first.body)
+	}
+	if code, body := get(t, client, p.url+"/v1/models"); code != http.StatusOK || body != holdModels {
+		t.Errorf("GET /v1/models during the drain: %d %q", code, body)
+	}
+	b := config.ReadBuildInfo()
+	buildInfo := fmt.Sprintf(`sluice_gateway_build_info{goversion=%q,revision=%q,version=%q}`, b.GoVersion, b.Revision, b.Version)
+	if got := p.metric(t, client, buildInfo); got != "1" {
+		t.Errorf("/metrics during the drain: %s = %q, want 1", buildInfo, got)
+	}
+	if !draining() {
+		t.Fatalf("the drain delay (%s) ended before the test's requests did: a machine this slow needs a longer one", drain)
+	}
+
+	// After the drain: new requests are refused, the one in flight
+	// finishes, /metrics and the probes still answer.
+	waitFor(t, "the drain delay to end", func() bool { return !draining() })
+	d := <-send(client, p.url, "d")
+	if d.err != nil || d.status != http.StatusServiceUnavailable || d.header.Get("x-llm-d-request-dropped-reason") != "rejected-shutting-down" {
+		t.Errorf("a completion after the drain: %d %v, dropped reason %q; want 503 rejected-shutting-down",
+			d.status, d.err, d.header.Get("x-llm-d-request-dropped-reason"))
+	}
+	if code, _ := get(t, client, p.url+"/v1/models"); code != http.StatusServiceUnavailable {
+		t.Errorf("GET /v1/models after the drain: %d, want 503", code)
+	}
+	if got := p.metric(t, client, "llm_d_epp_flow_control_requests_in_flight"); got != "1" {
+		t.Errorf("/metrics after the drain: requests in flight %q, want 1", got)
+	}
+	if code, _ := get(t, client, p.url+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after the drain: %d, want 503", code)
+	}
+	hb.release <- struct{}{}
+	if r := <-other; r.err != nil || r.status != http.StatusOK || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+		t.Fatalf("the request in flight: %d %v %q; want its whole answer", r.status, r.err, r.body)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if logs := p.stderr.String(); !strings.Contains(logs, "msg=stopped") {
+		t.Errorf("stderr lacks the end of the shutdown:\n%s", logs)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if code := run([]string{"-version"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+		t.Fatalf("-version: exit %d, stderr %q", code, stderr.String())
+	}
+	if want := "sluice-gateway " + config.ReadBuildInfo().String() + "\n"; stdout.String() != want {
+		t.Errorf("-version printed %q, want %q", stdout.String(), want)
+	}
 }

@@ -52,75 +52,84 @@ func spoofingBackend(path, key string) http.Handler {
 	})
 }
 
+// Whether flow control admits the request (a completion) or it passes
+// straight through (a model list), no router-owned name a backend sends
+// reaches the client.
 func TestRouterOwnedOnEveryPath(t *testing.T) {
 	paths := []string{"header", "declared trailer", "Trailer:-prefixed", "103 Early Hints"}
-	for _, path := range paths {
-		for _, name := range flowhttp.RouterOwnedHeaders() {
-			for _, key := range []string{name, http.CanonicalHeaderKey(name), strings.ToUpper(name)} {
-				t.Run(path+"/"+key, func(t *testing.T) {
-					backend := httptest.NewServer(spoofingBackend(path, key))
-					t.Cleanup(backend.Close)
-					u, _ := url.Parse(backend.URL)
-					opts := testOptions()
-					opts.backends = []*url.URL{u}
-					opts.maxInFlight = intp(4)
-					g := startGateway(t, opts)
+	targets := []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/chat/completions", chatBody}, // admitted
+		{http.MethodGet, "/v1/models", ""},                  // passed through
+	}
+	for _, target := range targets {
+		for _, path := range paths {
+			for _, name := range flowhttp.RouterOwnedHeaders() {
+				for _, key := range []string{name, http.CanonicalHeaderKey(name), strings.ToUpper(name)} {
+					t.Run(target.method+" "+target.path+"/"+path+"/"+key, func(t *testing.T) {
+						backend := httptest.NewServer(spoofingBackend(path, key))
+						t.Cleanup(backend.Close)
+						u, _ := url.Parse(backend.URL)
+						opts := testOptions()
+						opts.backends = []*url.URL{u}
+						opts.maxInFlight = intp(4)
+						g := startGateway(t, opts)
 
-					var mu sync.Mutex
-					var informational []http.Header
-					trace := &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
-						mu.Lock()
-						defer mu.Unlock()
-						informational = append(informational, http.Header(h).Clone())
-						return nil
-					}}
-					req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
-						http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(chatBody))
-					res, err := newClient(t).Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					body, _ := io.ReadAll(res.Body)
-					res.Body.Close()
-					if res.StatusCode != http.StatusOK || string(body) != "tokens" {
-						t.Fatalf("%d %q", res.StatusCode, body)
-					}
+						var mu sync.Mutex
+						var informational []http.Header
+						trace := &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+							mu.Lock()
+							defer mu.Unlock()
+							informational = append(informational, http.Header(h).Clone())
+							return nil
+						}}
+						req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
+							target.method, g.url+target.path, strings.NewReader(target.body))
+						res, err := newClient(t).Do(req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						body, _ := io.ReadAll(res.Body)
+						res.Body.Close()
+						if res.StatusCode != http.StatusOK || string(body) != "tokens" {
+							t.Fatalf("%d %q", res.StatusCode, body)
+						}
 
-					for _, h := range append([]http.Header{res.Header, res.Trailer}, informational...) {
-						for k, vs := range h {
-							if flowhttp.IsRouterOwned(k) && slices.Contains(vs, "spoofed") {
-								t.Errorf("%s: %q reached the client", k, vs)
-							}
-							if strings.EqualFold(k, "Trailer") {
-								for _, v := range vs {
-									for elem := range strings.SplitSeq(v, ",") {
-										if flowhttp.IsRouterOwned(strings.TrimSpace(elem)) {
-											t.Errorf("the response declares the router-owned trailer %q", elem)
+						for _, h := range append([]http.Header{res.Header, res.Trailer}, informational...) {
+							for k, vs := range h {
+								if flowhttp.IsRouterOwned(k) && slices.Contains(vs, "spoofed") {
+									t.Errorf("%s: %q reached the client", k, vs)
+								}
+								if strings.EqualFold(k, "Trailer") {
+									for _, v := range vs {
+										for elem := range strings.SplitSeq(v, ",") {
+											if flowhttp.IsRouterOwned(strings.TrimSpace(elem)) {
+												t.Errorf("the response declares the router-owned trailer %q", elem)
+											}
 										}
 									}
 								}
 							}
 						}
-					}
-					if v := res.Header.Values(flowcontrol.DroppedReasonHeader); len(v) > 0 {
-						t.Errorf("a dispatched response carries %s %q", flowcontrol.DroppedReasonHeader, v)
-					}
-					var other string
-					switch path {
-					case "header":
-						other = res.Header.Get("X-Other")
-					case "declared trailer", "Trailer:-prefixed":
-						other = res.Trailer.Get("X-Other")
-					case "103 Early Hints":
-						if len(informational) != 1 {
-							t.Fatalf("%d informational responses, want 1", len(informational))
+						if v := res.Header.Values(flowcontrol.DroppedReasonHeader); len(v) > 0 {
+							t.Errorf("a dispatched response carries %s %q", flowcontrol.DroppedReasonHeader, v)
 						}
-						other = informational[0].Get("X-Other")
-					}
-					if other != "kept" {
-						t.Errorf("X-Other on the %s path = %q, want kept", path, other)
-					}
-				})
+						var other string
+						switch path {
+						case "header":
+							other = res.Header.Get("X-Other")
+						case "declared trailer", "Trailer:-prefixed":
+							other = res.Trailer.Get("X-Other")
+						case "103 Early Hints":
+							if len(informational) != 1 {
+								t.Fatalf("%d informational responses, want 1", len(informational))
+							}
+							other = informational[0].Get("X-Other")
+						}
+						if other != "kept" {
+							t.Errorf("X-Other on the %s path = %q, want kept", path, other)
+						}
+					})
+				}
 			}
 		}
 	}

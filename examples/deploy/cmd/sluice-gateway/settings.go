@@ -24,6 +24,8 @@ type settings struct {
 	backends []*url.URL
 	// grace is -grace-period, else gateway.gracePeriod.
 	grace time.Duration
+	// drain is -drain-delay, else gateway.drainDelay.
+	drain time.Duration
 	// gate is -max-inflight, else the file's gate, else the default
 	// saturation gate.
 	gate config.Gate
@@ -72,7 +74,7 @@ func load(o options) (*settings, error) {
 			return nil, err
 		}
 	}
-	s := &settings{file: f, listen: f.Gateway.Listen, grace: f.Gateway.GracePeriod, gate: f.Gate, flow: f.Flow}
+	s := &settings{file: f, listen: f.Gateway.Listen, grace: f.Gateway.GracePeriod, drain: f.Gateway.DrainDelay, gate: f.Gate, flow: f.Flow}
 	s.flow.Bands = slices.Clone(f.Flow.Bands)
 	if !f.Wrote("controller.noEndpointsTTL") && !f.Wrote("flowControl.noEndpointRequestTTL") {
 		s.flow.NoEndpointsTTL = defaultNoEndpointsTTL
@@ -82,6 +84,9 @@ func load(o options) (*settings, error) {
 	}
 	if o.gracePeriod != nil {
 		s.grace = *o.gracePeriod
+	}
+	if o.drainDelay != nil {
+		s.drain = *o.drainDelay
 	}
 	seen := map[string]bool{}
 	for _, u := range append(slices.Clone(o.backends), f.Gateway.Backends...) {
@@ -153,6 +158,7 @@ func (s *settings) running() config.Running {
 		ScrapeInterval: s.file.Gateway.ScrapeInterval,
 		ScrapeTimeout:  s.file.Gateway.ScrapeTimeout,
 		GracePeriod:    s.grace,
+		DrainDelay:     s.drain,
 	}
 }
 

@@ -35,6 +35,13 @@ type options struct {
 	emitProvisionalHeadroom bool
 	logLevel                slog.Level
 	gracePeriod             time.Duration
+	// drainDelay is -drain-delay, else gateway.drainDelay: how long after
+	// SIGTERM the adapter admits while its health says NOT_SERVING.
+	drainDelay time.Duration
+	// inference is -inference-path: the requests flow control admits;
+	// others get CONTINUE at once. None means
+	// config.DefaultInferenceRoutes.
+	inference config.InferenceRoutes
 
 	// configPath is -config; "" for none.
 	configPath string
@@ -83,18 +90,23 @@ Requests are classified by x-llm-d-inference-fairness-id (the flow),
 x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait;
 a malformed, zero or negative value is answered 400).
 
+Only inference requests (-inference-path; by default POST /v1/completions,
+/v1/chat/completions, /v1/embeddings and /v1/responses, read from :method
+and :path) go through flow control; any other request (GET /v1/models,
+/health, ...) is answered CONTINUE at once, neither queued nor gated.
+
 Envoy sends no bodies, so every request costs 1 (a concurrency gate in
 tokens mode counts requests).
 
 -config reads the YAML file sluice-gateway reads (Sluice's form, or
 llm-d-router's EndpointPickerConfig with its flowControl section): its
 bands, capacities and TTLs, its gate, and gateway.backends,
-gateway.scrapeInterval, gateway.scrapeTimeout and gateway.gracePeriod
-(gateway.listen is the HTTP gateway's and is not read; the gRPC address is
+gateway.scrapeInterval, gateway.scrapeTimeout, gateway.gracePeriod and
+gateway.drainDelay (gateway.listen is the HTTP gateway's and is not read; the gRPC address is
 -listen). A flag that is given wins over the file: -band replaces the
 file's bands, -max-inflight its gate (0: no gate), -capacity, -default-ttl,
 -fallback-priority and -never-promote the controller's settings,
--grace-period gateway.gracePeriod; -backend URLs are added to
+-grace-period gateway.gracePeriod, -drain-delay gateway.drainDelay; -backend URLs are added to
 gateway.backends. Without -config the flags alone configure it.
 
 The gate: -max-inflight N if given; else the file's (Sluice's gate section,
@@ -110,8 +122,12 @@ does llm-d-router's per-endpoint concurrency-detector, to count them.
   /readyz    200 while it admits; 503 and the reason once shutdown has
              begun or while the saturation gate fails closed
 
-It stops on SIGINT or SIGTERM: queued requests are answered 503
-rejected-shutting-down, admitted ones may finish within -grace-period.
+It stops on SIGINT or SIGTERM as Kubernetes expects: grpc.health.v1 turns
+NOT_SERVING and /readyz 503 at once, and for the drain delay (-drain-delay)
+the adapter admits as before while Envoy takes it out of the cluster; then
+queued requests are answered 503 rejected-shutting-down, no new stream is
+accepted, and admitted ones may finish within -grace-period. /metrics
+answers until exit.
 
 SIGHUP reloads the -config file. A reload is all or nothing: a file that does
 not parse, or that changes something only a restart can change, is refused
@@ -121,7 +137,8 @@ sluice_extproc_config_last_reload_successful. No reload drops a request that
 is admitted or queued.
   A reload may change:
     the backends (gateway.backends) a saturation gate scrapes
-    gateway.gracePeriod, unless -grace-period is given
+    gateway.gracePeriod, unless -grace-period is given; gateway.drainDelay,
+      unless -drain-delay is given
     a band's capacities and TTL (maxRequests, maxBytes, maxCost,
       maxFlowRequests, ttl; in llm-d's form priorityBands[].maxRequests,
       maxBytes and the default band templates), unless -band is given: they
@@ -156,8 +173,8 @@ Examples:
     -band priority=0,capacity=200 \
     -band priority=-10,capacity=50,ttl=30s \
     -objective chat=10 -objective batch=-10
-  sluice-extproc -config epp.yaml -backend http://127.0.0.1:8000 \
-    -metrics-listen 127.0.0.1:9090 -objective chat=10
+  sluice-extproc -config epp.yaml -backend http://127.0.0.1:8001 \
+    -metrics-listen 127.0.0.1:9003 -objective chat=10
 `
 
 // parseFlags parses args. For -h it prints the usage to stdout and returns
@@ -195,6 +212,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o.emitProvisionalHeadroom, o.pool, o.logLevel = shared.EmitProvisionalHeadroom, shared.Pool, shared.LogLevel
 	o.gracePeriod = shared.GracePeriod
 	o.checkConfig = shared.CheckConfig
+	o.drainDelay, o.inference = shared.DrainDelay, shared.InferenceRoutes
 	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 
 	if len(bands) == 0 {
@@ -242,7 +260,11 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 }
 
 // defaultMetricsListen is -metrics-listen's default: loopback only.
-const defaultMetricsListen = "127.0.0.1:9090"
+//
+// Not llm-d-router's 9090, which a Prometheus server beside it takes on
+// a workstation: 9003, next to the gRPC port 9002 (llm-d-router serves
+// its gRPC health there; this adapter serves it on 9002 itself).
+const defaultMetricsListen = "127.0.0.1:9003"
 
 // applyFile reads the -config file into o, under the flags given (set names
 // them), and returns the file's gate unless -max-inflight replaces it with
@@ -275,6 +297,9 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	}
 	if !set[config.GracePeriodFlag] && !set[config.DeprecatedGracePeriodFlag] {
 		o.gracePeriod = f.Gateway.GracePeriod
+	}
+	if !set["drain-delay"] {
+		o.drainDelay = f.Gateway.DrainDelay
 	}
 	seen := map[string]bool{}
 	var backends []*url.URL

@@ -41,7 +41,7 @@ func TestGRPCHealthServingUntilShutdown(t *testing.T) {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		served <- serve(ctx, fc, options{}, func() time.Duration { return time.Minute }, lis, slog.New(slog.DiscardHandler))
+		served <- serve(ctx, fc, options{}, func() time.Duration { return 0 }, func() time.Duration { return time.Minute }, lis, slog.New(slog.DiscardHandler))
 	}()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

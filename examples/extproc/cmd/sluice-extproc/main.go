@@ -4,8 +4,12 @@
 // Sluice's form or llm-d-router's EndpointPickerConfig), serves
 // grpc.health.v1 beside ext_proc, and exports sluice-gateway's metrics
 // under llm-d-router's names on -metrics-listen (/metrics, /healthz,
-// /readyz). SIGHUP reloads the file, all or nothing. Run it with -h for its
-// flags and what a reload may change.
+// /readyz; 127.0.0.1:9003 by default). Only inference requests
+// (-inference-path) go through flow control. At SIGTERM its health turns
+// NOT_SERVING at once and it admits for -drain-delay more before it stops
+// accepting streams. SIGHUP reloads the file, all or nothing. -version
+// prints its build. Run it with -h for its flags and what a reload may
+// change.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -109,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	err = serve(ctx, fc, opts, rl.timeout, lis, logger)
+	err = serve(ctx, fc, opts, rl.drainDelay, rl.timeout, lis, logger)
 	tel.stop()
 	if err != nil {
 		logger.Error("server failed", "error", err)
@@ -119,16 +124,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // serve runs the ext_proc server over fc on lis until ctx is done, then
-// shuts down: the controller closes first, so queued requests are answered
-// rejected-shutting-down at once and new ones are refused; admitted requests
-// get gracePeriod() — read as shutdown begins, for a reload may have
-// changed it — to finish before their streams are cancelled.
-// serve closes lis.
-func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gracePeriod func() time.Duration, lis net.Listener, logger *slog.Logger) error {
+// shuts down as Kubernetes expects: grpc.health.v1 turns NOT_SERVING at
+// once (and /readyz 503, which telemetry reads from ctx), and for
+// drainDelay() the server admits and serves as before, while Envoy's
+// health checks and the endpoint's removal take the adapter out of the
+// cluster. Then the controller closes, so queued requests are answered
+// rejected-shutting-down at once, and the server accepts no new stream;
+// admitted requests get gracePeriod() to finish before their streams are
+// cancelled. Both are read as shutdown begins, for a reload may have
+// changed them. serve closes lis.
+func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, drainDelay, gracePeriod func() time.Duration, lis net.Listener, logger *slog.Logger) error {
+	inference := opts.inference
+	if len(inference.Routes()) == 0 {
+		inference = config.DefaultInferenceRoutes()
+	}
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
 		Classify:   announced(opts.classifier.ClassifyHeader, opts.enqueued),
 		Logger:     logger,
+		IsInference: func(h http.Header) bool {
+			method, target := h.Get(":method"), h.Get(":path")
+			// Envoy always sends both; a request without one is admitted,
+			// so that nothing malformed passes unchecked.
+			return method == "" || target == "" || inference.MatchRequestTarget(method, target)
+		},
 
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
 	})
@@ -149,11 +168,8 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gr
 	go func() { served <- g.Serve(lis) }()
 	logger.Info("listening", "addr", lis.Addr().String(), "bands", describeBands(opts.controller))
 
-	var timeout time.Duration
 	select {
 	case <-ctx.Done():
-		timeout = gracePeriod()
-		logger.Info("shutting down", "timeout", timeout)
 	case err := <-served:
 		// Serve returns early only when the listener fails.
 		g.Stop()
@@ -161,7 +177,20 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gr
 	}
 
 	health.Shutdown() // NOT_SERVING from now on: a health-checking Envoy stops sending
-	fc.Close()
+	if drain := drainDelay(); drain > 0 {
+		logger.Info("draining: not serving, still admitting", "drain_delay", drain)
+		t := time.NewTimer(drain)
+		select {
+		case <-t.C:
+		case err := <-served:
+			t.Stop()
+			g.Stop()
+			return err
+		}
+	}
+	timeout := gracePeriod()
+	fc.Close() // before the log line, so that a stream after it is refused
+	logger.Info("shutting down", "timeout", timeout)
 	drained := make(chan struct{})
 	go func() {
 		g.GracefulStop()

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,9 +19,13 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
@@ -104,7 +111,7 @@ func startServeOptions(t *testing.T, opts options) (fc *flowcontrol.FlowControll
 	t.Cleanup(cancel)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- serve(ctx, fc, opts, func() time.Duration { return opts.gracePeriod }, lis, slog.New(slog.DiscardHandler))
+		errc <- serve(ctx, fc, opts, func() time.Duration { return opts.drainDelay }, func() time.Duration { return opts.gracePeriod }, lis, slog.New(slog.DiscardHandler))
 	}()
 	conn, err := grpc.NewClient("passthrough:///pipe",
 		grpc.WithContextDialer(lis.DialAddr),
@@ -357,4 +364,151 @@ func TestClassifierAndStampFlags(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	})
+}
+
+// waitLog reads c's log until a line contains want, within a bound.
+func (c *child) waitLog(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("the program exited before logging %q:\n%s", want, strings.Join(c.log, "\n"))
+			}
+			c.log = append(c.log, line)
+			if strings.Contains(line, want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no log line with %q within 20s:\n%s", want, strings.Join(c.log, "\n"))
+		}
+	}
+}
+
+// At SIGTERM the adapter's gRPC health turns NOT_SERVING and /readyz 503
+// at once; it admits new streams for the drain delay, then accepts none,
+// lets the admitted one finish, and exits 0, /metrics answering
+// throughout.
+func TestBinaryDrainsOnSIGTERM(t *testing.T) {
+	c := startChild(t, "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0", "-max-inflight", "4",
+		"-drain-delay", "5s", "-grace-period", "20s")
+	conn, err := grpc.NewClient(c.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := extprocv3.NewExternalProcessorClient(conn)
+	health := healthpb.NewHealthClient(conn)
+	open := func() extprocv3.ExternalProcessor_ProcessClient {
+		t.Helper()
+		s, err := client.Process(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := open()
+	sendRequestHeaders(t, a)
+	expectContinue(t, a)
+
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLog(t, `msg="draining: not serving, still admitting" drain_delay=5s`)
+	if resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health during the drain: %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	}
+	if code, body := get(t, c.metrics, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz during the drain: %d %q, want 503", code, body)
+	}
+	// During the drain a new stream is admitted, and /metrics answers.
+	b := open()
+	sendRequestHeaders(t, b)
+	expectContinue(t, b)
+	responseHeaders(t, b)
+	closeStream(t, b)
+	build := config.ReadBuildInfo()
+	series := fmt.Sprintf(`sluice_extproc_build_info{goversion=%q,revision=%q,version=%q} 1`, build.GoVersion, build.Revision, build.Version)
+	if code, page := get(t, c.metrics, "/metrics"); code != http.StatusOK || !strings.Contains(page, series) {
+		t.Errorf("/metrics during the drain: %d, want 200 with %s", code, series)
+	}
+	if strings.Contains(strings.Join(c.log, "\n"), `msg="shutting down"`) {
+		t.Fatalf("the drain delay ended before the test's stream did: a machine this slow needs a longer one")
+	}
+
+	// After the drain: no new stream, the admitted one finishes, /metrics
+	// still answers until exit.
+	c.waitLog(t, `msg="shutting down"`)
+	// The server stops accepting streams as it closes the controller: a
+	// stream that slips in between is refused by the closed controller,
+	// and soon none is accepted at all.
+	refused := time.After(20 * time.Second)
+	for {
+		err := lateStream(t, client)
+		if status.Code(err) == codes.Unavailable {
+			break
+		}
+		if err != nil {
+			t.Fatalf("a stream after the drain: %v, want Unavailable or a 503", err)
+		}
+		select {
+		case <-refused:
+			t.Fatal("streams are still accepted 20s after the drain")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if code, page := get(t, c.metrics, "/metrics"); code != http.StatusOK || !strings.Contains(page, "llm_d_epp_flow_control_requests_in_flight 1") {
+		t.Errorf("/metrics after the drain: %d; want 200 with the stream in flight", code)
+	}
+	responseHeaders(t, a)
+	closeStream(t, a)
+	for line := range c.lines {
+		c.log = append(c.log, line)
+	}
+	if err := <-c.exited; err != nil {
+		t.Errorf("exit: %v, want status 0\n%s", err, strings.Join(c.log, "\n"))
+	}
+	if !strings.Contains(strings.Join(c.log, "\n"), "msg=stopped") {
+		t.Errorf("no stopped record in the log:\n%s", strings.Join(c.log, "\n"))
+	}
+}
+
+// lateStream opens a stream for a completion after the drain delay: it
+// returns the gRPC error that refuses it, or nil when the adapter answers
+// 503 rejected-shutting-down; anything else fails the test.
+func lateStream(t *testing.T, client extprocv3.ExternalProcessorClient) error {
+	t.Helper()
+	s, err := client.Process(t.Context())
+	if err != nil {
+		return err
+	}
+	err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+			{Key: ":method", RawValue: []byte("POST")},
+			{Key: ":path", RawValue: []byte("/v1/completions")},
+		}}},
+	}})
+	if err != nil {
+		return err
+	}
+	resp, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	ir := resp.GetImmediateResponse()
+	if ir.GetStatus().GetCode() != http.StatusServiceUnavailable || ir.GetDetails() != "rejected-shutting-down" {
+		t.Fatalf("a completion after the drain: %v, want 503 rejected-shutting-down or no stream", resp)
+	}
+	return nil
+}
+
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-version"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+		t.Fatalf("-version: exit %d, stderr %q", code, stderr.String())
+	}
+	if want := "sluice-extproc " + config.ReadBuildInfo().String() + "\n"; stdout.String() != want {
+		t.Errorf("-version printed %q, want %q", stdout.String(), want)
+	}
 }

@@ -25,8 +25,10 @@ type reloader struct {
 	reloads *metrics.Reloads
 	log     *slog.Logger
 
-	// gracePeriod is the current one, read by serve as it shuts down.
+	// gracePeriod and drain are the current ones, read by serve as it
+	// shuts down.
 	gracePeriod atomic.Int64 // time.Duration
+	drain       atomic.Int64 // time.Duration
 
 	mu  sync.Mutex // serializes reloads; guards cur
 	cur options
@@ -35,11 +37,15 @@ type reloader struct {
 func newReloader(args []string, opts options, fc *flowcontrol.FlowController, m *metrics.Metrics, tel *telemetry, log *slog.Logger) *reloader {
 	r := &reloader{args: args, fc: fc, metrics: m, scraper: tel.scraper, reloads: tel.reloads, log: log, cur: opts}
 	r.gracePeriod.Store(int64(opts.gracePeriod))
+	r.drain.Store(int64(opts.drainDelay))
 	return r
 }
 
 // timeout returns the shutdown timeout in force.
 func (r *reloader) timeout() time.Duration { return time.Duration(r.gracePeriod.Load()) }
+
+// drainDelay returns the drain delay in force.
+func (r *reloader) drainDelay() time.Duration { return time.Duration(r.drain.Load()) }
 
 // reload reads the -config file again and applies it, or keeps the running
 // configuration and returns why. It logs and counts the outcome either way.
@@ -66,6 +72,7 @@ func (r *reloader) apply() (changes, warnings []string, err error) {
 		}
 	}
 	r.gracePeriod.Store(int64(next.gracePeriod))
+	r.drain.Store(int64(next.drainDelay))
 	// The running gates stay: next's, built by parseFlags, are equal and unused.
 	next.gates, next.controller.Gate, next.gateLimit = r.cur.gates, r.cur.controller.Gate, r.cur.gateLimit
 	r.cur = next
@@ -81,6 +88,7 @@ func running(o options) config.Running {
 		ScrapeInterval: o.scrapeInterval,
 		ScrapeTimeout:  o.scrapeTimeout,
 		GracePeriod:    o.gracePeriod,
+		DrainDelay:     o.drainDelay,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/deploy/probe"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
@@ -68,7 +69,9 @@ func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg 
 
 	registry := prometheus.NewRegistry()
 	t.reloads = metrics.NewReloads("sluice_extproc")
-	registry.MustRegister(m, t.reloads, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := config.ReadBuildInfo()
+	registry.MustRegister(m, t.reloads, metrics.NewBuildInfo("sluice_extproc", build.Version, build.Revision, build.GoVersion),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),

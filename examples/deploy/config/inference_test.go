@@ -1,0 +1,99 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultInferenceRoutes(t *testing.T) {
+	r := DefaultInferenceRoutes()
+	for _, tc := range []struct {
+		method, path string
+		want         bool
+	}{
+		{"POST", "/v1/chat/completions", true},
+		{"POST", "/v1/completions", true},
+		{"POST", "/v1/embeddings", true},
+		{"POST", "/v1/responses", true},
+		// What a backend may route to the same handler is inference too.
+		{"POST", "/v1//chat/completions", true},
+		{"POST", "/v1/chat/completions/", true},
+		{"POST", "/v1/x/../chat/completions", true},
+		{"POST", "v1/chat/completions", true},
+		// Not inference: listings, probes, other methods, other paths.
+		{"GET", "/v1/chat/completions", false},
+		{"GET", "/v1/models", false},
+		{"GET", "/health", false},
+		{"GET", "/ping", false},
+		{"POST", "/tokenize", false},
+		{"POST", "/v1/chat/completionsx", false},
+		{"GET", "/v1/responses/resp_1", false},
+		{"post", "/v1/chat/completions", false}, // methods are case-sensitive; a backend answers 405
+	} {
+		if got := r.Match(tc.method, tc.path); got != tc.want {
+			t.Errorf("Match(%s, %q) = %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestInferenceRoutesSubtreeAndAnyMethod(t *testing.T) {
+	var r InferenceRoutes
+	f := &InferenceRoutesFlag{Routes: &r}
+	for _, s := range []string{"/v1/", "PUT /admin"} {
+		if err := f.Set(s); err != nil {
+			t.Fatalf("Set(%q): %v", s, err)
+		}
+	}
+	for _, tc := range []struct {
+		method, path string
+		want         bool
+	}{
+		{"GET", "/v1/models", true},
+		{"DELETE", "/v1", true},
+		{"GET", "/v10", false},
+		{"PUT", "/admin", true},
+		{"GET", "/admin", false},
+		{"GET", "/metrics", false},
+	} {
+		if got := r.Match(tc.method, tc.path); got != tc.want {
+			t.Errorf("Match(%s, %q) = %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+	var all InferenceRoutes
+	if err := (&InferenceRoutesFlag{Routes: &all}).Set("/"); err != nil || !all.Match("GET", "/anything") {
+		t.Errorf(`"/": %v; it must match every request`, err)
+	}
+}
+
+func TestInferenceRoutesRequestTarget(t *testing.T) {
+	r := DefaultInferenceRoutes()
+	for _, tc := range []struct {
+		target string
+		want   bool
+	}{
+		{"/v1/chat/completions?stream=true", true},
+		{"/v1/chat/%63ompletions", true}, // the backend decodes it to /v1/chat/completions
+		{"/v1/models?x=1", false},
+		{"/v1/chat/%zzcompletions", true}, // does not parse: admitted
+		{"", true},
+	} {
+		if got := r.MatchRequestTarget("POST", tc.target); got != tc.want {
+			t.Errorf("MatchRequestTarget(POST, %q) = %v, want %v", tc.target, got, tc.want)
+		}
+	}
+}
+
+func TestParseInferenceRouteErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"chat", "must start with /"},
+		{"POST /v1/a b", "want [METHOD] PATH"},
+		{"PO(ST /v1/a", "not an HTTP method"},
+		{"/v1//a", `write the path as "/v1/a"`},
+		{"/v1/./a/", `write the path as "/v1/a/"`},
+	} {
+		_, err := ParseInferenceRoute(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseInferenceRoute(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
