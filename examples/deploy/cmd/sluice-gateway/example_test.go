@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/sluicegate/sluice/examples/modelserver"
 )
@@ -17,7 +18,8 @@ import (
 // The gateway in front of a simulated model server, in-process, as
 // sluice-gateway -backend URL -max-inflight 4 runs it: a chat completion
 // is admitted, proxied, and answered with the room left in its band (one
-// band of 5000 places without -config).
+// band of 5000 places without -config), then shut down with no drain
+// delay.
 func Example() {
 	ms, err := modelserver.New(modelserver.Config{Speed: 10})
 	if err != nil {
@@ -28,7 +30,8 @@ func Example() {
 	u, _ := url.Parse(backend.URL)
 
 	maxInFlight := 4
-	g, err := newGateway(options{backends: []*url.URL{u}, maxInFlight: &maxInFlight}, slog.New(slog.DiscardHandler))
+	var noDrain time.Duration // a Kubernetes pod keeps the 5 s default: see -drain-delay
+	g, err := newGateway(options{backends: []*url.URL{u}, maxInFlight: &maxInFlight, drainDelay: &noDrain}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		panic(err)
 	}
