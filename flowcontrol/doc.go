@@ -139,9 +139,9 @@
 // the queue length divided by the rate and over one drain interval alone;
 // the in-flight prior over none, a constant 1s or 5s, and capacity ÷ TTL,
 // on a cold start with a burst (under half the wasted retries of no prior,
-// at the most goodput); and for expiries the band's next promise over
+// at no loss of goodput); and for expiries the band's next promise over
 // none, the queue ÷ the rate, and one drain interval (a third fewer wasted
-// retries and no give-ups, at the same goodput).
+// retries than none and almost no give-ups, at the same goodput).
 //
 // # Dispatch and strict priority
 //

@@ -23,9 +23,9 @@ const (
 // controller's admissions in flight (at least one) per PriorServiceTime,
 // so the first burst's refusals are spread as later ones are. The
 // simulation in examples/retryafter chose it: on a cold start with a
-// burst it wasted under half the retries of no Retry-After, of a constant
-// 1 s or 5 s, at the highest goodput; 0.5 s wasted more and 2 s served
-// less.
+// burst it wasted under half the retries of no Retry-After and fewer than
+// a constant 1s or 5s, at no loss of goodput; 0.5s wasted more, and 2s
+// served less.
 const PriorServiceTime = time.Second
 
 // drainMeter measures how fast a scope's queue — one band's, or all bands'
