@@ -305,6 +305,15 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 	now := c.clock.Now()
 	c.unqueue(w, now)
 	w.byContext = byContext
+	switch o {
+	case OutcomeRejectedTTLExpired:
+		// Its band did not drain fast enough to serve it in time: it may
+		// come back at the band's next promised place, as a request the
+		// band refuses would.
+		w.retryAfter = w.band.drain.retryAfter(now, c.inFlight)
+	case OutcomeRejectedNoEndpoints:
+		w.retryAfter = noEndpointsRetryAfter
+	}
 	c.decide(w, o, now)
 	// The band may have been the one holding lower bands back.
 	c.dispatchLocked(now)

@@ -17,10 +17,10 @@
 //	OutcomeDispatched                (none)                       200
 //	OutcomeRejectedSaturated         ErrRejectedSaturated         429 + RetryAfter (413 with ErrTooLarge)
 //	OutcomeEvictedQueuePressure      ErrEvictedQueuePressure      429 + RetryAfter
-//	OutcomeRejectedTTLExpired        ErrRejectedTTLExpired        429
+//	OutcomeRejectedTTLExpired        ErrRejectedTTLExpired        429 + RetryAfter
 //	OutcomeRejectedContextCancelled  ErrRejectedContextCancelled  503
 //	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
-//	OutcomeRejectedNoEndpoints       ErrRejectedNoEndpoints       503
+//	OutcomeRejectedNoEndpoints       ErrRejectedNoEndpoints       503 + RetryAfter (1s)
 //
 // OutcomeRejectedSaturated covers every capacity — of the band, the flow or
 // the controller; in requests, bytes or cost — and, with
@@ -32,8 +32,8 @@
 // [EndpointGate]).
 //
 // Every error is a [*RejectionError]: it carries the outcome, the requested
-// and the effective keys, the time the request queued and, for the two
-// capacity outcomes, [RejectionError.RetryAfter]. An optional
+// and the effective keys, the time the request queued and, for every
+// refusal that can be retried, [RejectionError.RetryAfter]. An optional
 // [Config.Observer] is called once per outcome, outside the lock.
 //
 // EnqueueAndWait parks the calling goroutine while the request waits;
@@ -100,23 +100,51 @@
 //
 // # Retry-After
 //
-// [RejectionError.RetryAfter] is set on OutcomeRejectedSaturated and
-// OutcomeEvictedQueuePressure once the scope that refused the request (its
-// band, or the controller's capacities) has a measured drain rate: the
-// dispatches from its queue per second of busy time — time with waiters,
-// so an idle stretch neither slows the rate nor inflates the next value —
-// as a moving average with a time constant of 5s, over windows of at least
-// 1s of busy time. Each refusal is promised the moment one more place
-// should have freed after the moment promised to the refusal before it,
-// one drain interval (1/rate) apart and never sooner than one interval
+// [RejectionError.RetryAfter] tells every refusal that can be retried when
+// to come back. For OutcomeRejectedSaturated and
+// OutcomeEvictedQueuePressure it projects from the scope that refused the
+// request (its band, or the controller's capacities) and its drain rate:
+// the dispatches from its queue per second of busy time — time with
+// waiters, so an idle stretch neither slows the rate nor inflates the next
+// value — as a moving average with a time constant of 5s, over windows of
+// at least 1s of busy time. Each refusal is promised the moment one more
+// place should have freed after the moment promised to the refusal before
+// it, one drain interval (1/rate) apart and never sooner than one interval
 // from now, so refused clients come back spread over the time the scope
 // needs rather than all at once; when the band and the controller both
 // refuse, the longer wins. Whole seconds, rounded up, between 1s and 30s;
-// a scope measured not to drain at all gets 30s. It is 0 (none) before any
-// rate is measured, and for a request that can never fit. A simulation
-// with clients that retry like the OpenAI SDKs chose this design over the
-// queue length divided by the rate and over one drain interval alone
-// (examples/retryafter, whose README has the table).
+// a scope measured not to drain at all gets 30s. A request that can never
+// fit gets none.
+//
+// Before a scope has a measured rate — the first burst after start, or
+// after a band is provisioned — the rate is a prior: the admissions in
+// flight (at least one) per [PriorServiceTime] (1s), spread the same way,
+// and the promises carry over once the rate is measured. With 16 in
+// flight, a burst's refusals are told 1s for the first 16, 2s for the
+// next 16, and so on.
+//
+// OutcomeRejectedTTLExpired of a queued request takes its band's next
+// promise, like a refusal of the band: the band did not drain fast enough
+// to serve it in time, and a client that rejoins its queue at once would
+// expire again. A band measured not to drain at all gets 30s, as for a
+// refusal. An expiry at the call (a context already past its deadline)
+// carries none.
+//
+// OutcomeRejectedNoEndpoints (503) carries 1s: nothing measures when
+// endpoints come back, and a queued request starts the moment they do, so
+// the shortest wait gets a client back into the queue soonest, at the
+// cost of one queue place per Config.NoEndpointsTTL. Shutdown (503)
+// carries none: the client should go to another replica at once; nor does
+// a cancellation, which nobody reads.
+//
+// A simulation with clients that retry like the OpenAI SDKs chose each
+// rule (examples/retryafter, whose README has the tables): the spread over
+// the queue length divided by the rate and over one drain interval alone;
+// the in-flight prior over none, a constant 1s or 5s, and capacity ÷ TTL,
+// on a cold start with a burst (under half the wasted retries of no prior,
+// at no loss of goodput); and for expiries the band's next promise over
+// none, the queue ÷ the rate, and one drain interval (a third fewer wasted
+// retries than none and almost no give-ups, at the same goodput).
 //
 // # Dispatch and strict priority
 //

@@ -247,8 +247,8 @@ func TestHugeSizesKeepCountersSane(t *testing.T) {
 }
 
 // TestCapacityRejections covers band and global limits on requests and bytes.
-// None of these bands has dispatched anything, so there is no measured rate
-// and no Retry-After.
+// None of these bands has dispatched anything, so there is no measured rate:
+// Retry-After is the prior's.
 func TestCapacityRejections(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -309,8 +309,15 @@ func TestCapacityRejections(t *testing.T) {
 				if !strings.Contains(err.Error(), tc.message) {
 					t.Fatalf("error %q lacks %q", err, tc.message)
 				}
-				if rej.RetryAfter != 0 {
-					t.Fatalf("RetryAfter %v without a measured rate", rej.RetryAfter)
+				// No rate is measured and nothing is in flight: the prior
+				// promises one place per PriorServiceTime; a request that
+				// can never fit gets none.
+				want := flowcontrol.PriorServiceTime
+				if errors.Is(err, flowcontrol.ErrTooLarge) || tc.name == "band-closed-by-zero-capacity" {
+					want = 0
+				}
+				if rej.RetryAfter != want {
+					t.Fatalf("RetryAfter %v without a measured rate, want %v", rej.RetryAfter, want)
 				}
 				if after, _ := fc.CapacitySnapshot(p); after != before {
 					t.Fatalf("a rejected request changed the band: %v → %v", before, after)

@@ -948,11 +948,29 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 		if deadline != wantDeadline || canceled != wantCanceled {
 			rt.Fatalf("%s: matches DeadlineExceeded %v Canceled %v; want %v %v (%v)", id, deadline, canceled, wantDeadline, wantCanceled, r.call.err)
 		}
-		if r.outcome == flowcontrol.OutcomeRejectedSaturated || r.outcome == flowcontrol.OutcomeEvictedQueuePressure {
-			if rej.RetryAfter < 0 || rej.RetryAfter > 30*time.Second || rej.RetryAfter%time.Second != 0 {
+		// Retry-After: whole seconds in [1s, 30s] on every refusal that
+		// can be retried — a capacity rejection of a request that can fit,
+		// a displacement, an expiry of a queued request — 1s on an empty
+		// pool, none otherwise.
+		inRange := rej.RetryAfter >= time.Second && rej.RetryAfter <= 30*time.Second && rej.RetryAfter%time.Second == 0
+		switch {
+		case r.outcome == flowcontrol.OutcomeRejectedSaturated:
+			if !inRange && rej.RetryAfter != 0 {
 				rt.Fatalf("%s: RetryAfter %v", id, rej.RetryAfter)
 			}
-		} else if rej.RetryAfter != 0 {
+			if errors.Is(rej, flowcontrol.ErrTooLarge) && rej.RetryAfter != 0 {
+				rt.Fatalf("%s: RetryAfter %v on a request that can never fit", id, rej.RetryAfter)
+			}
+		case r.outcome == flowcontrol.OutcomeEvictedQueuePressure,
+			r.outcome == flowcontrol.OutcomeRejectedTTLExpired && rej.QueueTime > 0:
+			if !inRange {
+				rt.Fatalf("%s: RetryAfter %v on %v", id, rej.RetryAfter, rej.Outcome)
+			}
+		case r.outcome == flowcontrol.OutcomeRejectedNoEndpoints:
+			if rej.RetryAfter != time.Second {
+				rt.Fatalf("%s: RetryAfter %v on %v, want 1s", id, rej.RetryAfter, rej.Outcome)
+			}
+		case rej.RetryAfter != 0:
 			rt.Fatalf("%s: RetryAfter %v on %v", id, rej.RetryAfter, rej.Outcome)
 		}
 	}

@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// noEndpointsRetryAfter is the Retry-After of rejected-no-endpoints. Nothing
+// measures when endpoints come back, and a queued request starts the
+// moment they do, so a dropped client is told to rejoin the queue after
+// the shortest Retry-After there is: each retry costs one queue place for
+// NoEndpointsTTL, and the client is back in the queue within a second of
+// its drop, whenever the pool recovers.
+const noEndpointsRetryAfter = time.Second
+
 // checkEndpoints follows the gate, an EndpointGate, after it refused at
 // now: when it reports no endpoints and requests wait, it notes when the
 // pool emptied and makes sure a check will drop those that wait
@@ -65,6 +73,7 @@ func (c *FlowController) dropNoEndpoints() {
 		slices.SortFunc(due, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
 		for _, w := range due {
 			c.unqueue(w, now)
+			w.retryAfter = noEndpointsRetryAfter
 			c.decide(w, OutcomeRejectedNoEndpoints, now)
 		}
 	}

@@ -163,9 +163,11 @@ type RejectionError struct {
 	// that refused the request should have a place for it, after the places
 	// promised to earlier refusals (see the package doc's Retry-After
 	// section). Whole seconds, rounded up, between 1s and 30s. It is set on
-	// OutcomeRejectedSaturated and OutcomeEvictedQueuePressure once that
-	// scope has a measured drain rate, never for a request that can never
-	// fit; otherwise it is 0 (none).
+	// OutcomeRejectedSaturated and OutcomeEvictedQueuePressure — from the
+	// [PriorServiceTime] prior until that scope has a measured drain rate
+	// — but never for a request that can never fit; on
+	// OutcomeRejectedTTLExpired of a queued request, from its band; and to
+	// 1s on OutcomeRejectedNoEndpoints. Otherwise it is 0 (none).
 	RetryAfter time.Duration
 	// QueueTime is how long the request waited in its band before it was
 	// dropped; 0 for a request that was never queued.

@@ -52,10 +52,11 @@ func TestRetryAfterOfAStalledScopeIsTheCap(t *testing.T) {
 	b.adm.Done()
 }
 
-// TestRetryAfterOnlyOnCapacityRejections measures a band's dispatch rate on
-// the fake clock and checks the projection: whole seconds, rounded up, at
-// most 30; and that no other outcome carries it.
-func TestRetryAfterOnlyOnCapacityRejections(t *testing.T) {
+// TestRetryAfterOnRetryableRefusals measures a band's dispatch rate on the
+// fake clock and checks the projection: whole seconds, rounded up, at most
+// 30; that an expiry carries its band's (here, measured not to drain: the
+// cap); and that a cancellation carries none.
+func TestRetryAfterOnRetryableRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(5), TTL: time.Hour}},
@@ -97,12 +98,14 @@ func TestRetryAfterOnlyOnCapacityRejections(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("RetryAfter %v, want %v (one place every 500ms)", got, want)
 		}
-		// Expiry and cancellation carry none.
+		// The waiters expire after an hour in which the band dispatched
+		// nothing (the slot was never released): measured not to drain,
+		// it tells each of them the 30s cap. A cancellation carries none.
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		for _, w := range waiting {
-			if r := w.rejection(t); r.Outcome != flowcontrol.OutcomeRejectedTTLExpired || r.RetryAfter != 0 {
-				t.Fatalf("expired waiter: %v RetryAfter %v", r.Outcome, r.RetryAfter)
+			if r := w.rejection(t); r.Outcome != flowcontrol.OutcomeRejectedTTLExpired || r.RetryAfter != 30*time.Second || r.QueueTime != time.Hour {
+				t.Fatalf("expired waiter: %v RetryAfter %v QueueTime %v, want 30s after 1h", r.Outcome, r.RetryAfter, r.QueueTime)
 			}
 		}
 		ctx, cancel := context.WithCancel(t.Context())
@@ -123,6 +126,93 @@ func TestRetryAfterOnlyOnCapacityRejections(t *testing.T) {
 			t.Fatalf("after a stuck hour: %v, want RetryAfter 30s", err)
 		}
 		h.Done()
+	})
+}
+
+// TestExpiryTakesTheBandsNextPlace: a request that expires in a band that
+// drains is promised the band's next place, as a refusal is, and the
+// refusals after it the places after that — one drain interval apart.
+func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), TTL: time.Hour}},
+			Gate:  flowcontrol.MaxInFlight(1),
+		})
+		// Two dispatches per second while busy, for 5s.
+		h := hold(t, fc)
+		for range 10 {
+			next := start(t.Context(), fc, req("steady", 0))
+			synctest.Wait()
+			time.Sleep(500 * time.Millisecond)
+			h.Done()
+			synctest.Wait()
+			h = next.adm
+		}
+		// short gives up after 300ms, too soon for the 1s window to close:
+		// the band still drains 2/s, a place every 500ms.
+		short := start(t.Context(), fc, flowcontrol.Request{Key: key("short", 0), TTL: 300 * time.Millisecond})
+		other := start(t.Context(), fc, req("other", 0))
+		synctest.Wait()
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		r := short.rejection(t)
+		require.Equal(t, flowcontrol.OutcomeRejectedTTLExpired, r.Outcome)
+		require.Equal(t, 300*time.Millisecond, r.QueueTime)
+		require.Equal(t, time.Second, r.RetryAfter, "promised a place at 0.5s")
+		require.Contains(t, r.Error(), "after 300ms queued; retry after 1s")
+		// The band is full again (other and one more); the refusals take the
+		// places at 1s and 1.5s.
+		more := start(t.Context(), fc, req("more", 0))
+		synctest.Wait()
+		var got []time.Duration
+		for i := range 2 {
+			_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
+			var rej *flowcontrol.RejectionError
+			require.ErrorAs(t, err, &rej)
+			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
+			got = append(got, rej.RetryAfter)
+		}
+		require.Equal(t, []time.Duration{time.Second, 2 * time.Second}, got)
+		h.Done()
+		synctest.Wait()
+		other.adm.Done()
+		synctest.Wait()
+		more.adm.Done()
+	})
+}
+
+// TestFirstBurstGetsThePrior: a burst that fills a band before any drain
+// rate is measured is told the prior's places — one per PriorServiceTime
+// per admission in flight — spread like measured ones, not nothing.
+func TestFirstBurstGetsThePrior(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}},
+			NoDisplacement: true,
+			Gate:           flowcontrol.MaxInFlight(4),
+		})
+		var running []*flowcontrol.Admission
+		for range 4 {
+			running = append(running, hold(t, fc))
+		}
+		for i := range 2 {
+			start(t.Context(), fc, req(fmt.Sprint("w", i), 0))
+		}
+		synctest.Wait()
+		var got []time.Duration
+		for i := range 5 {
+			_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
+			var rej *flowcontrol.RejectionError
+			require.ErrorAs(t, err, &rej)
+			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
+			got = append(got, rej.RetryAfter)
+		}
+		// 4 in flight: a place every PriorServiceTime/4 = 250ms.
+		require.Equal(t, []time.Duration{time.Second, time.Second, time.Second, time.Second, 2 * time.Second}, got)
+		for _, a := range running {
+			a.Done()
+			synctest.Wait()
+		}
 	})
 }
 

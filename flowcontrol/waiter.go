@@ -58,7 +58,7 @@ type waiterUse struct {
 	withdrawn  bool // its caller panicked out of its enqueue: deliver nothing
 	planned    bool // chosen for displacement by the admission being planned
 	outcome    Outcome
-	retryAfter time.Duration // for a displaced request
+	retryAfter time.Duration // for a displaced, expired or no-endpoints request
 	flow       *Flow
 	next       *waiter // in the controller's decided list
 

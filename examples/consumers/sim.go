@@ -293,6 +293,9 @@ func (d *dispatcher) respond(r *sim.Record, t window.Ticket, resp sim.Response) 
 	case resp.Rejection != nil:
 		status = resp.Rejection.Outcome.HTTPStatus()
 		h.Set(window.DroppedReasonHeader, resp.Rejection.Outcome.String())
+		if !d.v.NoQueueDelay {
+			h.Set(window.QueueDurationHeader, strconv.FormatInt(resp.Rejection.QueueTime.Milliseconds(), 10))
+		}
 		if resp.RetryAfter > 0 && !d.v.NoRetryAfter {
 			h.Set("Retry-After", strconv.FormatInt(int64((resp.RetryAfter+time.Second-1)/time.Second), 10))
 		}

@@ -89,3 +89,28 @@ func TestRejectionForTooLarge(t *testing.T) {
 		t.Errorf("body %s, want flowhttp's %s", ir.GetBody(), want)
 	}
 }
+
+// TestRejectionOfAnExpiry: an expiry's ImmediateResponse carries what
+// flowhttp's answer does — 429, the time the request waited in
+// x-llm-d-flow-queue-duration-ms and its band's Retry-After — so a
+// dispatcher behind Envoy learns as much as one behind flowhttp.
+func TestRejectionOfAnExpiry(t *testing.T) {
+	err := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired, RetryAfter: 3 * time.Second, QueueTime: 2*time.Second + 400*time.Microsecond}
+	ir := rejection(err).GetImmediateResponse()
+	if got := ir.GetStatus().GetCode(); got != 429 {
+		t.Errorf("status %v, want 429", got)
+	}
+	got := map[string]string{}
+	for _, opt := range ir.GetHeaders().GetSetHeaders() {
+		got[opt.GetHeader().GetKey()] = string(opt.GetHeader().GetRawValue())
+	}
+	want := map[string]string{
+		"content-type":                  "application/json",
+		flowcontrol.DroppedReasonHeader: "rejected-ttl-expired",
+		flowhttp.QueueDurationHeader:    "2000",
+		"retry-after":                   "3",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("headers %v, want %v", got, want)
+	}
+}

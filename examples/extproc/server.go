@@ -297,6 +297,9 @@ func immediate(r flowhttp.Rejection) *extprocv3.ProcessingResponse {
 	if r.DroppedReason != "" {
 		headers.SetHeaders = append(headers.SetHeaders, setHeader(flowcontrol.DroppedReasonHeader, r.DroppedReason))
 	}
+	if r.QueueDuration != "" {
+		headers.SetHeaders = append(headers.SetHeaders, setHeader(flowhttp.QueueDurationHeader, r.QueueDuration))
+	}
 	if r.RetryAfter != "" {
 		headers.SetHeaders = append(headers.SetHeaders, setHeader("retry-after", r.RetryAfter))
 	}

@@ -67,7 +67,7 @@ func Scenario(seed uint64) sim.Config {
 	}
 }
 
-// Design is one way of choosing the Retry-After of a capacity rejection.
+// Design is one way of choosing the Retry-After of a refusal.
 type Design struct {
 	Name string
 	// Definition says exactly what it sends.
@@ -75,7 +75,10 @@ type Design struct {
 	// choose returns the Retry-After for a rejection at now, given the
 	// scopes that refused it (the band, the global capacity, or both); 0
 	// means none. Nil for the controller's own.
-	choose func(now time.Time, band *scope, tripped []*scope) time.Duration
+	choose func(c *client, now time.Time, band *scope, tripped []*scope) time.Duration
+	// expired, if set, returns the Retry-After of a rejected-ttl-expired
+	// from band at now; nil sends none.
+	expired func(c *client, now time.Time, band *scope) time.Duration
 	// retryAfterMs: the value is sent in milliseconds as well (the
 	// OpenAI SDKs read retry-after-ms before Retry-After), so the client
 	// waits exactly that long rather than the whole seconds.
@@ -86,22 +89,22 @@ type Design struct {
 func Designs() []Design {
 	return []Design{
 		{Name: "none", Definition: "no Retry-After: clients use their backoff",
-			choose: func(time.Time, *scope, []*scope) time.Duration { return 0 }},
+			choose: func(*client, time.Time, *scope, []*scope) time.Duration { return 0 }},
 		{Name: "(a) queue ÷ rate", Definition: "the band's queue ÷ its dispatch rate (wall-clock EWMA), rounded up, clamped to [1 s, 30 s]; global rejections too",
 			choose: queueOverRate},
 		{Name: "(b) 1/rate, llm-d #2487", Definition: "1/rate of the scope that tripped (the longer if both), wall-clock EWMA, rounded up, capped 30 s, omitted under 1 s",
 			choose: inverseRate},
 		{Name: "(c) spread", Definition: "per tripped scope, promise max(last promise, now) + 1/rate (wall-clock EWMA), capped now + 30 s; send the latest, rounded up",
-			choose: func(now time.Time, _ *scope, tripped []*scope) time.Duration {
+			choose: func(_ *client, now time.Time, _ *scope, tripped []*scope) time.Duration {
 				return spread(now, tripped, (*scope).wallRate)
 			}},
 		{Name: "(d) spread, busy rate", Definition: "(c) with the rate measured over busy time only: dispatches from the queue per second the queue had waiters",
-			choose: func(now time.Time, _ *scope, tripped []*scope) time.Duration {
+			choose: func(_ *client, now time.Time, _ *scope, tripped []*scope) time.Duration {
 				return spread(now, tripped, (*scope).busyRate)
 			}},
 		{Name: "(e) (d) in ms", Definition: "(d) sent to the millisecond (retry-after-ms), not rounded up to whole seconds",
 			retryAfterMs: true,
-			choose: func(now time.Time, _ *scope, tripped []*scope) time.Duration {
+			choose: func(_ *client, now time.Time, _ *scope, tripped []*scope) time.Duration {
 				return spreadExact(now, tripped, (*scope).busyRate)
 			}},
 		{Name: "controller", Definition: "the controller's own RejectionError.RetryAfter"},
@@ -120,6 +123,9 @@ type scope struct {
 	// idleThreshold and has not refused anything yet.
 	idleSince time.Time
 	afterIdle bool
+	// ttl is the band's queue-wait TTL; for the global scope, the longest
+	// band's.
+	ttl time.Duration
 }
 
 func (sc *scope) wallRate(now time.Time) (float64, bool) { return sc.wall.rate(now) }
@@ -140,7 +146,7 @@ func (sc *scope) setQueued(now time.Time, n int64) {
 	sc.busy.setBusy(now, n > 0)
 }
 
-func queueOverRate(now time.Time, band *scope, _ []*scope) time.Duration {
+func queueOverRate(_ *client, now time.Time, band *scope, _ []*scope) time.Duration {
 	r, ok := band.wall.rate(now)
 	if !ok {
 		return 0
@@ -152,7 +158,7 @@ func queueOverRate(now time.Time, band *scope, _ []*scope) time.Duration {
 	return min(max(ceilSeconds(d), time.Second), maxRetryAfter)
 }
 
-func inverseRate(now time.Time, _ *scope, tripped []*scope) time.Duration {
+func inverseRate(_ *client, now time.Time, _ *scope, tripped []*scope) time.Duration {
 	var longest time.Duration
 	for _, sc := range tripped {
 		r, ok := sc.wall.rate(now)
@@ -206,21 +212,26 @@ func spreadExact(now time.Time, tripped []*scope, rate func(*scope, time.Time) (
 // controller's queues through Observe and Submitted, and answers each
 // capacity rejection with its design's Retry-After.
 type client struct {
-	design Design
-	bands  map[int]*scope
-	order  []int // band priorities, for a deterministic walk
-	global scope
+	design  Design
+	bands   map[int]*scope
+	order   []int // band priorities, for a deterministic walk
+	global  scope
+	running int // requests the servers run, at the last poll
 
-	sent      []time.Duration // every Retry-After sent (0: none)
-	afterIdle []time.Duration // the first of each busy stretch after idle
+	sent []time.Duration // every Retry-After sent with a capacity rejection (0: none)
+	// expiredSent: every Retry-After sent with rejected-ttl-expired.
+	expiredSent []time.Duration
+	afterIdle   []time.Duration // the first of each busy stretch after idle
 }
 
-func newClient(d Design) *client {
+func newClient(d Design, cfg *sim.Config) *client {
 	c := &client{design: d, bands: map[int]*scope{}}
-	c.global.capacity = globalCap
-	for _, b := range []struct{ p, cap int }{{chatBand, chatCap}, {batchBand, batchCap}} {
-		c.bands[b.p] = &scope{capacity: int64(b.cap)}
-		c.order = append(c.order, b.p)
+	c.global.capacity, _ = cfg.Controller.RequestCapacity.Value()
+	for _, b := range cfg.Controller.Bands {
+		n, _ := b.RequestCapacity.Value()
+		c.bands[b.Priority] = &scope{capacity: n, ttl: b.TTL}
+		c.order = append(c.order, b.Priority)
+		c.global.ttl = max(c.global.ttl, b.TTL)
 	}
 	return c
 }
@@ -228,6 +239,7 @@ func newClient(d Design) *client {
 // poll reads every band's queue length.
 func (c *client) poll(s *sim.Sim) {
 	now := s.Clock().Now()
+	c.running = s.Pool().Running()
 	var total int64
 	for _, p := range c.order {
 		snap, err := s.Controller().CapacitySnapshot(p)
@@ -257,6 +269,20 @@ func (c *client) observe(s *sim.Sim, ev flowcontrol.Event) {
 func (c *client) retryAfter(s *sim.Sim, rej *flowcontrol.RejectionError) time.Duration {
 	now := s.Clock().Now()
 	band := c.bands[rej.Effective.Priority]
+	if rej.Outcome == flowcontrol.OutcomeRejectedTTLExpired {
+		var ra time.Duration
+		switch {
+		case c.design.choose == nil:
+			ra = rej.RetryAfter
+		case c.design.expired != nil:
+			ra = ceilSeconds(c.design.expired(c, now, band))
+		}
+		c.expiredSent = append(c.expiredSent, ra)
+		return ra
+	}
+	if rej.Outcome != flowcontrol.OutcomeRejectedSaturated && rej.Outcome != flowcontrol.OutcomeEvictedQueuePressure {
+		return 0 // no design here sends one with another outcome
+	}
 	var tripped []*scope
 	if band.full() {
 		tripped = append(tripped, band)
@@ -271,7 +297,7 @@ func (c *client) retryAfter(s *sim.Sim, rej *flowcontrol.RejectionError) time.Du
 	if c.design.choose == nil {
 		ra = rej.RetryAfter
 	} else {
-		ra = c.design.choose(now, band, tripped)
+		ra = c.design.choose(c, now, band, tripped)
 		if !c.design.retryAfterMs {
 			ra = ceilSeconds(ra)
 		}
@@ -299,14 +325,21 @@ type Result struct {
 	// RetryAfters are the values sent, in order (0: none); AfterIdle the
 	// first sent in each busy stretch that followed an idle one.
 	RetryAfters, AfterIdle []time.Duration
+	// ExpiredRetryAfters are the values sent with rejected-ttl-expired.
+	ExpiredRetryAfters []time.Duration
 }
 
-// Run plays the scenario of seed once per design.
+// Run plays Scenario of seed once per design.
 func Run(seed uint64, designs []Design) ([]Result, error) {
+	return RunScenario(Scenario, seed, designs)
+}
+
+// RunScenario plays scenario of seed once per design.
+func RunScenario(scenario func(seed uint64) sim.Config, seed uint64, designs []Design) ([]Result, error) {
 	var out []Result
 	for _, d := range designs {
-		cfg := Scenario(seed)
-		c := newClient(d)
+		cfg := scenario(seed)
+		c := newClient(d, &cfg)
 		cfg.Observe = c.observe
 		cfg.Submitted = func(s *sim.Sim, _ *sim.Record) { c.poll(s) }
 		cfg.RetryAfter = c.retryAfter
@@ -325,7 +358,7 @@ func Run(seed uint64, designs []Design) ([]Result, error) {
 			Design: d.Name, Summary: sum,
 			Goodput: float64(sum.Served) / last.Seconds(),
 			P50:     sim.Percentile(sum.Latency, 50), P95: sim.Percentile(sum.Latency, 95), P99: sim.Percentile(sum.Latency, 99),
-			RetryAfters: c.sent, AfterIdle: c.afterIdle,
+			RetryAfters: c.sent, AfterIdle: c.afterIdle, ExpiredRetryAfters: c.expiredSent,
 		})
 	}
 	return out, nil
@@ -339,10 +372,15 @@ type Aggregate struct {
 	wasted, goodput, p95, giveUps []float64
 }
 
-// Compare runs seeds 1..n and aggregates each design.
+// Compare runs Scenario over seeds 1..n and aggregates each design.
 func Compare(n int, designs []Design) ([]Aggregate, error) {
+	return CompareScenario(Scenario, n, designs)
+}
+
+// CompareScenario runs scenario over seeds 1..n and aggregates each design.
+func CompareScenario(scenario func(seed uint64) sim.Config, n int, designs []Design) ([]Aggregate, error) {
 	perSeed, err := sim.OverSeeds(sim.SeedRange(1, uint64(n)), func(seed uint64) ([]Result, error) {
-		return Run(seed, designs)
+		return RunScenario(scenario, seed, designs)
 	})
 	if err != nil {
 		return nil, err

@@ -108,3 +108,82 @@ func TestIdleDoesNotInflate(t *testing.T) {
 	check("controller", func(d time.Duration) bool { return d <= time.Second }, "at most 1s")
 	check("(c) spread", func(d time.Duration) bool { return d > 2*time.Second }, "more than 2s (the wall-clock rate)")
 }
+
+// The prior, on a cold start with a burst (BurstScenario), over seeds
+// 1–10: spreading the first refusals at the requests in flight per 1 s,
+// (p4), wastes fewer retries than no prior, than a constant 1 s or 5 s and
+// than capacity ÷ TTL, and serves at least as much as no prior; capacity ÷
+// TTL, the next best on waste, serves less than no prior. A 0.5 s service
+// time wastes more; a 2 s one wastes about as little and serves less. The
+// controller's own value does as well as (p4).
+func TestInFlightPriorWins(t *testing.T) {
+	designs := PriorDesigns()
+	aggs, err := CompareScenario(BurstScenario, 10, designs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range aggs {
+		t.Logf("%-24s wasted %v goodput %v p95 %v give-ups %v", a.Design, a.Wasted, a.Goodput, a.P95, a.GiveUps)
+	}
+	get := func(name string) Aggregate { return aggs[byName(t, designs, name)] }
+	p4, none := get("(p4) in-flight ÷ 1 s"), get("(d), no prior")
+	for _, name := range []string{"(d), no prior", "(p1) 1 s", "(p2) 5 s", "(p3) capacity ÷ TTL", "(p5) in-flight ÷ 0.5 s"} {
+		if o := get(name); p4.Wasted.Median >= o.Wasted.Median {
+			t.Errorf("wasted retries, median: (p4) %v, %s %v: want fewer", p4.Wasted.Median, name, o.Wasted.Median)
+		}
+	}
+	if 2*p4.Wasted.Median >= none.Wasted.Median {
+		t.Errorf("wasted retries, median: (p4) %v, no prior %v: want less than half", p4.Wasted.Median, none.Wasted.Median)
+	}
+	if p4.Goodput.Median < none.Goodput.Median {
+		t.Errorf("goodput, median: (p4) %v, no prior %v: want no loss", p4.Goodput.Median, none.Goodput.Median)
+	}
+	if p6 := get("(p6) in-flight ÷ 2 s"); p6.Goodput.Median >= p4.Goodput.Median {
+		t.Errorf("goodput, median: (p6) %v, (p4) %v: the table says a 2 s service time serves less", p6.Goodput.Median, p4.Goodput.Median)
+	}
+	if p3 := get("(p3) capacity ÷ TTL"); p3.Goodput.Median >= none.Goodput.Median {
+		t.Errorf("goodput, median: (p3) %v, no prior %v: the table says capacity ÷ TTL serves less", p3.Goodput.Median, none.Goodput.Median)
+	}
+	c := get("controller")
+	if c.Wasted.Median > 1.1*p4.Wasted.Median || c.Goodput.Median < 0.99*p4.Goodput.Median {
+		t.Errorf("controller: wasted %v, goodput %v; (p4): %v, %v: want the controller to do as well",
+			c.Wasted.Median, c.Goodput.Median, p4.Wasted.Median, p4.Goodput.Median)
+	}
+}
+
+// An expiry's Retry-After, on ExpiryScenario over seeds 1–10: the band's
+// next promise ("expired: spread") wastes at most three quarters of the
+// retries of none, gives up on fewer requests, and serves as much (within
+// 1%); the queue ÷ the rate and one drain interval waste more than it. The
+// controller does as well as the spread.
+func TestExpirySpreadWins(t *testing.T) {
+	designs := ExpiryDesigns()
+	aggs, err := CompareScenario(ExpiryScenario, 10, designs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range aggs {
+		t.Logf("%-24s wasted %v goodput %v p95 %v give-ups %v", a.Design, a.Wasted, a.Goodput, a.P95, a.GiveUps)
+	}
+	get := func(name string) Aggregate { return aggs[byName(t, designs, name)] }
+	sp, none := get("expired: spread"), get("expired: none")
+	if sp.Wasted.Median > 0.75*none.Wasted.Median {
+		t.Errorf("wasted retries, median: spread %v, none %v: want at most three quarters", sp.Wasted.Median, none.Wasted.Median)
+	}
+	if sp.GiveUps.Median >= none.GiveUps.Median {
+		t.Errorf("give-ups, median: spread %v, none %v: want fewer", sp.GiveUps.Median, none.GiveUps.Median)
+	}
+	if sp.Goodput.Median < 0.99*none.Goodput.Median {
+		t.Errorf("goodput, median: spread %v, none %v: want as much", sp.Goodput.Median, none.Goodput.Median)
+	}
+	for _, name := range []string{"expired: queue ÷ rate", "expired: one interval"} {
+		if o := get(name); sp.Wasted.Median >= o.Wasted.Median {
+			t.Errorf("wasted retries, median: spread %v, %s %v: want fewer", sp.Wasted.Median, name, o.Wasted.Median)
+		}
+	}
+	c := get("controller")
+	if c.Wasted.Median > 1.1*sp.Wasted.Median || c.Goodput.Median < 0.99*sp.Goodput.Median || c.GiveUps.Median > sp.GiveUps.Median {
+		t.Errorf("controller: wasted %v, goodput %v, give-ups %v; spread: %v, %v, %v: want the controller to do as well",
+			c.Wasted.Median, c.Goodput.Median, c.GiveUps.Median, sp.Wasted.Median, sp.Goodput.Median, sp.GiveUps.Median)
+	}
+}

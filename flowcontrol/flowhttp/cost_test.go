@@ -190,8 +190,15 @@ func TestCostCapacityOverHTTP(t *testing.T) {
 			if !strings.Contains(e.Error.Message, "band 0 cost capacity 100 exceeded") {
 				t.Errorf("%s: message %q does not name the cost capacity", c.name, e.Error.Message)
 			}
-			if res.Header.Get("Retry-After") != "" {
-				t.Errorf("%s: Retry-After %q without a measured drain rate", c.name, res.Header.Get("Retry-After"))
+			// No drain rate is measured: a request that can fit gets the
+			// prior's (one in flight, a place per PriorServiceTime); one
+			// that never can gets none.
+			want := ""
+			if c.status == http.StatusTooManyRequests {
+				want = "1"
+			}
+			if got := res.Header.Get("Retry-After"); got != want {
+				t.Errorf("%s: Retry-After %q without a measured drain rate, want %q", c.name, got, want)
 			}
 		}
 		cancel()

@@ -61,7 +61,7 @@ func Example() {
 	// Output:
 	// priority  10: 200 headroom="20" queue-ms="0" dropped=""
 	// priority   5: 200 headroom="50" queue-ms="0" dropped=""
-	// priority -10: 429 headroom="" queue-ms="" dropped="rejected-saturated"
+	// priority -10: 429 headroom="" queue-ms="0" dropped="rejected-saturated"
 }
 
 func ExampleHeaderClassifier() {

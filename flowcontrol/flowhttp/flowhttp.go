@@ -20,17 +20,19 @@
 //	                                      response headers are written
 //	x-llm-d-flow-band-headroom            the same value, under the provisional      as above; and unless
 //	                                      name llm-d-async's AIMD gate reads         Config.EmitProvisionalHeadroom
-//	x-llm-d-flow-queue-duration-ms        whole milliseconds the request waited in   not admitted
-//	                                      EnqueueAndWait (0: no measurable wait)
+//	x-llm-d-flow-queue-duration-ms        whole milliseconds the request waited in   refused before flow
+//	                                      EnqueueAndWait (0: no measurable wait),    control (400, 408, and
+//	                                      admitted or dropped                        413 for the body)
 //	x-llm-d-request-dropped-reason        why flow control dropped the request:      dispatched; refused before
 //	                                      rejected-saturated, rejected-ttl-expired,  flow control (400 from the
 //	                                      rejected-context-cancelled,                classifier or a body that
 //	                                      rejected-shutting-down,                    cannot be read, 413 for a
 //	                                      evicted-queue-pressure                     body over MaxBodyBytes)
-//	Retry-After                           whole seconds, rounded up, after which     dispatched; no projection
-//	                                      the band should have room again            (only capacity rejections
-//	                                                                                 and displacements carry
-//	                                                                                 one); 413
+//	Retry-After                           whole seconds, rounded up, after which     dispatched; 413;
+//	                                      the band should have room again (see       cancellation and
+//	                                      flowcontrol's Retry-After section): on     shutdown
+//	                                      capacity rejections, displacements,
+//	                                      expiries and rejected-no-endpoints
 //
 // Statuses of a request that is not dispatched:
 //
@@ -53,7 +55,8 @@
 //	                          flow holding less than its share of the full
 //	                          band (fair admission); Retry-After as for a
 //	                          full band
-//	429 Too Many Requests     the queue-wait TTL expired                     rejected-ttl-expired
+//	429 Too Many Requests     the queue-wait TTL expired; Retry-After as     rejected-ttl-expired
+//	                          for the full band
 //	503 Service Unavailable   the client went away while queued              rejected-context-cancelled
 //	503 Service Unavailable   the controller shut down                       rejected-shutting-down
 //
@@ -141,10 +144,12 @@ import (
 )
 
 // QueueDurationHeader is the response header carrying the whole milliseconds
-// an admitted request waited in [flowcontrol.FlowController.EnqueueAndWait],
-// truncated: 0 when it was dispatched at once or waited less than a
-// millisecond. It is absent from the response of a request that was not
-// admitted.
+// a request waited in [flowcontrol.FlowController.EnqueueAndWait],
+// truncated: 0 when it was dispatched or refused at once or waited less
+// than a millisecond. It is set on an admitted request's response and on
+// every answer of [RejectionFor] to a [flowcontrol.RejectionError] (an
+// expiry's is the time it waited); it is absent when flow control never saw
+// the request.
 const QueueDurationHeader = "x-llm-d-flow-queue-duration-ms"
 
 // DefaultMaxBodyBytes is the value of [Config.MaxBodyBytes] used when it is
@@ -237,8 +242,9 @@ type Config struct {
 //   - on rejection or displacement, answers with [RejectionFor]'s status
 //     (429, 503, or 413 for a request that can never fit), the
 //     x-llm-d-request-dropped-reason
-//     header, Retry-After when the controller projects one, and an
-//     OpenAI-shaped JSON body; the wrapped handler is not called;
+//     header, x-llm-d-flow-queue-duration-ms, Retry-After when the
+//     controller projects one, and an OpenAI-shaped JSON body; the
+//     wrapped handler is not called;
 //   - on dispatch, records the effective band in the request context
 //     ([headroom.NewContext]) and calls the wrapped handler with a
 //     [headroom.HeaderWriter] that, when the response headers are written,
@@ -544,9 +550,13 @@ type Rejection struct {
 	// the error carries none.
 	DroppedReason string
 	// RetryAfter is the Retry-After value, whole seconds rounded up; empty
-	// unless the controller projected one (capacity rejections of requests
-	// that can fit, and displacements, only).
+	// unless the controller projected one (see
+	// [flowcontrol.RejectionError.RetryAfter]).
 	RetryAfter string
+	// QueueDuration is the x-llm-d-flow-queue-duration-ms value: the whole
+	// milliseconds the request waited ([flowcontrol.RejectionError.QueueTime]),
+	// truncated; empty when err is not a *flowcontrol.RejectionError.
+	QueueDuration string
 	// Body is the OpenAI-shaped JSON error, with a final newline:
 	// {"error":{"message":"...","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}.
 	// message is the error's text; type follows the status (see the
@@ -560,8 +570,9 @@ type Rejection struct {
 //
 // The status is the outcome's ([flowcontrol.Outcome.HTTPStatus]): 429 for
 // a full band, an expiry, or a displacement by fair admission
-// (evicted-queue-pressure, with the Retry-After the controller projects
-// for the scope that was full); 503 for cancellation and shutdown. A
+// (evicted-queue-pressure), each with the Retry-After the controller
+// projects; 503 for cancellation, shutdown and an empty pool. Every answer
+// carries the time the request queued (QueueDuration). A
 // capacity rejection wrapping [flowcontrol.ErrTooLarge] (the request's
 // size or cost exceeds a byte or cost capacity, so it can never fit) is
 // answered 413 Content Too Large instead, with dropped reason
@@ -575,6 +586,7 @@ func RejectionFor(err error) Rejection {
 			r.Status = s
 		}
 		r.DroppedReason = rej.Outcome.String()
+		r.QueueDuration = strconv.FormatInt(int64(rej.QueueTime/time.Millisecond), 10)
 		if rej.RetryAfter > 0 {
 			r.RetryAfter = strconv.FormatInt(int64((rej.RetryAfter+time.Second-1)/time.Second), 10)
 		}
@@ -645,8 +657,8 @@ func ErrorRejection(status int, message string) Rejection {
 }
 
 // Write sends r as the response: its status, Content-Type
-// application/json, the dropped-reason and Retry-After headers when set,
-// and its body.
+// application/json, the dropped-reason, queue-duration and Retry-After
+// headers when set, and its body.
 func (r Rejection) Write(w http.ResponseWriter) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
@@ -654,6 +666,9 @@ func (r Rejection) Write(w http.ResponseWriter) {
 	hdr.Set("Content-Length", strconv.Itoa(len(r.Body)))
 	if r.DroppedReason != "" {
 		hdr.Set(flowcontrol.DroppedReasonHeader, r.DroppedReason)
+	}
+	if r.QueueDuration != "" {
+		hdr[canonicalQueueDurationHeader] = []string{r.QueueDuration}
 	}
 	if r.RetryAfter != "" {
 		hdr.Set("Retry-After", r.RetryAfter)

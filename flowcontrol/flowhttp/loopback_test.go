@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -132,8 +133,9 @@ func TestRejectionsOverHTTP(t *testing.T) {
 		if got := resp.Header.Values("Retry-After"); got != nil {
 			t.Errorf("Retry-After %q, want none: nothing projected", got)
 		}
-		if got := routerHeaders(resp.Header); len(got) != 0 {
-			t.Errorf("rejection carries %v, want no router-owned headers", got)
+		// Refused at once: queued 0 ms, and no headroom.
+		if got, want := routerHeaders(resp.Header), map[string][]string{flowhttp.QueueDurationHeader: {"0"}}; !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("rejection carries %v, want %v", got, want)
 		}
 		e := decodeError(t, body)
 		if e.code() != reason || e.Error.Type != wantType[status] {

@@ -51,6 +51,10 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 	// report a RetryAfter, which waiting cannot honour.
 	tooLarge := fmt.Errorf("%w: %w", capacityErr, flowcontrol.ErrTooLarge)
 	evicted := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeEvictedQueuePressure, RetryAfter: 1500 * time.Millisecond}
+	// An expiry carries its band's Retry-After and the time it waited, as
+	// does an empty pool.
+	expired := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired, RetryAfter: 4 * time.Second, QueueTime: 2500*time.Millisecond + 700*time.Microsecond}
+	noEndpoints := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedNoEndpoints, RetryAfter: time.Second, QueueTime: 5 * time.Second}
 	cases := []struct {
 		name string
 		err  error
@@ -58,10 +62,10 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 		body errorBody
 	}{
 		{"saturated", capacityErr,
-			Rejection{Status: 429, DroppedReason: "rejected-saturated", RetryAfter: "3"},
+			Rejection{Status: 429, DroppedReason: "rejected-saturated", RetryAfter: "3", QueueDuration: "0"},
 			wantBody("rate_limit_exceeded", "rejected-saturated", capacityErr.Error())},
 		{"too large", tooLarge,
-			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
+			Rejection{Status: 413, DroppedReason: "rejected-saturated", QueueDuration: "0"},
 			wantBody("invalid_request_error", "rejected-saturated", tooLarge.Error())},
 		{"too large, bare sentinel", flowcontrol.ErrTooLarge,
 			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
@@ -69,16 +73,19 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 		// Displaced by fair admission: the client may come back when the
 		// band has room, as after a capacity rejection.
 		{"displaced", evicted,
-			Rejection{Status: 429, DroppedReason: "evicted-queue-pressure", RetryAfter: "2"},
+			Rejection{Status: 429, DroppedReason: "evicted-queue-pressure", RetryAfter: "2", QueueDuration: "0"},
 			wantBody("rate_limit_exceeded", "evicted-queue-pressure", evicted.Error())},
-		{"expired", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired},
-			Rejection{Status: 429, DroppedReason: "rejected-ttl-expired"},
-			wantBody("rate_limit_exceeded", "rejected-ttl-expired", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired}).Error())},
+		{"expired", expired,
+			Rejection{Status: 429, DroppedReason: "rejected-ttl-expired", RetryAfter: "4", QueueDuration: "2500"},
+			wantBody("rate_limit_exceeded", "rejected-ttl-expired", expired.Error())},
+		{"no endpoints", noEndpoints,
+			Rejection{Status: 503, DroppedReason: "rejected-no-endpoints", RetryAfter: "1", QueueDuration: "5000"},
+			wantBody("service_unavailable", "rejected-no-endpoints", noEndpoints.Error())},
 		{"cancelled", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedContextCancelled},
-			Rejection{Status: 503, DroppedReason: "rejected-context-cancelled"},
+			Rejection{Status: 503, DroppedReason: "rejected-context-cancelled", QueueDuration: "0"},
 			wantBody("service_unavailable", "rejected-context-cancelled", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedContextCancelled}).Error())},
 		{"shutting down", &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShuttingDown},
-			Rejection{Status: 503, DroppedReason: "rejected-shutting-down"},
+			Rejection{Status: 503, DroppedReason: "rejected-shutting-down", QueueDuration: "0"},
 			wantBody("service_unavailable", "rejected-shutting-down", (&flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedShuttingDown}).Error())},
 		// An error that is not a RejectionError still fails safe.
 		{"unknown error", errors.New("boom"),
@@ -116,6 +123,9 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 			}
 			if c.want.RetryAfter != "" {
 				wantHeader.Set("Retry-After", c.want.RetryAfter)
+			}
+			if c.want.QueueDuration != "" {
+				wantHeader.Set(QueueDurationHeader, c.want.QueueDuration)
 			}
 			if diff := cmp.Diff(wantHeader, res.Header); diff != "" {
 				t.Errorf("written header (-want +got):\n%s", diff)

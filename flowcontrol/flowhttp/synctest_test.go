@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -265,7 +266,8 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 }
 
 // TestExpiryOverHTTP: a request that waits out its band's TTL is answered
-// 429 rejected-ttl-expired exactly at the TTL, without Retry-After, and
+// 429 rejected-ttl-expired exactly at the TTL, with the time it waited and
+// its band's Retry-After (30: the band dispatched nothing in those 2s), and
 // never reaches the backend.
 func TestExpiryOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -287,11 +289,11 @@ func TestExpiryOverHTTP(t *testing.T) {
 		if res.status != http.StatusTooManyRequests || res.header.Get(flowcontrol.DroppedReasonHeader) != "rejected-ttl-expired" {
 			t.Errorf("expiry: %d %q, want 429 rejected-ttl-expired", res.status, res.header.Get(flowcontrol.DroppedReasonHeader))
 		}
-		if got := res.header.Values("Retry-After"); got != nil {
-			t.Errorf("Retry-After %q on an expiry, want none", got)
+		if got := res.header.Values("Retry-After"); !slices.Equal(got, []string{"30"}) {
+			t.Errorf("Retry-After %q on an expiry, want [30]", got)
 		}
-		if got := routerHeaders(res.header); len(got) != 0 {
-			t.Errorf("expiry carries %v, want no router-owned headers", got)
+		if got, want := routerHeaders(res.header), map[string][]string{flowhttp.QueueDurationHeader: {"2000"}}; !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("expiry carries %v, want %v", got, want)
 		}
 		if n := backend.calls.Load(); n != 1 {
 			t.Errorf("backend called %d times, want 1 (the held request only)", n)

@@ -32,6 +32,13 @@ func TestRead(t *testing.T) {
 			window.Feedback{Signal: window.Saturated}},
 		{"expired", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"}},
 			window.Feedback{Signal: window.Expired, Reason: "rejected-ttl-expired"}},
+		// What a Sluice router sends with an expiry: the time it waited and
+		// its band's Retry-After.
+		{"expired with queue duration and Retry-After", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"},
+			"X-Llm-D-Flow-Queue-Duration-Ms": {"3000"}, "Retry-After": {"4"}},
+			window.Feedback{Signal: window.Expired, Reason: "rejected-ttl-expired", QueueDelay: 3 * time.Second, QueueDelayKnown: true, RetryAfter: 4 * time.Second}},
+		{"no endpoints", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-no-endpoints"}, "Retry-After": {"1"}},
+			window.Feedback{Signal: window.Failed, Reason: "rejected-no-endpoints", RetryAfter: time.Second}},
 		{"shutting down", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-shutting-down"}},
 			window.Feedback{Signal: window.Failed, Reason: "rejected-shutting-down"}},
 		{"cancelled", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-context-cancelled"}},

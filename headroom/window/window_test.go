@@ -149,6 +149,32 @@ func TestExpiredShrinksOncePerFlight(t *testing.T) {
 	}
 }
 
+// TestRetryAfterOfAnExpiryClosesWindow: an expiry's Retry-After pauses the
+// window as a refusal's does, besides the one decrease it earns; its queue
+// duration changes nothing more.
+func TestRetryAfterOfAnExpiryClosesWindow(t *testing.T) {
+	w := newWindow(t, window.Config{Initial: 4})
+	flight := fill(t, w, t0)
+	h := http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"},
+		"X-Llm-D-Flow-Queue-Duration-Ms": {"3000"}, "Retry-After": {"3"}}
+	w.Done(t0, flight[0], window.Read(http.StatusTooManyRequests, h, t0))
+	if got := w.ClosedUntil(); !got.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("closed until %v, want t0+3s", got)
+	}
+	if st := w.State(); st.Decreases != 1 || st.Limit != 2 {
+		t.Errorf("after an expiry: %+v, want one decrease to 2", st)
+	}
+	for _, tk := range flight[1:] {
+		w.Done(t0, tk, window.Feedback{Signal: window.Accepted})
+	}
+	if _, ok := w.TryAcquire(t0.Add(3*time.Second - time.Nanosecond)); ok {
+		t.Error("sent before the expiry's Retry-After ended")
+	}
+	if _, ok := w.TryAcquire(t0.Add(3 * time.Second)); !ok {
+		t.Error("refused once the expiry's Retry-After ended")
+	}
+}
+
 func TestRetryAfterClosesWindow(t *testing.T) {
 	w := newWindow(t, window.Config{Initial: 4})
 	flight := fill(t, w, t0)

@@ -77,8 +77,8 @@ type Config struct {
 	// estimated tokens, say); nil leaves it 0, which counts as 1.
 	Cost func(*Record) int64
 	// RetryAfter, if set, is the Retry-After a client receives with a
-	// capacity rejection or an eviction, in place of the controller's RetryAfter; 0 means
-	// none. It is called as the rejection is decided, so it may read the
+	// drop that may carry one ([RetryAfterOutcome]), in place of the
+	// controller's RetryAfter; 0 means none. It is called as the rejection is decided, so it may read the
 	// controller's state (the scenario's client-side Retry-After policies).
 	RetryAfter func(*Sim, *flowcontrol.RejectionError) time.Duration
 }
@@ -136,8 +136,9 @@ type Response struct {
 	Effective int
 	// Rejection is the controller's error when it dropped the attempt.
 	Rejection *flowcontrol.RejectionError
-	// RetryAfter comes with a capacity rejection or an eviction:
-	// Config.RetryAfter's, or the controller's; 0 means none.
+	// RetryAfter comes with a drop that may carry one
+	// ([RetryAfterOutcome]): Config.RetryAfter's, or the controller's; 0
+	// means none.
 	RetryAfter time.Duration
 	// Failed: the server failed while running the attempt.
 	Failed bool
@@ -389,11 +390,17 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 	}
 }
 
-// RetryAfterOutcome reports whether a drop with outcome o comes with a
-// Retry-After: a capacity rejection or an eviction, the drops that tell the
-// client to come back when there is room.
+// RetryAfterOutcome reports whether a drop with outcome o may come with a
+// Retry-After: a capacity rejection, an eviction, an expiry or an empty
+// pool, the drops after which the client may come back. A client honours
+// the value whatever the outcome, as the OpenAI SDKs do.
 func RetryAfterOutcome(o flowcontrol.Outcome) bool {
-	return o == flowcontrol.OutcomeRejectedSaturated || o == flowcontrol.OutcomeEvictedQueuePressure
+	switch o {
+	case flowcontrol.OutcomeRejectedSaturated, flowcontrol.OutcomeEvictedQueuePressure,
+		flowcontrol.OutcomeRejectedTTLExpired, flowcontrol.OutcomeRejectedNoEndpoints:
+		return true
+	}
+	return false
 }
 
 // End ends r now: served if its last attempt was, given up otherwise.

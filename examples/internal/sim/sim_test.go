@@ -177,6 +177,34 @@ func TestRetryDelays(t *testing.T) {
 	}
 }
 
+// An expiry's Retry-After reaches the client as a capacity rejection's
+// does, and the client honours it: the controller's own value (the band
+// measured not to drain, 30s, after each 2s wait), or Config.RetryAfter's.
+func TestRetryAfterOfAnExpiry(t *testing.T) {
+	cfg := scenario()
+	cfg.Tenants = []Tenant{{Name: "r", Phases: []Phase{{Rate: 1, For: 0}}, OutputTokens: Tokens{Mean: 10},
+		Retry: Retry{MaxAttempts: 2, Backoff: time.Second, MaxBackoff: time.Second, MaxRetryAfter: time.Minute}}}
+	cfg.Controller.Bands = []flowcontrol.BandConfig{{Priority: 0, TTL: 2 * time.Second}}
+	cfg.Gate = func(*Pool) flowcontrol.Gate { return flowcontrol.MaxInFlight(0) } // nothing ever starts
+	cfg.Duration = 3 * time.Second
+	for _, r := range run(t, cfg) {
+		if r.Served || r.Attempts != 2 || r.Drops[flowcontrol.OutcomeRejectedTTLExpired] != 2 || r.Latency() != 34*time.Second {
+			t.Fatalf("record %+v: want 2 attempts, each expired after 2s, 30s apart", *r)
+		}
+	}
+	cfg.RetryAfter = func(_ *Sim, rej *flowcontrol.RejectionError) time.Duration {
+		if rej.Outcome != flowcontrol.OutcomeRejectedTTLExpired {
+			t.Fatalf("Config.RetryAfter called for %v", rej.Outcome)
+		}
+		return 5 * time.Second
+	}
+	for _, r := range run(t, cfg) {
+		if r.Attempts != 2 || r.Latency() != 9*time.Second {
+			t.Fatalf("record %+v: want 2 attempts 2s + 5s + 2s", *r)
+		}
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	var v []time.Duration
 	for i := 1; i <= 200; i++ {

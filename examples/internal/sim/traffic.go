@@ -75,8 +75,8 @@ func (t Tokens) draw(rng *rand.Rand) int {
 }
 
 // Retry is a client's retry policy, modelled on the OpenAI SDKs: after an
-// attempt that is not served, it waits the Retry-After of a capacity
-// rejection if one came with it (and is at most MaxRetryAfter), otherwise
+// attempt that is not served, it waits the Retry-After that came with it,
+// if any (and at most MaxRetryAfter; see [RetryAfterOutcome]), otherwise
 // a backoff of Backoff × 2^(retries so far), capped at MaxBackoff and
 // shortened by up to a quarter at random; then it sends the same request
 // again. It gives up after MaxAttempts attempts, or when the next attempt
