@@ -95,7 +95,7 @@ func (c *FlowController) recycle(w *waiter) {
 
 // newWaiter prepares the waiter of a request that must queue in band b,
 // outside the lock: its TTL, its times and its item.
-func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, size int64, now time.Time) *waiter {
+func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) *waiter {
 	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
 	expireAfter := ttl
 	if deadline, ok := ctx.Deadline(); ok {
