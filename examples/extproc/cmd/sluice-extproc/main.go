@@ -68,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: logger})
 	opts.enqueued = m.Enqueued
 	cfg := opts.controller
-	cfg.Observer = m.Observe
+	cfg.Observer, cfg.Waiting = m.Observe, m.Waiting
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s%v\nRun sluice-extproc -h for usage.\n", where(opts.configPath), err)
@@ -127,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, gracePeriod func() time.Duration, lis net.Listener, logger *slog.Logger) error {
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
-		Classify:   announced(opts.classifier.ClassifyHeader, opts.enqueued),
+		Classify:   announced(headerModels(opts.classifier.ClassifyHeader), opts.enqueued),
 		Logger:     logger,
 
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
