@@ -46,6 +46,11 @@ type Request struct {
 	// counters, the fairness policy ([Flow.HeadCost], [Scheduler.Served])
 	// and a [MeteredGate] ([Slot.Cost]) see is that value.
 	Cost int64
+	// Tag is the caller's own value for the request, such as the labels
+	// its metrics are counted under. The controller never reads it: it
+	// hands it unchanged to [Config.Observer] and [Config.Waiting] as
+	// [Event.Tag], and holds it only while the request is in its hands.
+	Tag any
 }
 
 // The largest cost and byte size a request counts as; see [Request.Cost]
@@ -176,6 +181,17 @@ type Config struct {
 	// EnqueueAndWait call that ends with that outcome, just before the
 	// call returns. It must not call Close.
 	Observer func(Event)
+	// Waiting, if set, is called once for each request that has to wait:
+	// when its enqueue has put it in its band's queue without an outcome,
+	// after the controller's lock is released, on the goroutine of the
+	// EnqueueAndWait or Submit call, before that call blocks or returns.
+	// Its Event has Queued set and no outcome yet (Outcome is the zero
+	// value and means nothing); the Observer hears the outcome later — for
+	// a Submit, possibly before Waiting runs, on another goroutine. If it
+	// panics, an EnqueueAndWait gives up the wait (its caller gets the
+	// panic) and a Submit's request stays queued, its callback called as
+	// usual. It must not call Close.
+	Waiting func(Event)
 }
 
 // bandLimits is the part of a band's configuration that ProvisionBand may

@@ -83,6 +83,10 @@ type FlowController struct {
 	noDisplacement bool
 	defaultTTL     time.Duration
 	observer       func(Event)
+	waiting        func(Event)
+	// timed: an Observer or Waiting hears each request's enqueue time, so
+	// the clock is read around each enqueue; only then.
+	timed bool
 }
 
 // New returns a controller for cfg. A bad configuration fails with an error
@@ -139,6 +143,8 @@ func New(cfg Config) (*FlowController, error) {
 		defaultTTL:     cfg.DefaultTTL,
 		noEndpointsTTL: cfg.NoEndpointsTTL,
 		observer:       cfg.Observer,
+		waiting:        cfg.Waiting,
+		timed:          cfg.Observer != nil || cfg.Waiting != nil,
 	}
 	if c.gate == nil {
 		c.gate = openGate{}

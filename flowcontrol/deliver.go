@@ -83,11 +83,11 @@ func (c *FlowController) deliver(w *waiter, todo *outcomes) {
 		return
 	}
 	adm, rej := c.result(w)
-	done := w.done
+	done, h := w.done, w.heard()
 	c.recycle(w)
 	defer c.leaveOwed() // the queued Submit's, once done has run
 	if rej != nil {
-		c.hand(done, nil, rej)
+		c.hand(done, nil, rej, h)
 		return
 	}
 	// These two critical sections flip a flag and take the parked list;
@@ -104,31 +104,34 @@ func (c *FlowController) deliver(w *waiter, todo *outcomes) {
 		c.parked, c.parkedTail = nil, nil
 		c.mu.Unlock()
 	}()
-	c.hand(done, adm, nil)
+	c.hand(done, adm, nil, h)
 }
 
 // hand gives a Submit's outcome, adm for a dispatch and rej otherwise, to
 // its done function after telling the Observer. done is called even when
 // the Observer panics, and the panic then goes on: whatever the Observer
 // does, done is called exactly once, and an admission it is given is its
-// to end. Called without mu.
-func (c *FlowController) hand(done func(*Admission, error), adm *Admission, rej *RejectionError) {
+// to end. h is what the Observer hears besides the outcome. Called
+// without mu.
+func (c *FlowController) hand(done func(*Admission, error), adm *Admission, rej *RejectionError, h heard) {
 	if rej != nil {
 		defer callDone(done, nil, rej)
 	} else {
 		defer callDone(done, adm, nil)
 	}
 	if c.observer != nil {
-		callObserver(c.observer, event(adm, rej))
+		callObserver(c.observer, event(adm, rej, h))
 	}
 }
 
-// callDone and callObserver are the only calls of a Submit callback and of
-// the Observer, so that Close can tell from its stack that it runs inside
-// one (see calledBack).
+// callDone, callObserver and callWaiting are the only calls of a Submit
+// callback, of the Observer and of Waiting, so that Close can tell from its
+// stack that it runs inside one (see calledBack).
 func callDone(done func(*Admission, error), adm *Admission, err error) { done(adm, err) }
 
 func callObserver(observer func(Event), ev Event) { observer(ev) }
+
+func callWaiting(waiting func(Event), ev Event) { waiting(ev) }
 
 // calledBack reports whether the calling goroutine is running a Submit
 // callback or the Observer of a controller. It walks the stack, so it is
@@ -144,7 +147,7 @@ func calledBack() bool {
 		frames := runtime.CallersFrames(pcs[:n])
 		for {
 			f, more := frames.Next()
-			if f.Function == callDoneName || f.Function == callObserverName {
+			if f.Function == callDoneName || f.Function == callObserverName || f.Function == callWaitingName {
 				return true
 			}
 			if !more {
@@ -157,6 +160,7 @@ func calledBack() bool {
 var (
 	callDoneName     = funcName(callDone)
 	callObserverName = funcName(callObserver)
+	callWaitingName  = funcName(callWaiting)
 )
 
 func funcName(f any) string { return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
@@ -217,10 +221,11 @@ func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **Rejectio
 	// Read now, under mu: once mu is released, a queued Submit's waiter
 	// may be delivered and reused by another goroutine.
 	done, waiting := w.done, w.ready != nil && !w.withdrawn
+	h := heard{tag: w.tag, size: w.item.ByteSize}
 	delivered := false
 	defer func() {
 		if !delivered {
-			c.salvage(w, done, waiting, *adm, *rej, *gen)
+			c.salvage(w, done, waiting, *adm, *rej, *gen, h)
 		}
 	}()
 	c.unlock()
@@ -231,11 +236,11 @@ func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **Rejectio
 // panic instead: a Submit's done is handed it (a queued Submit's waiter
 // delivers it as usual); an EnqueueAndWait's admission is released, and
 // its wait, when it queued (waiting), is given up. Called without mu.
-func (c *FlowController) salvage(w *waiter, done func(*Admission, error), waiting bool, adm *Admission, rej *RejectionError, gen uint64) {
+func (c *FlowController) salvage(w *waiter, done func(*Admission, error), waiting bool, adm *Admission, rej *RejectionError, gen uint64, h heard) {
 	switch {
 	case adm != nil || rej != nil:
 		if done != nil {
-			c.hand(done, adm, rej)
+			c.hand(done, adm, rej, h)
 		} else if adm != nil {
 			adm.Done()
 		}
@@ -346,11 +351,11 @@ func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 	return nil, rej
 }
 
-// finish reports an outcome to the observer and returns it as
+// finish reports an outcome, and h, to the observer and returns it as
 // EnqueueAndWait's results.
-func (c *FlowController) finish(adm *Admission, rej *RejectionError) (*Admission, error) {
+func (c *FlowController) finish(adm *Admission, rej *RejectionError, h heard) (*Admission, error) {
 	if c.observer != nil {
-		c.report(adm, rej)
+		c.report(adm, rej, h)
 	}
 	if rej != nil {
 		return nil, rej
@@ -362,7 +367,7 @@ func (c *FlowController) finish(adm *Admission, rej *RejectionError) (*Admission
 // for a dispatch, rej otherwise. If the observer panics on a dispatch, the
 // admission is released before the panic goes on: the caller, which gets
 // the panic, never receives it. Called without mu.
-func (c *FlowController) report(adm *Admission, rej *RejectionError) {
+func (c *FlowController) report(adm *Admission, rej *RejectionError, h heard) {
 	if c.observer == nil {
 		return
 	}
@@ -374,14 +379,17 @@ func (c *FlowController) report(adm *Admission, rej *RejectionError) {
 			}
 		}()
 	}
-	callObserver(c.observer, event(adm, rej))
+	callObserver(c.observer, event(adm, rej, h))
 }
 
 // event is what the Observer hears of an outcome: adm for a dispatch, rej
-// otherwise.
-func event(adm *Admission, rej *RejectionError) Event {
+// otherwise, and h.
+func event(adm *Admission, rej *RejectionError, h heard) Event {
+	ev := Event{Queued: h.queued, EnqueueTime: h.took, ByteSize: h.size, Tag: h.tag}
 	if rej != nil {
-		return Event{Requested: rej.Requested, Effective: rej.Effective, Outcome: rej.Outcome, QueueTime: rej.QueueTime}
+		ev.Requested, ev.Effective, ev.Outcome, ev.QueueTime = rej.Requested, rej.Effective, rej.Outcome, rej.QueueTime
+	} else {
+		ev.Requested, ev.Effective, ev.Outcome, ev.QueueTime = adm.requested, adm.Effective(), OutcomeDispatched, adm.queueTime
 	}
-	return Event{Requested: adm.requested, Effective: adm.Effective(), Outcome: OutcomeDispatched, QueueTime: adm.queueTime}
+	return ev
 }

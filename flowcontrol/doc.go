@@ -34,7 +34,12 @@
 // Every error is a [*RejectionError]: it carries the outcome, the requested
 // and the effective keys, the time the request queued and, for every
 // refusal that can be retried, [RejectionError.RetryAfter]. An optional
-// [Config.Observer] is called once per outcome, outside the lock.
+// [Config.Observer] is called once per outcome, outside the lock, and an
+// optional [Config.Waiting] once per request that queues, as it does; both
+// hear the [Event] of the request — its keys, whether it queued, how long
+// its enqueue took, and the caller's own [Request.Tag], which the
+// controller carries unread (a request's metric labels, say). The clock is
+// read around an enqueue only when one of them is set.
 //
 // EnqueueAndWait parks the calling goroutine while the request waits;
 // Submit does not, so an event-loop router keeps a queued request for a
@@ -217,8 +222,8 @@
 //
 // # User code that panics
 //
-// A [Gate], an ordering [ordering.Policy], an [Config.Observer] or a
-// [FlowController.Submit] callback may panic; the controller stays
+// A [Gate], an ordering [ordering.Policy], an [Config.Observer], a
+// [Config.Waiting] or a [FlowController.Submit] callback may panic; the controller stays
 // consistent and the panic reaches the goroutine that called into the
 // controller, as net/http expects of a handler:
 //
@@ -235,6 +240,9 @@
 //     and an admission it would have returned is released first. A Submit
 //     callback is still called, once, with the outcome — the admission
 //     included, which it then owns — before the panic goes on.
+//   - A Waiting that panics in an EnqueueAndWait gives up its wait, as a
+//     cancellation the Observer hears; in a Submit, the request stays
+//     queued and its callback hears its outcome as usual.
 //   - A Submit callback that panics — also after calling Done, which may
 //     have dispatched others — loses nothing: the outcomes still owed are
 //     delivered, each to its own caller, before the panic goes on.

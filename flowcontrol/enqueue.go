@@ -18,9 +18,16 @@ import (
 // While it waits, the calling goroutine is parked; [FlowController.Submit]
 // admits without holding a goroutine.
 func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admission, error) {
-	adm, rej, w, gen := c.admit(ctx, req, nil)
+	start := c.enqueueStart()
+	adm, rej, w, gen := c.admit(ctx, &req, nil, start)
 	if w == nil {
-		return c.finish(adm, rej)
+		if c.observer != nil {
+			c.report(adm, rej, c.atOnce(&req, start))
+		}
+		if rej != nil {
+			return nil, rej
+		}
+		return adm, nil
 	}
 	defer c.leaveOwed()
 	select {
@@ -31,8 +38,9 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 	// Whoever settled the outcome did so under mu, before closing ready: it
 	// is final and visible here.
 	adm, rej = c.result(w)
+	h := w.heard()
 	c.recycle(w)
-	return c.finish(adm, rej)
+	return c.finish(adm, rej, h)
 }
 
 // Submit is the non-blocking form of [FlowController.EnqueueAndWait]: it
@@ -63,22 +71,63 @@ func (c *FlowController) Submit(ctx context.Context, req Request, done func(*Adm
 	}
 	c.enterOwed() // before admit reads closing; see owed
 	defer c.leaveOwed()
-	adm, rej, w, _ := c.admit(ctx, req, done)
+	start := c.enqueueStart()
+	adm, rej, w, _ := c.admit(ctx, &req, done, start)
 	if w != nil {
 		return // queued: done runs when the outcome is settled
 	}
-	c.hand(done, adm, rej)
+	var h heard
+	if c.observer != nil {
+		h = c.atOnce(&req, start)
+	}
+	c.hand(done, adm, rej, h)
+}
+
+// heard is what the Observer hears of a request besides its outcome; see
+// the fields of Event.
+type heard struct {
+	tag    any
+	size   int64
+	took   time.Duration
+	queued bool
+}
+
+// enqueueStart returns the time an enqueue starts, as time since the
+// controller's epoch, when the controller is timed; 0 otherwise. (8 bytes
+// to pass down, where a Time takes 24, on the path every admission runs.)
+func (c *FlowController) enqueueStart() time.Duration {
+	if !c.timed {
+		return 0
+	}
+	return max(c.sinceEpoch(time.Time{}), 1) // 0 means untimed: off by 1ns at the epoch
+}
+
+// enqueueTook returns the time from start, an enqueueStart, to now (the
+// clock's reading when now is the zero Time); 0 when start is 0.
+func (c *FlowController) enqueueTook(start time.Duration, now time.Time) time.Duration {
+	if start == 0 {
+		return 0
+	}
+	return max(c.sinceEpoch(now)-start, 0)
+}
+
+// atOnce returns what the Observer hears of req, whose outcome was reached
+// within its enqueue, begun at start.
+func (c *FlowController) atOnce(req *Request, start time.Duration) heard {
+	size, _ := counted(req)
+	return heard{tag: req.Tag, size: size, took: c.enqueueTook(start, time.Time{})}
 }
 
 // admit runs admission for req. It returns the admission or the rejection
 // when the request is decided at once, or the waiter it queued and its
-// generation. done is nil for EnqueueAndWait.
+// generation. done is nil for EnqueueAndWait. start is when the enqueue
+// began (an enqueueStart: 0 when the controller is not timed).
 //
 // The common case, room to start at once, takes the lock once and derives
 // no ordering key. A request that must wait has its key derived outside the
 // lock — Policy.Key is user code, which may be slow or panic — and then
 // takes the lock again, where every check is made afresh.
-func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admission, error)) (*Admission, *RejectionError, *waiter, uint64) {
+func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Admission, error), start time.Duration) (*Admission, *RejectionError, *waiter, uint64) {
 	if c.closing.Load() {
 		return nil, c.shutdownRejection(req.Key), nil, 0
 	}
@@ -93,7 +142,7 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	if b == nil {
 		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
-	size, cost := counted(&req)
+	size, cost := counted(req)
 	// A band with waiters cannot start a request at once: skip the first
 	// attempt, and its lock, under contention. (A stale read only moves
 	// the decision to enqueue, which makes every check again.)
@@ -109,12 +158,49 @@ func (c *FlowController) admit(ctx context.Context, req Request, done func(*Admi
 	w := c.newWaiter(ctx, req, b, size, now)
 	w.done, w.cost = done, cost
 	w.key = b.policy.Key(&w.item)
-	adm, rej, gen := c.enqueue(w, now)
+	adm, rej, gen, took := c.enqueue(w, now, start)
 	if adm != nil || rej != nil {
 		c.recycle(w)
 		return adm, rej, nil, 0
 	}
+	if c.waiting != nil {
+		// From locals: once enqueue has returned, a queued Submit's waiter
+		// may be delivered and reused by another goroutine.
+		c.tellWaiting(Event{
+			Requested:   req.Key,
+			Effective:   FlowKey{ID: req.Key.ID, Priority: b.priority},
+			Queued:      true,
+			EnqueueTime: took,
+			ByteSize:    size,
+			Tag:         req.Tag,
+		}, w, gen, done == nil)
+	}
 	return nil, nil, w, gen
+}
+
+// tellWaiting calls Waiting with ev, of the request w just queued with
+// generation gen. If Waiting panics and the request is an EnqueueAndWait's
+// (blocking), its wait is given up before the panic goes on, since its
+// caller gets the panic: the Observer hears the outcome (a cancellation,
+// or a dispatch that came first, whose admission is then released).
+func (c *FlowController) tellWaiting(ev Event, w *waiter, gen uint64, blocking bool) {
+	if blocking {
+		defer func() {
+			if r := recover(); r != nil {
+				defer c.leaveOwed()
+				c.cancelWait(w, gen, OutcomeRejectedContextCancelled, false)
+				adm, rej := c.result(w)
+				h := w.heard()
+				c.recycle(w)
+				if adm != nil {
+					defer adm.Done()
+				}
+				c.report(adm, rej, h)
+				panic(r)
+			}
+		}()
+	}
+	callWaiting(c.waiting, ev)
 }
 
 // startAtOnce admits a request into band b if it fits and can start now,
@@ -157,21 +243,22 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 }
 
 // enqueue queues w, unless it can start at once or no longer fits. When w
-// was queued it returns nil, nil and w's generation, for the late timers of
-// this use to check.
-func (c *FlowController) enqueue(w *waiter, now time.Time) (adm *Admission, rej *RejectionError, gen uint64) {
+// was queued it returns nil, nil, w's generation, for the late timers of
+// this use to check, and the time since start, the enqueue's beginning (0
+// when start is 0: the controller is not timed).
+func (c *FlowController) enqueue(w *waiter, now time.Time, start time.Duration) (adm *Admission, rej *RejectionError, gen uint64, took time.Duration) {
 	c.mu.Lock()
 	defer c.unlockBeside(w, &adm, &rej, &gen)
 	b := w.band
 	if c.closing.Load() {
-		return nil, c.shutdownRejection(w.requested), 0
+		return nil, c.shutdownRejection(w.requested), 0, 0
 	}
 	// now was read before the lock; events since may have been later.
 	if t := c.clock.Now(); t.After(now) {
 		now = t
 	}
 	if rej := c.makeRoom(w, now); rej != nil {
-		return nil, rej, 0
+		return nil, rej, 0, 0
 	}
 	first := c.isFirst(b)
 	if first {
@@ -182,7 +269,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (adm *Admission, rej 
 			if c.metered != nil {
 				a.meter = c.took(b.priority, w.cost, now)
 			}
-			return a, nil, 0
+			return a, nil, 0, 0
 		}
 		c.refusals.Add(1)
 		if c.endpoints != nil {
@@ -206,10 +293,15 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (adm *Admission, rej 
 		if !w.queued {
 			// Dispatched by its own enqueue.
 			adm, _ := c.result(w)
-			return adm, nil, 0
+			return adm, nil, 0, 0
 		}
 	}
 	gen = w.gen
+	if start != 0 {
+		// now was read under mu, above: the request is in its queue.
+		took = c.enqueueTook(start, now)
+		w.enqueueTime = took
+	}
 	if w.expireAfter > 0 {
 		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, gen, OutcomeRejectedTTLExpired, false) })
 	}
@@ -220,7 +312,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time) (adm *Admission, rej 
 		ctx := w.ctx
 		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, gen, contextOutcome(ctx), true) })
 	}
-	return nil, nil, gen
+	return nil, nil, gen, took
 }
 
 // queue adds w to its flow's queue in its band at now. Called with mu held.

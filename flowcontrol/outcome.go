@@ -288,4 +288,21 @@ type Event struct {
 	// QueueTime is the time the request spent queued: 0 when it was
 	// dispatched or refused at once.
 	QueueTime time.Duration
+	// Queued reports whether the request waited in its band's queue:
+	// false when its outcome was reached within its EnqueueAndWait or
+	// Submit call (started or refused at once), whatever QueueTime reads
+	// on a coarse or virtual clock.
+	Queued bool
+	// EnqueueTime is how long the controller took over the request's
+	// enqueue — capacity checks, displacement, the gate's first answer,
+	// the insert, waiting for the lock among them: from the call until the
+	// outcome was reached (Queued false) or the request was in its queue
+	// (Queued true). It is read from the controller's clock only when
+	// Observer or Waiting is set; otherwise it is 0.
+	EnqueueTime time.Duration
+	// ByteSize is the byte size the request counted as ([Request.ByteSize]
+	// within [0, MaxRequestBytes]).
+	ByteSize int64
+	// Tag is the request's [Request.Tag].
+	Tag any
 }

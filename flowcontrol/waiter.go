@@ -65,6 +65,17 @@ type waiterUse struct {
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
 	meter     *meter        // for a MeteredGate, set on dispatch
+
+	// What the Observer hears beside the outcome: Request.Tag, and the
+	// time the enqueue took (set under mu as the waiter is queued, when
+	// the controller is timed).
+	tag         any
+	enqueueTime time.Duration
+}
+
+// heard returns what the Observer hears of w besides its outcome.
+func (w *waiter) heard() heard {
+	return heard{tag: w.tag, size: w.item.ByteSize, took: w.enqueueTime, queued: true}
 }
 
 // recycle puts w back in c's pool for reuse once its outcome is delivered.
@@ -84,7 +95,7 @@ func (c *FlowController) recycle(w *waiter) {
 
 // newWaiter prepares the waiter of a request that must queue in band b,
 // outside the lock: its TTL, its times and its item.
-func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, size int64, now time.Time) *waiter {
+func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) *waiter {
 	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
 	expireAfter := ttl
 	if deadline, ok := ctx.Deadline(); ok {
@@ -102,7 +113,7 @@ func (c *FlowController) newWaiter(ctx context.Context, req Request, b *band, si
 	if w == nil {
 		w = new(waiter)
 	}
-	w.band, w.ctx, w.expireAfter, w.requested = b, ctx, expireAfter, req.Key
+	w.band, w.ctx, w.expireAfter, w.requested, w.tag = b, ctx, expireAfter, req.Key, req.Tag
 	w.item = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,

@@ -71,6 +71,11 @@ type Classification struct {
 	// max_tokens, the output it may generate. The estimate has to rank
 	// tenants' demands, not bill them; see the example of [ClassifyFunc].
 	Cost int64
+	// Tag is the request's [flowcontrol.Request.Tag]: a value of the
+	// caller's own, such as the labels its metrics count the request
+	// under, that the controller hands back unread in the events its
+	// Observer and Waiting hooks hear.
+	Tag any
 }
 
 // ClassifyFunc classifies a request before it is queued. A non-nil error

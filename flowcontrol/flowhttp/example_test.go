@@ -84,11 +84,11 @@ func ExampleHeaderClassifier() {
 		fmt.Printf("%+v\n", class)
 	}
 	// Output:
-	// {Key:{ID:tenant-a Priority:5} TTL:0s Cost:0}
-	// {Key:{ID:tenant-b Priority:-10} TTL:0s Cost:0}
-	// {Key:{ID:default-flow Priority:10} TTL:30s Cost:0}
+	// {Key:{ID:tenant-a Priority:5} TTL:0s Cost:0 Tag:<nil>}
+	// {Key:{ID:tenant-b Priority:-10} TTL:0s Cost:0 Tag:<nil>}
+	// {Key:{ID:default-flow Priority:10} TTL:30s Cost:0 Tag:<nil>}
 	// 400: flowhttp: x-llm-d-inference-ttl "0s": not positive
-	// {Key:{ID:default-flow Priority:0} TTL:0s Cost:0}
+	// {Key:{ID:default-flow Priority:0} TTL:0s Cost:0 Tag:<nil>}
 }
 
 // A classifier that sets each request's cost to its estimated tokens

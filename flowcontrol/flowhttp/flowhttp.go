@@ -364,6 +364,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Header:       r.Header,
 		TTL:          class.TTL,
 		Cost:         class.Cost,
+		Tag:          class.Tag,
 	})
 	if err != nil {
 		RejectionFor(err).Write(w)

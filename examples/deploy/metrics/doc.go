@@ -6,11 +6,13 @@
 // [Metrics.Observe], the controller's [flowcontrol.Config.Observer]; state
 // metrics are read at scrape time from the controller's lock-free snapshots
 // ([Metrics.Watch]) and from funcs the caller registers (a gate's
-// saturation, stale endpoints or limit), so the request path pays only for one histogram
-// observation and one counter increment:
+// saturation, stale endpoints or limit), so the request path pays only for two histogram
+// observations and one counter increment. [Metrics.Waiting], the
+// controller's [flowcontrol.Config.Waiting] hook, counts a request as it
+// starts to wait:
 //
 //	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
-//	cfg.Observer = m.Observe
+//	cfg.Observer, cfg.Waiting = m.Observe, m.Waiting
 //	c, err := flowcontrol.New(cfg)
 //	...
 //	m.Watch(c, cfg)
@@ -25,10 +27,14 @@
 // type, and the label names the table below compares.
 //
 //	metric                                             type       labels                          meaning
-//	flow_control_request_queue_duration_seconds        histogram  fairness_id, priority, outcome  time from enqueue to outcome (0 when immediate); buckets 0.1ms-60s
+//	flow_control_request_queue_duration_seconds        histogram  fairness_id, priority, outcome, time from enqueue to outcome (0 when immediate); buckets 0.1ms-60s
+//	                                                              model_name, target_model_name
+//	flow_control_request_enqueue_duration_seconds      histogram  fairness_id, priority, outcome  time the enqueue took, by the outcome it reached or NotYetFinalized; buckets 0.1ms-100ms
 //	flow_control_requests_total                        counter    outcome, priority               requests that reached each outcome
-//	flow_control_queue_size                            gauge      fairness_id, priority           requests of the flow waiting in the band
-//	flow_control_queue_bytes                           gauge      fairness_id, priority           bytes of the flow waiting in the band
+//	flow_control_queue_size                            gauge      fairness_id, priority,          requests of the flow waiting in the band
+//	                                                              model_name, target_model_name
+//	flow_control_queue_bytes                           gauge      fairness_id, priority,          bytes of the flow waiting in the band
+//	                                                              model_name, target_model_name
 //	flow_control_queue_cost                            gauge      priority                        cost (estimated tokens) waiting in the band; Sluice
 //	flow_control_capacity_utilization_requests         gauge      priority                        waiting requests / band request capacity, if bounded
 //	flow_control_capacity_utilization_bytes            gauge      priority                        waiting bytes / band byte capacity, if bounded
@@ -50,7 +56,34 @@
 // lock briefly, once per flow; and a fairness_id "other" series with what
 // the band holds beyond them (flows past the cap, flows not seen yet),
 // present while that is not nothing. So sum by (priority) is the band's
-// queue, and sum by (fairness_id) each flow's, as in llm-d-router.
+// queue, and sum by (fairness_id) each flow's, as in llm-d-router. A
+// flow's total is split by model: [Metrics.Waiting] and [Metrics.Observe]
+// count what each flow has waiting per pair of model labels, and the
+// part of the total that no model accounts for (requests without
+// [RequestLabels], a request between its insert and its Waiting call, a
+// controller without the Waiting hook) has empty model labels, as has
+// the "other" flow.
+//
+// model_name and target_model_name come from the [RequestLabels] a
+// request carries as its [flowcontrol.Request.Tag]; a request without
+// them has two empty values, as llm-d-router labels a request whose
+// model it does not know. sluice-gateway reads the model from the body it
+// has read anyway (flowhttp.Model), else from the x-gateway-model-name
+// header; sluice-extproc, which Envoy sends the headers only, from that
+// header. Sluice rewrites no model, so target_model_name is model_name:
+// in llm-d-router too it is the model its rewrite chose before dispatch,
+// not the one the backend names in its answer, which comes only after
+// dispatch, too late for the queue's series, and in a body the gateway
+// streams through unread.
+//
+// flow_control_request_enqueue_duration_seconds is observed once per
+// request: for one whose outcome its enqueue reached (dispatched or
+// refused at once), with that outcome, by Observe; for one left waiting,
+// with outcome NotYetFinalized ("queued" with [DroppedReasons]), by
+// Waiting as it starts to wait, as llm-d-router observes it at the end of
+// its processor's enqueue. Its duration is the controller's
+// [flowcontrol.Event.EnqueueTime]: from the EnqueueAndWait or Submit call
+// to the outcome or the insert, lock waits included.
 //
 // # Side by side with llm-d-router
 //
@@ -62,13 +95,13 @@
 //
 //	metric                                             type       who     labels
 //	flow_control_request_queue_duration_seconds        histogram  llm-d   fairness_id priority outcome inference_pool model_name target_model_name
-//	                                                   histogram  Sluice  fairness_id priority outcome inference_pool
+//	                                                   histogram  Sluice  fairness_id priority outcome inference_pool model_name target_model_name
 //	flow_control_requests_total                        counter    llm-d   outcome priority inference_pool
 //	                                                   counter    Sluice  outcome priority inference_pool
 //	flow_control_queue_size                            gauge      llm-d   fairness_id priority inference_pool model_name target_model_name
-//	                                                   gauge      Sluice  fairness_id priority inference_pool
+//	                                                   gauge      Sluice  fairness_id priority inference_pool model_name target_model_name
 //	flow_control_queue_bytes                           gauge      llm-d   fairness_id priority inference_pool model_name target_model_name
-//	                                                   gauge      Sluice  fairness_id priority inference_pool
+//	                                                   gauge      Sluice  fairness_id priority inference_pool model_name target_model_name
 //	flow_control_capacity_utilization_requests         gauge      llm-d   priority inference_pool
 //	                                                   gauge      Sluice  priority inference_pool
 //	flow_control_capacity_utilization_bytes            gauge      llm-d   priority inference_pool
@@ -84,7 +117,7 @@
 //	datalayer_poll_errors_total                        counter    llm-d   source_type
 //	                                                   counter    Sluice  source_type
 //	flow_control_request_enqueue_duration_seconds      histogram  llm-d   fairness_id priority outcome
-//	                                                   —          Sluice
+//	                                                   histogram  Sluice  fairness_id priority outcome inference_pool
 //	flow_control_dispatch_cycle_duration_seconds       histogram  llm-d   -
 //	                                                   —          Sluice
 //	flow_control_revocations_issued_total              counter    llm-d   priority inference_pool
@@ -113,22 +146,19 @@
 // Where they differ, and why:
 //   - inference_pool is always a label in llm-d-router (empty for no
 //     pool); here it is present only with [Options.InferencePool], and it
-//     is on stale_endpoints too.
-//   - model_name and target_model_name: Sluice's per-request families are
-//     counted by the controller's Observer, whose events carry the flow
-//     key and the outcome but no request field, and its queue gauges are
-//     read per flow from the controller, which keeps no model; a model
-//     label needs the request's model carried to the outcome (a field of
-//     the controller's Event, or a hook in flowhttp and ext_proc), which
-//     this package does not add. Sluice rewrites no model, so
-//     target_model_name would equal model_name.
+//     is on stale_endpoints and request_enqueue_duration_seconds too.
+//   - target_model_name is always model_name (see above).
 //   - request_enqueue_duration_seconds times, in llm-d-router, its
-//     processor goroutine's handling of an enqueue (capacity check and
-//     insert, labelled with the outcome if one was reached, else
-//     NotYetFinalized). Sluice enqueues in the caller's own call, under
-//     its lock, and neither flowhttp nor ext_proc has a hook around that
-//     call's synchronous part, so it is not exported rather than
-//     approximated.
+//     processor goroutine's handling of an enqueue taken from a channel
+//     (capacity check and insert); dispatch comes later, from its
+//     dispatch loop, so an enqueue there ends Rejected… or
+//     NotYetFinalized. Sluice enqueues in the caller's own call, under
+//     its lock, and may dispatch the request within it, so "Dispatched"
+//     is an outcome of its enqueues too; the time includes the wait for
+//     the lock where llm-d-router's excludes the wait in its channel.
+//     priority is the band that handled the request, as on every family
+//     here; llm-d-router provisions a band for each priority asked, so
+//     its requested and effective priorities are one.
 //   - dispatch_cycle_duration_seconds times llm-d-router's ticker-driven
 //     dispatch loop, which Sluice does not have (dispatch is event-driven);
 //     the revocation and reclaim families are llm-d-router's in-flight
@@ -139,7 +169,10 @@
 // ([DefaultMaxPriorities], 256). fairness_id is the flow id, capped at
 // [Options.MaxFairnessIDs] distinct values ([DefaultMaxFairnessIDs],
 // 1,000) of at most [Options.MaxLabelLength] bytes
-// ([DefaultMaxLabelLength], 128) of valid UTF-8. Every value past a cap is
+// ([DefaultMaxLabelLength], 128) of valid UTF-8. model_name and
+// target_model_name share a cap of [Options.MaxModelNames] distinct values
+// ([DefaultMaxModelNames], 1,000, as in llm-d-router), of the same length
+// bound. Every value past a cap is
 // counted as "other", so what clients send (a fairness id of any length,
 // any priority under NeverPromote) bounds neither the series a scrape
 // reads nor the memory that holds them. outcome takes

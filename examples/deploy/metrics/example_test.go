@@ -13,14 +13,16 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
-// A controller whose Observer is a Metrics, watched by it and registered
-// in a Prometheus registry: one request runs, one waits, one is refused.
+// A controller whose Observer and Waiting hooks are a Metrics, watched by
+// it and registered in a Prometheus registry: one request runs, one waits,
+// one is refused. The requests' Tag labels them with their model.
 func Example() {
 	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
 	cfg := flowcontrol.Config{
 		Bands:    []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(1)}},
 		Gate:     flowcontrol.MaxInFlight(1),
 		Observer: m.Observe,
+		Waiting:  m.Waiting,
 	}
 	c, err := flowcontrol.New(cfg)
 	if err != nil {
@@ -32,7 +34,10 @@ func Example() {
 	reg.MustRegister(m)
 
 	ctx := context.Background()
-	req := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "tenant-a"}}
+	req := flowcontrol.Request{
+		Key: flowcontrol.FlowKey{ID: "tenant-a"},
+		Tag: metrics.RequestLabels{ModelName: "llama-3", TargetModelName: "llama-3"},
+	}
 	running, _ := c.EnqueueAndWait(ctx, req)
 	defer running.Done()
 	c.Submit(ctx, req, func(a *flowcontrol.Admission, _ error) {
@@ -60,9 +65,9 @@ func Example() {
 	// flowcontrol: priority 0: rejected-saturated: band 0 request capacity 1 reached
 	// llm_d_epp_flow_control_capacity_utilization_requests{inference_pool=pool-a,priority=0} 1
 	// llm_d_epp_flow_control_gate_refusals_total{inference_pool=pool-a} 2
-	// llm_d_epp_flow_control_queue_bytes{fairness_id=tenant-a,inference_pool=pool-a,priority=0} 0
+	// llm_d_epp_flow_control_queue_bytes{fairness_id=tenant-a,inference_pool=pool-a,model_name=llama-3,priority=0,target_model_name=llama-3} 0
 	// llm_d_epp_flow_control_queue_cost{inference_pool=pool-a,priority=0} 1
-	// llm_d_epp_flow_control_queue_size{fairness_id=tenant-a,inference_pool=pool-a,priority=0} 1
+	// llm_d_epp_flow_control_queue_size{fairness_id=tenant-a,inference_pool=pool-a,model_name=llama-3,priority=0,target_model_name=llama-3} 1
 	// llm_d_epp_flow_control_requests_in_flight{inference_pool=pool-a} 1
 	// llm_d_epp_flow_control_requests_total{inference_pool=pool-a,outcome=Dispatched,priority=0} 1
 	// llm_d_epp_flow_control_requests_total{inference_pool=pool-a,outcome=RejectedCapacity,priority=0} 1

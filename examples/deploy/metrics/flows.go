@@ -87,14 +87,48 @@ func (m *Metrics) collectFlows(ch chan<- prometheus.Metric, w *watched, ids []st
 				slog.Int("priority", priority), slog.Any("error", err))
 			continue
 		}
-		gauge(ch, m.queueSize, float64(fs.QueuedRequests), id, prio)
-		gauge(ch, m.queueBytes, float64(fs.QueuedBytes), id, prio)
+		m.collectModels(ch, id, priority, prio, fs)
 		restRequests -= fs.QueuedRequests
 		restBytes -= fs.QueuedBytes
 	}
 	if restRequests > 0 || restBytes > 0 {
-		gauge(ch, m.queueSize, float64(max(restRequests, 0)), overflow, prio)
-		gauge(ch, m.queueBytes, float64(max(restBytes, 0)), overflow, prio)
+		gauge(ch, m.queueSize, float64(max(restRequests, 0)), overflow, prio, "", "")
+		gauge(ch, m.queueBytes, float64(max(restBytes, 0)), overflow, prio, "", "")
+	}
+}
+
+// collectModels sends the queue gauges of flow id in band priority, whose
+// snapshot fs has just been read, split by models: each pair of models
+// the flow has waiting there ([Metrics.Waiting] counts them), within what
+// fs holds, and the rest — requests without model labels, or the moment
+// between a request's insert and its Waiting call — under empty model
+// labels, sent also when it is nothing and no model is, so that a flow
+// seen reads 0 once its queue empties.
+func (m *Metrics) collectModels(ch chan<- prometheus.Metric, id string, priority int, prio string, fs capacity.Snapshot) {
+	restRequests, restBytes := fs.QueuedRequests, fs.QueuedBytes
+	sent := false
+	if f, ok := m.flows.load(id); ok && f.label == id {
+		if p := f.waits.m.Load(); p != nil {
+			for k, c := range *p {
+				if k.priority != priority || k.models == (models{}) {
+					continue
+				}
+				n := min(c.requests.Load(), restRequests)
+				if n <= 0 {
+					continue
+				}
+				b := min(max(c.bytes.Load(), 0), restBytes)
+				gauge(ch, m.queueSize, float64(n), id, prio, k.models.name, k.models.target)
+				gauge(ch, m.queueBytes, float64(b), id, prio, k.models.name, k.models.target)
+				restRequests -= n
+				restBytes -= b
+				sent = true
+			}
+		}
+	}
+	if restRequests > 0 || restBytes > 0 || !sent {
+		gauge(ch, m.queueSize, float64(max(restRequests, 0)), id, prio, "", "")
+		gauge(ch, m.queueBytes, float64(max(restBytes, 0)), id, prio, "", "")
 	}
 }
 

@@ -38,23 +38,23 @@ func TestQueueGaugesPerFlow(t *testing.T) {
 	submit(strings.Repeat("x", metrics.DefaultMaxLabelLength+1), 0, 2)
 
 	require.Equal(t, map[string]float64{
-		"fairness_id=a,priority=10":     2,
-		"fairness_id=other,priority=10": 1,
-		"fairness_id=c,priority=0":      1,
-		"fairness_id=other,priority=0":  1,
+		"fairness_id=a,model_name=,priority=10,target_model_name=":     2,
+		"fairness_id=other,model_name=,priority=10,target_model_name=": 1,
+		"fairness_id=c,model_name=,priority=0,target_model_name=":      1,
+		"fairness_id=other,model_name=,priority=0,target_model_name=":  1,
 	}, counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 	require.Equal(t, map[string]float64{
-		"fairness_id=a,priority=10":     20,
-		"fairness_id=other,priority=10": 1,
-		"fairness_id=c,priority=0":      7,
-		"fairness_id=other,priority=0":  2,
+		"fairness_id=a,model_name=,priority=10,target_model_name=":     20,
+		"fairness_id=other,model_name=,priority=10,target_model_name=": 1,
+		"fairness_id=c,model_name=,priority=0,target_model_name=":      7,
+		"fairness_id=other,model_name=,priority=0,target_model_name=":  2,
 	}, counts(t, m, metrics.Prefix+"flow_control_queue_bytes"))
 
 	// Once the queues empty, each named flow reads 0 and "other" is gone.
 	c.Close()
 	require.Equal(t, map[string]float64{
-		"fairness_id=a,priority=10": 0,
-		"fairness_id=c,priority=0":  0,
+		"fairness_id=a,model_name=,priority=10,target_model_name=": 0,
+		"fairness_id=c,model_name=,priority=0,target_model_name=":  0,
 	}, counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 }
 
@@ -76,6 +76,6 @@ func TestQueueGaugesNeverPromote(t *testing.T) {
 		m.Enqueued(key)
 		c.Submit(context.Background(), flowcontrol.Request{Key: key}, func(*flowcontrol.Admission, error) {})
 	}
-	require.Equal(t, map[string]float64{"fairness_id=f,priority=0": 1, "fairness_id=f,priority=-10": 1},
+	require.Equal(t, map[string]float64{"fairness_id=f,model_name=,priority=0,target_model_name=": 1, "fairness_id=f,model_name=,priority=-10,target_model_name=": 1},
 		counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 }

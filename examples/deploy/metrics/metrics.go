@@ -74,6 +74,13 @@ type Options struct {
 	// Outcomes selects the outcome label values; the zero value is
 	// [LLMDOutcomes].
 	Outcomes OutcomeLabels
+	// MaxModelNames caps the distinct model_name and target_model_name
+	// label values, which share it: the first MaxModelNames names seen
+	// keep their own label, every later one is counted under "other"
+	// (names come from request bodies). 0 means [DefaultMaxModelNames]; a
+	// negative value counts every named model under "other". A name
+	// longer than MaxLabelLength is "other" too.
+	MaxModelNames int
 	// QueueDurationBuckets replaces [QueueDurationBuckets] when not nil;
 	// the bounds must increase strictly.
 	QueueDurationBuckets []float64
@@ -100,9 +107,10 @@ type Metrics struct {
 	outcomes OutcomeLabels
 	log      *slog.Logger
 
-	queueTime  *prometheus.HistogramVec // fairness_id, priority, outcome
-	requests   *prometheus.CounterVec   // outcome, priority
-	pollErrors *prometheus.CounterVec   // source_type
+	queueTime   *prometheus.HistogramVec // fairness_id, priority, outcome, model_name, target_model_name
+	enqueueTime *prometheus.HistogramVec // fairness_id, priority, outcome
+	requests    *prometheus.CounterVec   // outcome, priority
+	pollErrors  *prometheus.CounterVec   // source_type
 
 	// Label caches: see series.go.
 	flows          cowMap[string, *flowSeries]
@@ -114,6 +122,9 @@ type Metrics struct {
 	priorities     cowMap[int, string]
 	prioritiesFull atomic.Bool
 	maxPriorities  int
+	modelNames     cowMap[string, string]
+	modelsFull     atomic.Bool
+	maxModels      int
 
 	watched atomic.Pointer[watched]
 	// tracked holds each flow seen in each watched band, for the per-flow
@@ -188,6 +199,10 @@ func New(opts Options) *Metrics {
 	if maxPriorities == 0 {
 		maxPriorities = DefaultMaxPriorities
 	}
+	maxModels := opts.MaxModelNames
+	if maxModels == 0 {
+		maxModels = DefaultMaxModelNames
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -198,11 +213,19 @@ func New(opts Options) *Metrics {
 		maxFlows:      maxFlows,
 		maxLabelLen:   max(maxLabelLen, 0),
 		maxPriorities: maxPriorities,
+		maxModels:     maxModels,
 		other:         &flowSeries{label: overflow},
 		queueTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        Prefix + "flow_control_request_queue_duration_seconds",
 			Help:        "Time requests spent in flow control, from enqueue to their outcome; 0 for a request dispatched or refused at once.",
 			Buckets:     buckets,
+			ConstLabels: constLabels,
+		}, []string{"fairness_id", "priority", "outcome", "model_name", "target_model_name"}),
+		enqueueTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: Prefix + "flow_control_request_enqueue_duration_seconds",
+			Help: "Time the controller took over a request's enqueue (capacity checks, the gate's first answer, the insert), " +
+				"by the outcome reached within it, or NotYetFinalized for a request left waiting.",
+			Buckets:     EnqueueDurationBuckets,
 			ConstLabels: constLabels,
 		}, []string{"fairness_id", "priority", "outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -224,7 +247,7 @@ func New(opts Options) *Metrics {
 	desc := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(Prefix+name, help, labels, constLabels)
 	}
-	flow := []string{"fairness_id", "priority"}
+	flow := []string{"fairness_id", "priority", "model_name", "target_model_name"}
 	m.queueSize = desc("flow_control_queue_size", "Requests of a flow waiting in a priority band.", flow)
 	m.queueBytes = desc("flow_control_queue_bytes", "Bytes of the requests of a flow waiting in a priority band.", flow)
 	m.queueCost = desc("flow_control_queue_cost", "Summed cost (estimated tokens) of the requests waiting in a priority band.", band)
@@ -264,9 +287,16 @@ func New(opts Options) *Metrics {
 // event counted under "other" once those series exist.
 func (m *Metrics) Observe(ev flowcontrol.Event) {
 	f := m.flowFor(ev.Effective.ID)
-	s := m.seriesFor(f, ev.Effective.Priority, ev.Outcome, ev.QueueTime > 0)
+	ml := m.modelsOf(ev.Tag)
+	s := m.seriesFor(f, ev.Effective.Priority, ev.Outcome, ev.Queued || ev.QueueTime > 0, ml)
 	s.queueTime.Observe(ev.QueueTime.Seconds())
 	s.total.Inc()
+	if s.enqueueTime != nil {
+		s.enqueueTime.Observe(ev.EnqueueTime.Seconds())
+	}
+	if ev.Queued {
+		m.waitCountFor(f, ev.Effective.Priority, ml).add(-1, -ev.ByteSize)
+	}
 	if w := m.watched.Load(); w != nil {
 		m.track(w, f, ev.Effective.ID, ev.Effective.Priority)
 	}
@@ -363,6 +393,7 @@ func (m *Metrics) PollError(sourceType string) {
 // Describe sends the descriptions of every metric m may export.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.queueTime.Describe(ch)
+	m.enqueueTime.Describe(ch)
 	m.requests.Describe(ch)
 	m.pollErrors.Describe(ch)
 	for _, d := range []*prometheus.Desc{
@@ -380,6 +411,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // and logged, and the scrape goes on.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.queueTime.Collect(ch)
+	m.enqueueTime.Collect(ch)
 	m.requests.Collect(ch)
 	m.pollErrors.Collect(ch)
 	if w := m.watched.Load(); w != nil {

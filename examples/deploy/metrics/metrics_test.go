@@ -39,65 +39,93 @@ func TestObserveExposition(t *testing.T) {
 	m.Observe(event("b", 0, flowcontrol.OutcomeRejectedTTLExpired, 2*time.Second))
 
 	const want = `
+# HELP llm_d_epp_flow_control_request_enqueue_duration_seconds Time the controller took over a request's enqueue (capacity checks, the gate's first answer, the insert), by the outcome reached within it, or NotYetFinalized for a request left waiting.
+# TYPE llm_d_epp_flow_control_request_enqueue_duration_seconds histogram
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0001"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0002"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0005"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.001"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.002"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.005"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.01"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.02"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.05"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.1"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="+Inf"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_sum{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10"} 0
+llm_d_epp_flow_control_request_enqueue_duration_seconds_count{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0001"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0002"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0005"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.001"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.002"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.005"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.01"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.02"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.05"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.1"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="+Inf"} 1
+llm_d_epp_flow_control_request_enqueue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 0
+llm_d_epp_flow_control_request_enqueue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 1
 # HELP llm_d_epp_flow_control_request_queue_duration_seconds Time requests spent in flow control, from enqueue to their outcome; 0 for a request dispatched or refused at once.
 # TYPE llm_d_epp_flow_control_request_queue_duration_seconds histogram
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0001"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.0005"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.001"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.005"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.01"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.025"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.05"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.1"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.25"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="0.5"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="1"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="2.5"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="5"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="10"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="30"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="60"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10",le="+Inf"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10"} 0.03
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="a",inference_pool="pool-a",outcome="Dispatched",priority="10"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.0001"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.0005"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.001"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.005"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.01"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.025"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.05"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.1"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.25"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="0.5"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="1"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="2.5"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="5"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="10"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="30"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="60"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0",le="+Inf"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",outcome="EvictedTTL",priority="0"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0001"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.0005"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.001"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.005"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.01"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.025"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.05"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.1"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.25"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="0.5"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="1"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="2.5"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="5"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="10"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="30"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="60"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0",le="+Inf"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.0001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.0005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.01"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.025"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.05"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.25"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.5"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="2.5"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="5"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="10"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="30"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="60"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="+Inf"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name=""} 0.03
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="a",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="10",target_model_name=""} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.0001"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.0005"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.001"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.005"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.01"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.025"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.05"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.1"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.25"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="0.5"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="1"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="2.5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="10"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="30"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="60"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name="",le="+Inf"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name=""} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",model_name="",outcome="EvictedTTL",priority="0",target_model_name=""} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.0001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.0005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.001"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.005"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.01"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.025"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.05"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.25"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="0.5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="2.5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="5"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="10"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="30"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="60"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name="",le="+Inf"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name=""} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="b",inference_pool="pool-a",model_name="",outcome="RejectedCapacity",priority="0",target_model_name=""} 1
 # HELP llm_d_epp_flow_control_requests_total Requests that reached an outcome in flow control, one count each, by outcome and the band that handled them.
 # TYPE llm_d_epp_flow_control_requests_total counter
 llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="Dispatched",priority="10"} 2
@@ -105,8 +133,10 @@ llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="EvictedTT
 llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="RejectedCapacity",priority="0"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want)))
-	// Nothing else is exported without Watch or a registered func.
-	require.Equal(t, 6, testutil.CollectAndCount(m))
+	// Nothing else is exported without Watch or a registered func: the
+	// three queue-duration series, three counters, and the enqueue
+	// durations of the two requests that did not queue.
+	require.Equal(t, 8, testutil.CollectAndCount(m))
 }
 
 // counts returns the value of every series of the counter or histogram
@@ -201,17 +231,17 @@ func TestFairnessIDCap(t *testing.T) {
 	m.Observe(event("f7", 0, flowcontrol.OutcomeDispatched, 0)) // past the cap
 
 	require.Equal(t, map[string]float64{
-		"fairness_id=,outcome=Dispatched,priority=0":      1,
-		"fairness_id=f0,outcome=Dispatched,priority=0":    1,
-		"fairness_id=f1,outcome=Dispatched,priority=0":    2,
-		"fairness_id=f2,outcome=Dispatched,priority=0":    1,
-		"fairness_id=other,outcome=Dispatched,priority=0": 1 + 7 + 1,
+		"fairness_id=,model_name=,outcome=Dispatched,priority=0,target_model_name=":      1,
+		"fairness_id=f0,model_name=,outcome=Dispatched,priority=0,target_model_name=":    1,
+		"fairness_id=f1,model_name=,outcome=Dispatched,priority=0,target_model_name=":    2,
+		"fairness_id=f2,model_name=,outcome=Dispatched,priority=0,target_model_name=":    1,
+		"fairness_id=other,model_name=,outcome=Dispatched,priority=0,target_model_name=": 1 + 7 + 1,
 	}, counts(t, m, queueDuration))
 
 	none := metrics.New(metrics.Options{MaxFairnessIDs: -1})
 	none.Observe(event("a", 0, flowcontrol.OutcomeDispatched, 0))
 	none.Observe(event("b", 0, flowcontrol.OutcomeDispatched, 0))
-	require.Equal(t, map[string]float64{"fairness_id=other,outcome=Dispatched,priority=0": 2}, counts(t, none, queueDuration))
+	require.Equal(t, map[string]float64{"fairness_id=other,model_name=,outcome=Dispatched,priority=0,target_model_name=": 2}, counts(t, none, queueDuration))
 
 	def := metrics.New(metrics.Options{})
 	for i := range metrics.DefaultMaxFairnessIDs + 5 {
@@ -219,7 +249,7 @@ func TestFairnessIDCap(t *testing.T) {
 	}
 	got := counts(t, def, queueDuration)
 	require.Len(t, got, metrics.DefaultMaxFairnessIDs+1)
-	require.Equal(t, 5.0, got["fairness_id=other,outcome=Dispatched,priority=0"])
+	require.Equal(t, 5.0, got["fairness_id=other,model_name=,outcome=Dispatched,priority=0,target_model_name="])
 }
 
 // Goroutines racing on new ids admit exactly the cap, and lose no count.

@@ -65,7 +65,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	reg := everyMetric(t)
 	families, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, families, 17, "every family has a series")
+	require.Len(t, families, 18, "every family has a series")
 	// The exposition exactly as a scrape receives it.
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
@@ -134,10 +134,10 @@ scrape_configs:
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
 	queries := map[string]float64{
-		`llm_d_epp_flow_control_requests_total{outcome="Dispatched",priority="0",inference_pool="pool-a"}`: 3,
-		`sum(llm_d_epp_flow_control_request_queue_duration_seconds_count)`:                                 4,
-		`llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",le="0.025"}`:  3,
-		`llm_d_epp_flow_control_pool_saturation{stage="effective"}`:                                        0.75,
+		`llm_d_epp_flow_control_requests_total{outcome="Dispatched",priority="0",inference_pool="pool-a"}`:                                   3,
+		`sum(llm_d_epp_flow_control_request_queue_duration_seconds_count)`:                                                                   4,
+		`llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",model_name="",target_model_name="",le="0.025"}`: 3,
+		`llm_d_epp_flow_control_pool_saturation{stage="effective"}`:                                                                          0.75,
 	}
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()

@@ -71,21 +71,30 @@ func (c *cowMap[K, V]) loadOrMake(k K, mk func(size int) (V, bool)) V {
 type flowSeries struct {
 	label  string
 	series cowMap[seriesKey, *series]
+	// waiting holds the NotYetFinalized enqueue-duration series, by
+	// priority label; waits what the flow has waiting, by band and models
+	// (see models.go).
+	waiting cowMap[string, prometheus.Observer]
+	waits   cowMap[waitKey, *waitCount]
 }
 
 // seriesKey names the series of one event inside a flow: the band's
-// priority label, the outcome, and whether the request was queued (which
-// llm-d's outcome names tell apart).
+// priority label, the outcome, whether the request was queued (which
+// llm-d's outcome names tell apart), and the model labels.
 type seriesKey struct {
 	priority string
 	outcome  flowcontrol.Outcome
 	queued   bool
+	models   models
 }
 
-// series is the histogram and counter children that one event updates.
+// series is the histogram and counter children that one event updates;
+// enqueueTime only for a request that did not queue (one that did was
+// counted by Waiting).
 type series struct {
-	queueTime prometheus.Observer
-	total     prometheus.Counter
+	queueTime   prometheus.Observer
+	total       prometheus.Counter
+	enqueueTime prometheus.Observer
 }
 
 // flowFor returns the series of fairness id id: its own while fewer than
@@ -115,17 +124,21 @@ func (m *Metrics) flowFor(id string) *flowSeries {
 }
 
 // seriesFor returns the series of an event of band priority in flow f.
-func (m *Metrics) seriesFor(f *flowSeries, priority int, outcome flowcontrol.Outcome, queued bool) *series {
-	k := seriesKey{priority: m.priorityLabel(priority), outcome: outcome, queued: queued}
+func (m *Metrics) seriesFor(f *flowSeries, priority int, outcome flowcontrol.Outcome, queued bool, ml models) *series {
+	k := seriesKey{priority: m.priorityLabel(priority), outcome: outcome, queued: queued, models: ml}
 	if s, ok := f.series.load(k); ok {
 		return s
 	}
 	return f.series.loadOrMake(k, func(int) (*series, bool) {
 		outcome := m.outcomeLabel(k.outcome, k.queued)
-		return &series{
-			queueTime: m.queueTime.WithLabelValues(f.label, k.priority, outcome),
+		s := &series{
+			queueTime: m.queueTime.WithLabelValues(f.label, k.priority, outcome, ml.name, ml.target),
 			total:     m.requests.WithLabelValues(outcome, k.priority),
-		}, true
+		}
+		if !k.queued {
+			s.enqueueTime = m.enqueueTime.WithLabelValues(f.label, k.priority, outcome)
+		}
+		return s, true
 	})
 }
 

@@ -54,6 +54,7 @@ func testController(t *testing.T, m *metrics.Metrics, clock *clocktest.Clock) (*
 		Gate:            flowcontrol.MaxInFlight(1),
 		Clock:           clock,
 		Observer:        m.Observe,
+		Waiting:         m.Waiting,
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)
@@ -107,20 +108,20 @@ llm_d_epp_flow_control_global_capacity_utilization_cost 0.023
 llm_d_epp_flow_control_global_capacity_utilization_requests 0.5
 # HELP llm_d_epp_flow_control_queue_bytes Bytes of the requests of a flow waiting in a priority band.
 # TYPE llm_d_epp_flow_control_queue_bytes gauge
-llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-a",priority="10"} 100
-llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-b",priority="10"} 200
-llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-c",priority="0"} 0
-llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-c",priority="10"} 0
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-a",model_name="",priority="10",target_model_name=""} 100
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-b",model_name="",priority="10",target_model_name=""} 200
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-c",model_name="",priority="0",target_model_name=""} 0
+llm_d_epp_flow_control_queue_bytes{fairness_id="tenant-c",model_name="",priority="10",target_model_name=""} 0
 # HELP llm_d_epp_flow_control_queue_cost Summed cost (estimated tokens) of the requests waiting in a priority band.
 # TYPE llm_d_epp_flow_control_queue_cost gauge
 llm_d_epp_flow_control_queue_cost{priority="0"} 20
 llm_d_epp_flow_control_queue_cost{priority="10"} 3
 # HELP llm_d_epp_flow_control_queue_size Requests of a flow waiting in a priority band.
 # TYPE llm_d_epp_flow_control_queue_size gauge
-llm_d_epp_flow_control_queue_size{fairness_id="tenant-a",priority="10"} 1
-llm_d_epp_flow_control_queue_size{fairness_id="tenant-b",priority="10"} 2
-llm_d_epp_flow_control_queue_size{fairness_id="tenant-c",priority="0"} 2
-llm_d_epp_flow_control_queue_size{fairness_id="tenant-c",priority="10"} 0
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-a",model_name="",priority="10",target_model_name=""} 1
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-b",model_name="",priority="10",target_model_name=""} 2
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-c",model_name="",priority="0",target_model_name=""} 2
+llm_d_epp_flow_control_queue_size{fairness_id="tenant-c",model_name="",priority="10",target_model_name=""} 0
 # HELP llm_d_epp_flow_control_requests_in_flight Requests dispatched by flow control and not yet done.
 # TYPE llm_d_epp_flow_control_requests_in_flight gauge
 llm_d_epp_flow_control_requests_in_flight 1
@@ -163,30 +164,30 @@ llm_d_epp_flow_control_gate_refusals_total %d
 	const waited = `
 # HELP llm_d_epp_flow_control_request_queue_duration_seconds Time requests spent in flow control, from enqueue to their outcome; 0 for a request dispatched or refused at once.
 # TYPE llm_d_epp_flow_control_request_queue_duration_seconds histogram
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",outcome="Dispatched",priority="10",le="0.1"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",outcome="Dispatched",priority="10",le="1"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",outcome="Dispatched",priority="10",le="+Inf"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-a",outcome="Dispatched",priority="10"} 0.25
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-a",outcome="Dispatched",priority="10"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-b",outcome="EvictedOther",priority="10",le="0.1"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-b",outcome="EvictedOther",priority="10",le="1"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-b",outcome="EvictedOther",priority="10",le="+Inf"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-b",outcome="EvictedOther",priority="10"} 0.5
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-b",outcome="EvictedOther",priority="10"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",outcome="EvictedOther",priority="0",le="0.1"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",outcome="EvictedOther",priority="0",le="1"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",outcome="EvictedOther",priority="0",le="+Inf"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-c",outcome="EvictedOther",priority="0"} 0.5
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-c",outcome="EvictedOther",priority="0"} 2
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",outcome="RejectedCapacity",priority="10",le="0.1"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",outcome="RejectedCapacity",priority="10",le="1"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",outcome="RejectedCapacity",priority="10",le="+Inf"} 1
-llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-c",outcome="RejectedCapacity",priority="10"} 0
-llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-c",outcome="RejectedCapacity",priority="10"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="0.1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-a",model_name="",outcome="Dispatched",priority="10",target_model_name="",le="+Inf"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-a",model_name="",outcome="Dispatched",priority="10",target_model_name=""} 0.25
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-a",model_name="",outcome="Dispatched",priority="10",target_model_name=""} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-b",model_name="",outcome="EvictedOther",priority="10",target_model_name="",le="0.1"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-b",model_name="",outcome="EvictedOther",priority="10",target_model_name="",le="1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-b",model_name="",outcome="EvictedOther",priority="10",target_model_name="",le="+Inf"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-b",model_name="",outcome="EvictedOther",priority="10",target_model_name=""} 0.5
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-b",model_name="",outcome="EvictedOther",priority="10",target_model_name=""} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",model_name="",outcome="EvictedOther",priority="0",target_model_name="",le="0.1"} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",model_name="",outcome="EvictedOther",priority="0",target_model_name="",le="1"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",model_name="",outcome="EvictedOther",priority="0",target_model_name="",le="+Inf"} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-c",model_name="",outcome="EvictedOther",priority="0",target_model_name=""} 0.5
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-c",model_name="",outcome="EvictedOther",priority="0",target_model_name=""} 2
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",model_name="",outcome="RejectedCapacity",priority="10",target_model_name="",le="0.1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",model_name="",outcome="RejectedCapacity",priority="10",target_model_name="",le="1"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_bucket{fairness_id="tenant-c",model_name="",outcome="RejectedCapacity",priority="10",target_model_name="",le="+Inf"} 1
+llm_d_epp_flow_control_request_queue_duration_seconds_sum{fairness_id="tenant-c",model_name="",outcome="RejectedCapacity",priority="10",target_model_name=""} 0
+llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="tenant-c",model_name="",outcome="RejectedCapacity",priority="10",target_model_name=""} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(waited), queueDuration))
 	// With nothing left, the gauges read 0.
-	require.Equal(t, 0.0, gaugeValue(t, m, "flow_control_queue_size", "fairness_id=tenant-b,priority=10"))
+	require.Equal(t, 0.0, gaugeValue(t, m, "flow_control_queue_size", "fairness_id=tenant-b,model_name=,priority=10,target_model_name="))
 	require.Equal(t, 0.0, gaugeValue(t, m, "flow_control_requests_in_flight", ""))
 }
 
@@ -225,10 +226,10 @@ func TestWatchBand(t *testing.T) {
 
 	require.NoError(t, c.ProvisionBand(flowcontrol.BandConfig{Priority: 5, RequestCapacity: capacity.Bounded(2)}))
 	submit(5)
-	require.NotContains(t, counts(t, m, metrics.Prefix+"flow_control_queue_size"), "fairness_id=other,priority=5")
+	require.NotContains(t, counts(t, m, metrics.Prefix+"flow_control_queue_size"), "fairness_id=other,model_name=,priority=5,target_model_name=")
 	m.WatchBand(5)
 	m.WatchBand(5)
-	require.Equal(t, map[string]float64{"fairness_id=other,priority=0": 2, "fairness_id=other,priority=5": 1},
+	require.Equal(t, map[string]float64{"fairness_id=other,model_name=,priority=0,target_model_name=": 2, "fairness_id=other,model_name=,priority=5,target_model_name=": 1},
 		counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 
 	require.NoError(t, c.ProvisionBand(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(1)}))
@@ -238,7 +239,7 @@ func TestWatchBand(t *testing.T) {
 
 	require.Empty(t, logs.String())
 	m.WatchBand(7) // never provisioned
-	require.Equal(t, map[string]float64{"fairness_id=other,priority=0": 2, "fairness_id=other,priority=5": 1},
+	require.Equal(t, map[string]float64{"fairness_id=other,model_name=,priority=0,target_model_name=": 2, "fairness_id=other,model_name=,priority=5,target_model_name=": 1},
 		counts(t, m, metrics.Prefix+"flow_control_queue_size"))
 	require.Contains(t, logs.String(), "band left out of the scrape")
 	require.Contains(t, logs.String(), "priority=7")

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
@@ -23,15 +24,46 @@ type costClassifier struct {
 
 func (c costClassifier) classify(r *http.Request) (flowhttp.Classification, error) {
 	class, err := c.headers.Classify(r)
-	if err != nil || r.Body == nil {
+	if err != nil {
 		return class, err
+	}
+	class.Tag = modelLabels(r.Header.Get(flowhttp.ModelNameHeader))
+	if r.Body == nil {
+		return class, nil
 	}
 	body, err := io.ReadAll(r.Body) // the Handler's replay of a body it has read
 	if err != nil {
 		return class, nil
 	}
 	class.Cost = flowhttp.EstimateTokens(body, c.maxTokens)
+	if model := flowhttp.Model(body); model != "" {
+		class.Tag = modelLabels(model)
+	}
 	return class, nil
+}
+
+// headerModels returns classify, labelling each request's metrics with the
+// model its x-gateway-model-name header names: the classifier of a
+// gateway that does not read bodies before queueing.
+func headerModels(classify flowhttp.ClassifyFunc) flowhttp.ClassifyFunc {
+	return func(r *http.Request) (flowhttp.Classification, error) {
+		class, err := classify(r)
+		class.Tag = modelLabels(r.Header.Get(flowhttp.ModelNameHeader))
+		return class, err
+	}
+}
+
+// modelLabels returns the metric labels of a request for model: the
+// gateway rewrites no model, so the target is the model asked for, as
+// llm-d-router labels a request its model rewrite leaves alone. (The
+// backend's answer names the model too, but only once the request has
+// been dispatched, and only in a body the gateway streams through
+// unread; the queue's series need the labels before that.)
+func modelLabels(model string) any {
+	if model == "" {
+		return nil
+	}
+	return metrics.RequestLabels{ModelName: model, TargetModelName: model}
 }
 
 // announced returns classify, telling enqueued of each request's flow key

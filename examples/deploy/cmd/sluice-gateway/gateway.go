@@ -102,6 +102,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	cfg := s.flow
 	cfg.Gate = gates.Gate
 	cfg.Observer = g.metrics.Observe
+	cfg.Waiting = g.metrics.Waiting
 	if g.fc, err = flowcontrol.New(cfg); err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if opts.maxBodyBytes < 0 {
 		// Bodies are not read before queueing: reading one to estimate
 		// its cost would take it from the backend.
-		classify = opts.classifier.Classify
+		classify = headerModels(opts.classifier.Classify)
 	}
 	classify = announced(classify, g.metrics.Enqueued)
 	admit, err := flowhttp.New(flowhttp.Config{

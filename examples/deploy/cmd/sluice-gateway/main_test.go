@@ -210,7 +210,7 @@ func TestBinaryShutsDownOnSIGTERM(t *testing.T) {
 	<-hb.arrived
 	b := send(client, p.url, "b")
 	waitFor(t, "b to be queued", func() bool {
-		return p.metric(t, client, `llm_d_epp_flow_control_queue_size{fairness_id="default-flow",priority="0"}`) == "1"
+		return p.metric(t, client, `llm_d_epp_flow_control_queue_size{fairness_id="default-flow",model_name="sim",priority="0",target_model_name="sim"}`) == "1"
 	})
 	p.signal(t, syscall.SIGTERM)
 

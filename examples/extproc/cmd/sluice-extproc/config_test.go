@@ -166,13 +166,15 @@ func TestBinaryWithLLMDConfigServesMetrics(t *testing.T) {
 	_, page := get(t, c.metrics, "/metrics")
 	for _, want := range []string{
 		`llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="Dispatched",priority="0"} 1`,
-		`llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",outcome="Dispatched",priority="0"} 1`,
+		// Without an x-gateway-model-name header, the model is unknown.
+		`llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",model_name="",outcome="Dispatched",priority="0",target_model_name=""} 1`,
+		`llm_d_epp_flow_control_request_enqueue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",outcome="Dispatched",priority="0"} 1`,
 		// The file's global maxRequests "2k" is bounded, so its utilisation is exported.
 		`llm_d_epp_flow_control_global_capacity_utilization_requests{inference_pool="pool-a"} 0`,
 		// The file's priorityBands are watched.
 		`llm_d_epp_flow_control_capacity_utilization_requests{inference_pool="pool-a",priority="100"} 0`,
 		// The queue gauges are per flow.
-		`llm_d_epp_flow_control_queue_size{fairness_id="default-flow",inference_pool="pool-a",priority="0"} 0`,
+		`llm_d_epp_flow_control_queue_size{fairness_id="default-flow",inference_pool="pool-a",model_name="",priority="0",target_model_name=""} 0`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -73,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: logger})
 	opts.enqueued = m.Enqueued
 	cfg := opts.controller
-	cfg.Observer = m.Observe
+	cfg.Observer, cfg.Waiting = m.Observe, m.Waiting
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s%v\nRun sluice-extproc -h for usage.\n", where(opts.configPath), err)
@@ -140,7 +140,7 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, dr
 	}
 	srv, err := extproc.NewServer(extproc.Config{
 		Controller: fc,
-		Classify:   announced(opts.classifier.ClassifyHeader, opts.enqueued),
+		Classify:   announced(headerModels(opts.classifier.ClassifyHeader), opts.enqueued),
 		Logger:     logger,
 		IsInference: func(h http.Header) bool {
 			method, target := h.Get(":method"), h.Get(":path")
