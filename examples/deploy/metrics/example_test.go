@@ -62,7 +62,7 @@ func Example() {
 		}
 	}
 	// Output:
-	// flowcontrol: priority 0: rejected-saturated: band 0 request capacity 1 reached
+	// flowcontrol: priority 0: rejected-saturated: band 0 request capacity 1 reached; retry after 1s
 	// llm_d_epp_flow_control_capacity_utilization_requests{inference_pool=pool-a,priority=0} 1
 	// llm_d_epp_flow_control_gate_refusals_total{inference_pool=pool-a} 2
 	// llm_d_epp_flow_control_queue_bytes{fairness_id=tenant-a,inference_pool=pool-a,model_name=llama-3,priority=0,target_model_name=llama-3} 0
