@@ -185,7 +185,8 @@ func (b *band) dropFlow(f *Flow) {
 // first. ProvisionBand publishes a new set; readers load the current one
 // without a lock.
 type bandSet struct {
-	desc []*band
+	desc       []*band
+	priorities []int // of desc, for Priorities; set by setBands
 }
 
 // search returns the index of the first band whose priority is at most p,

@@ -210,8 +210,10 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 // bitset from it. Called with mu held, or before c is shared.
 func (c *FlowController) setBands(set *bandSet) {
 	c.nonEmpty = make([]uint64, (len(set.desc)+63)/64)
+	set.priorities = make([]int, len(set.desc))
 	for i, b := range set.desc {
 		b.index = i
+		set.priorities[i] = b.priority
 		if b.queued.requests > 0 {
 			c.nonEmpty[i/64] |= 1 << (i % 64)
 		}

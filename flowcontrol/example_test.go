@@ -106,3 +106,27 @@ func queuedAll(fc *flowcontrol.FlowController) int {
 	}
 	return n
 }
+
+// A gate's saturation is what band ceilings compare with (package gate's
+// Ceiling); the controller lists its bands for them, highest first.
+func ExampleFlowController_Priorities() {
+	g := flowcontrol.MaxInFlight(4)
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}, {Priority: -5}},
+		Gate:  g,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+	adm, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat", Priority: 10}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("bands:", fc.Priorities())
+	fmt.Println("saturation:", g.(flowcontrol.SaturationDetector).Saturation())
+	adm.Done()
+	// Output:
+	// bands: [10 0 -5]
+	// saturation: 0.25
+}

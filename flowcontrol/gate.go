@@ -26,8 +26,8 @@ type Gate interface {
 	Release(priority int)
 }
 
-// A gate may also implement any of three optional interfaces, which the
-// controller discovers once, in [New]:
+// A gate may also implement any of four optional interfaces; the
+// controller discovers the first three once, in [New]:
 //   - [MeteredGate], to learn the cost of the request each slot carries and
 //     how each admission used it (its time to first token, its hold time) —
 //     a token budget or a gate that learns its limit from latency;
@@ -36,7 +36,11 @@ type Gate interface {
 //     second controller;
 //   - [EndpointGate], to say that there is nothing to send requests to, so
 //     that they end [OutcomeRejectedNoEndpoints] after
-//     [Config.NoEndpointsTTL] instead of waiting out their TTL.
+//     [Config.NoEndpointsTTL] instead of waiting out their TTL;
+//   - [SaturationDetector], to say how full it is, which the controller
+//     does not read but a gate composed around it does: a band ceiling
+//     (package gate's Ceiling) refuses a band once the saturation reaches
+//     the band's ceiling.
 //
 // Package [github.com/sluicegate/sluice/flowcontrol/gate] holds gates built on them.
 
@@ -137,6 +141,20 @@ type EndpointGate interface {
 	NoEndpoints() bool
 }
 
+// SaturationDetector is a [Gate] that reports how full it is, in
+// llm-d-router's terms: its saturation, a fraction from 0 (idle) to 1
+// (full). A usage-limit policy compares it with each band's ceiling, so
+// that a band may start a request only while the saturation is below its
+// ceiling. A gate composed around it calls Saturation from its own
+// TryAcquire, so with the controller's lock held: it must be fast, must not
+// block and must not allocate. A value that is not a number in [0, 1] is read as 1, so that a
+// gate gone wrong fails closed. For [MaxInFlight] it is the requests in
+// flight ÷ the limit (1 for a limit of 0).
+type SaturationDetector interface {
+	Gate
+	Saturation() float64
+}
+
 // MaxInFlight returns a gate that lets at most n requests, of any band, be
 // in flight (dispatched and not yet Done) at once. MaxInFlight(0) admits
 // nothing. A negative n is a configuration error: [New] refuses the gate,
@@ -144,8 +162,10 @@ type EndpointGate interface {
 //
 // The gate belongs to the one controller it is configured in: it keeps a
 // plain count, guarded by that controller's lock, and, as a [BoundGate],
-// refuses to be bound to a second controller. (The returned gate's String
-// names it and its limit, "MaxInFlight(n)", as New's errors do.)
+// refuses to be bound to a second controller. It is a
+// [SaturationDetector]: its saturation is the requests in flight ÷ n. (The
+// returned gate's String names it and its limit, "MaxInFlight(n)", as New's
+// errors do.)
 func MaxInFlight(n int) Gate {
 	return &maxInFlight{limit: n}
 }
@@ -182,6 +202,15 @@ func (g *maxInFlight) Release(int) {
 	if g.inFlight--; g.inFlight < 0 {
 		panic("flowcontrol: MaxInFlight gate released more slots than it granted")
 	}
+}
+
+// Saturation returns the requests in flight ÷ the limit; 1 for a limit of
+// 0, which admits nothing. It reads the count the owner's lock guards.
+func (g *maxInFlight) Saturation() float64 {
+	if g.limit <= 0 {
+		return 1
+	}
+	return float64(g.inFlight) / float64(g.limit)
 }
 
 // openGate is the gate of a controller configured without one.

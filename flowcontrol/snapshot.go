@@ -61,3 +61,11 @@ func (c *FlowController) FlowSnapshot(priority int, flowID string) (capacity.Sna
 	}
 	return s, nil
 }
+
+// Priorities returns the priorities of the provisioned bands, highest
+// first: the band list a usage-limit policy ranks bands in. The slice is
+// shared by every caller and must not be modified; [FlowController.ProvisionBand]
+// replaces it rather than changing it, so a slice once returned stays as it
+// was. It reads one atomic pointer: no lock, no allocation, so a gate may
+// call it from TryAcquire.
+func (c *FlowController) Priorities() []int { return c.bands.Load().priorities }

@@ -3,6 +3,7 @@ package flowcontrol_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -63,5 +64,27 @@ func TestCapacitySnapshotIsAllocationFree(t *testing.T) {
 	var _ capacity.Reader = fc
 	if _, err := fc.CapacitySnapshot(3); !errors.Is(err, capacity.ErrBandNotFound) || !strings.Contains(err.Error(), "3") {
 		t.Fatalf("missing band: %v", err)
+	}
+}
+
+// Priorities lists the bands highest first, and a band provisioned at run
+// time appears in a new slice: one returned before stays as it was.
+func TestPrioritiesFollowProvisioning(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: -5}, {Priority: 10}, {Priority: 0}}})
+	before := fc.Priorities()
+	if !slices.Equal(before, []int{10, 0, -5}) {
+		t.Fatalf("Priorities = %v, want [10 0 -5]", before)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.Priorities(); !slices.Equal(got, []int{10, 5, 0, -5}) {
+		t.Fatalf("after ProvisionBand(5): Priorities = %v, want [10 5 0 -5]", got)
+	}
+	if !slices.Equal(before, []int{10, 0, -5}) {
+		t.Fatalf("the slice returned before changed: %v", before)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = fc.Priorities() }); n != 0 {
+		t.Fatalf("Priorities allocates %v times", n)
 	}
 }

@@ -82,7 +82,8 @@ const (
 // hold time and so learns only as admissions end.
 //
 // An AdaptiveGate is a [flowcontrol.FirstTokenGate] (so a
-// [flowcontrol.MeteredGate]) and a [flowcontrol.BoundGate]: its state is
+// [flowcontrol.MeteredGate]), a [flowcontrol.BoundGate] and a
+// [flowcontrol.SaturationDetector] ([AdaptiveGate.Saturation]): its state is
 // guarded by the lock of the one
 // controller it serves, and Bind refuses a second. Limit may be called from
 // any goroutine.
@@ -235,6 +236,14 @@ func (g *AdaptiveGate) Bind(c *flowcontrol.FlowController) error {
 		return errors.New("gate: AdaptiveGate already serves another controller")
 	}
 	return nil
+}
+
+// Saturation returns the requests in flight ÷ the learned limit, at most
+// 1 (a decrease may leave more in flight than the new limit). It reads the
+// state the controller's lock guards, as a gate composed with this one
+// does from its TryAcquire.
+func (g *AdaptiveGate) Saturation() float64 {
+	return min(float64(g.inFlight)/float64(max(g.limitInt, 1)), 1)
 }
 
 // Limit returns the current limit on requests in flight.

@@ -21,7 +21,9 @@ import (
 // their slot back with Release when an admission ends. It is also a
 // [flowcontrol.BoundGate], binding each of gates that is one (the first
 // error fails the controller's New), and a [flowcontrol.EndpointGate]
-// that reports no endpoints when any of gates does; and, when one of gates
+// that reports no endpoints when any of gates does; a
+// [flowcontrol.SaturationDetector] whose saturation is the largest of
+// those of gates that are one (0 when none is); and, when one of gates
 // is a [flowcontrol.FirstTokenGate], one too, telling each such gate.
 //
 // All panics, naming the index, if one of gates is nil. With no gates it
@@ -29,14 +31,28 @@ import (
 // of the gates before it handed back. Pass [flowcontrol.MaxInFlight] inside
 // All to one controller only: New cannot see it there to check.
 func All(gates ...flowcontrol.Gate) flowcontrol.Gate {
-	a := &allGate{children: make([]child, len(gates))}
 	for i, g := range gates {
 		if g == nil {
 			panic(fmt.Sprintf("gate: All: gates[%d] is nil", i))
 		}
+	}
+	a := newAll(gates)
+	if len(a.firstTokens) > 0 {
+		// Only then: hearing first tokens costs the controller a lock each.
+		return allFirstToken{a}
+	}
+	return a
+}
+
+// newAll returns the All of gates, none of them nil, whatever optional
+// interfaces they have: [Ceiling] builds on it too.
+func newAll(gates []flowcontrol.Gate) *allGate {
+	a := &allGate{children: make([]child, len(gates))}
+	for i, g := range gates {
 		c := &a.children[i]
 		c.gate = g
 		c.metered, _ = g.(flowcontrol.MeteredGate)
+		c.detector, _ = g.(flowcontrol.SaturationDetector)
 		c.saturation, _ = g.(*SaturationGate)
 		c.concurrency, _ = g.(*ConcurrencyGate)
 		if e, ok := g.(flowcontrol.EndpointGate); ok {
@@ -45,10 +61,6 @@ func All(gates ...flowcontrol.Gate) flowcontrol.Gate {
 		if f, ok := g.(flowcontrol.FirstTokenGate); ok {
 			a.firstTokens = append(a.firstTokens, f)
 		}
-	}
-	if len(a.firstTokens) > 0 {
-		// Only then: hearing first tokens costs the controller a lock each.
-		return allFirstToken{a}
 	}
 	return a
 }
@@ -73,9 +85,10 @@ type allGate struct {
 // directly rather than through the interface, which halves All's own cost.
 type child struct {
 	gate        flowcontrol.Gate
-	metered     flowcontrol.MeteredGate // gate, when it is metered
-	saturation  *SaturationGate         // gate, when it is one
-	concurrency *ConcurrencyGate        // gate, when it is one
+	metered     flowcontrol.MeteredGate        // gate, when it is metered
+	detector    flowcontrol.SaturationDetector // gate, when it reports its saturation
+	saturation  *SaturationGate                // gate, when it is one
+	concurrency *ConcurrencyGate               // gate, when it is one
 }
 
 func (c *child) tryAcquire(priority int) bool {
@@ -97,6 +110,26 @@ func (c *child) release(priority int) {
 	default:
 		c.gate.Release(priority)
 	}
+}
+
+// load is the gate's saturation, read as 1 when it is not a number
+// in [0, 1] (NaN included), or 0 when the gate reports none.
+func (c *child) load() float64 {
+	var s float64
+	switch {
+	case c.concurrency != nil:
+		s = c.concurrency.Saturation()
+	case c.saturation != nil:
+		s = c.saturation.Saturation()
+	case c.detector != nil:
+		s = c.detector.Saturation()
+	default:
+		return 0
+	}
+	if !(s >= 0 && s <= 1) {
+		return 1 // fail closed
+	}
+	return s
 }
 
 func (a *allGate) TryAcquire(priority int) (ok bool) {
@@ -171,4 +204,14 @@ func (a *allGate) NoEndpoints() bool {
 		}
 	}
 	return false
+}
+
+// Saturation returns the largest saturation of the gates, each read as 1
+// when it is not a number in [0, 1]; 0 when none reports one.
+func (a *allGate) Saturation() float64 {
+	s := 0.0
+	for i := range a.children {
+		s = max(s, a.children[i].load())
+	}
+	return s
 }

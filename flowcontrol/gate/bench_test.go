@@ -73,3 +73,62 @@ func BenchmarkGate(b *testing.B) {
 	sat, refill = saturation()
 	b.Run("gate=All(Saturation,Concurrency)", metered(gate.All(sat, concurrency(gate.ModeHybrid)).(flowcontrol.MeteredGate), refill))
 }
+
+// A band ceiling's cost per admission: TryAcquire through gate.Ceiling
+// beside the bare gate it wraps (the baseline), each called as the
+// controller calls it, on the lowest of three bands, whose ceiling admits.
+//
+//	go test -run '^$' -bench Ceiling -count 5 ./flowcontrol/gate
+func BenchmarkCeiling(b *testing.B) {
+	bands := []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -5}}
+	bind := func(b *testing.B, g flowcontrol.Gate) {
+		fc, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: g})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(fc.Close)
+	}
+	// Each run builds its gate afresh: a gate serves one controller, and
+	// the benchmark function runs more than once.
+	run := func(newGate func() flowcontrol.Gate) func(*testing.B) {
+		return func(b *testing.B) {
+			g := newGate()
+			bind(b, g)
+			slot := flowcontrol.Slot{Priority: -5, Cost: 700}
+			use := flowcontrol.Usage{Slot: slot, Held: time.Second}
+			m, metered := g.(flowcontrol.MeteredGate)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !g.TryAcquire(-5) {
+					b.Fatal("refused")
+				}
+				if metered {
+					m.Took(slot)
+					m.Returned(use)
+				} else {
+					g.Release(-5)
+				}
+			}
+		}
+	}
+	static, _ := gate.StaticUsageLimit(0.9)
+	holdback, _ := gate.PriorityHoldback(gate.PriorityHoldbackConfig{MinCeiling: 0.5})
+	maxInFlight := func() flowcontrol.Gate { return flowcontrol.MaxInFlight(64) }
+	concurrency := func() flowcontrol.Gate {
+		g, _ := gate.Concurrency(gate.ConcurrencyConfig{Mode: gate.ModeHybrid, MaxConcurrency: 64, MaxTokenConcurrency: 100_000})
+		return g
+	}
+	ceiling := func(inner func() flowcontrol.Gate, policy func() gate.UsageLimitPolicy) func() flowcontrol.Gate {
+		return func() flowcontrol.Gate { return gate.Ceiling(inner(), policy()) }
+	}
+	same := func(p gate.UsageLimitPolicy) func() gate.UsageLimitPolicy {
+		return func() gate.UsageLimitPolicy { return p }
+	}
+
+	b.Run("gate=MaxInFlight", run(maxInFlight))
+	b.Run("gate=Ceiling(MaxInFlight,static)", run(ceiling(maxInFlight, same(static))))
+	b.Run("gate=Ceiling(MaxInFlight,holdback)", run(ceiling(maxInFlight, same(holdback))))
+	b.Run("gate=Ceiling(MaxInFlight,softreflective)", run(ceiling(maxInFlight, gate.SoftReflectiveCeiling)))
+	b.Run("gate=Concurrency", run(concurrency))
+	b.Run("gate=Ceiling(Concurrency,holdback)", run(ceiling(concurrency, same(holdback))))
+}

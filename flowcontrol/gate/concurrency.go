@@ -70,8 +70,9 @@ type ConcurrencyConfig struct {
 // configuration over, set MaxConcurrency to maxConcurrency × endpoints
 // (and MaxTokenConcurrency likewise).
 //
-// A ConcurrencyGate is a [flowcontrol.MeteredGate] and a
-// [flowcontrol.BoundGate]; its counts are guarded by the lock of the one
+// A ConcurrencyGate is a [flowcontrol.MeteredGate], a
+// [flowcontrol.BoundGate] and a [flowcontrol.SaturationDetector]
+// ([ConcurrencyGate.Saturation]); its counts are guarded by the lock of the one
 // controller it serves, and Bind refuses a second.
 type ConcurrencyGate struct {
 	maxRequests int64 // math.MaxInt64 when the mode does not bound requests
@@ -194,6 +195,25 @@ func (g *ConcurrencyGate) Bind(c *flowcontrol.FlowController) error {
 // (under that lock), or when the controller is idle, as a test does.
 func (g *ConcurrencyGate) InFlight() (requests int, cost int64) {
 	return int(g.requests), g.cost.int64()
+}
+
+// Saturation returns how full the budgets of the gate's mode are: the
+// requests in flight ÷ MaxConcurrency, the cost in flight ÷
+// MaxTokenConcurrency, or in ModeHybrid the larger of the two; at most 1,
+// which the cost in flight may pass by the cost of the request admitted
+// last. It reads the counts the controller's lock guards, as a gate
+// composed with this one does from its TryAcquire (see
+// [ConcurrencyGate.InFlight]).
+func (g *ConcurrencyGate) Saturation() float64 {
+	s := 0.0
+	if g.maxRequests != math.MaxInt64 {
+		s = float64(g.requests) / float64(g.maxRequests)
+	}
+	if g.boundsCost {
+		cost := float64(g.cost.hi)*0x1p64 + float64(g.cost.lo)
+		s = max(s, cost/float64(g.maxCost))
+	}
+	return min(s, 1)
 }
 
 // Mode returns the gate's mode: ModeRequests, ModeTokens or ModeHybrid.

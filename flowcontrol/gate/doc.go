@@ -7,9 +7,20 @@
 // rejected-no-endpoints instead of waiting out their TTL, and [All],
 // which composes them.
 //
-// The first two mirror saturation detectors of llm-d-router, whose
-// parameter names and defaults the configuration types give beside their
-// own (llm-d has no adaptive detector):
+// Each of them is a [flowcontrol.SaturationDetector]: it reports how full
+// it is, and [Ceiling] gives each band a ceiling on that saturation, set by
+// one of llm-d-router's usage-limit policies ([UsageLimitPolicy]):
+// [StaticUsageLimit], [PriorityHoldback] and [SoftReflectiveCeiling]. A
+// band may start a request only while the saturation is below its
+// ceiling, so a batch band held to half the slots leaves the other half to
+// interactive traffic the moment it comes: strict priority decides who
+// starts next, and a ceiling keeps a low band from taking every slot
+// before a high one needs them.
+//
+// The first two gates mirror llm-d-router's saturation detectors, and the
+// three policies its usage-limit policies; their parameters are named
+// beside llm-d's, with the defaults, which are llm-d's (llm-d has no
+// adaptive detector):
 //
 //	Sluice                                  llm-d-router                                   default
 //	SaturationConfig.QueueDepthThreshold    utilization-detector queueDepthThreshold       5
@@ -19,6 +30,12 @@
 //	ConcurrencyConfig.MaxConcurrency        concurrency-detector maxConcurrency            100
 //	ConcurrencyConfig.MaxTokenConcurrency   concurrency-detector maxTokenConcurrency       1000000
 //	SaturationConfig.Replicas, Replica      (none)                                         1, 0
+//	StaticUsageLimit(threshold)             static-usage-limit-policy threshold            1
+//	PriorityHoldbackConfig.Shape            priority-holdback-policy shape                 "linear"
+//	PriorityHoldbackConfig.Domain           priority-holdback-policy domain                "rank"
+//	PriorityHoldbackConfig.MinCeiling       priority-holdback-policy minCeiling            (required)
+//	PriorityHoldbackConfig.MaxCeiling       priority-holdback-policy maxCeiling            1
+//	SoftReflectiveCeiling()                 soft-reflective-ceiling-policy                 (no parameters)
 //
 // The adaptive gate's own defaults are InitialLimit 100, MinLimit 1,
 // MaxLimit 10,000, Backoff 0.9 and Increase 0.1; TargetFirstToken has none

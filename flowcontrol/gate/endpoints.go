@@ -30,8 +30,9 @@ import (
 // this works with every gate. Placed first, the gate refuses before any
 // other is asked, and the others' slots are left as they were.
 //
-// An EndpointsGate is a [flowcontrol.EndpointGate] and a
-// [flowcontrol.BoundGate]. SetAvailable nudges the controller when the
+// An EndpointsGate is a [flowcontrol.EndpointGate], a
+// [flowcontrol.BoundGate] and a [flowcontrol.SaturationDetector] that
+// always reports 0: it counts nothing in flight. SetAvailable nudges the controller when the
 // count reaches 0, so that the requests already waiting start their
 // no-endpoints TTL then rather than at the next event, and when it leaves
 // 0, so that they start at once. It serves one controller. Its methods are
@@ -80,6 +81,10 @@ func (g *EndpointsGate) TryAcquire(int) bool { return g.available.Load() > 0 }
 
 // Release does nothing: TryAcquire takes no slot.
 func (g *EndpointsGate) Release(int) {}
+
+// Saturation returns 0: the gate takes no slot, so it measures no load.
+// Composed in [All], it leaves the saturation to the other gates.
+func (g *EndpointsGate) Saturation() float64 { return 0 }
 
 // NoEndpoints reports whether no endpoint is up.
 func (g *EndpointsGate) NoEndpoints() bool { return g.available.Load() == 0 }

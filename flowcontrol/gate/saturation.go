@@ -148,7 +148,8 @@ const (
 //
 // A SaturationGate is a [flowcontrol.MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a
-// [flowcontrol.BoundGate] and a [flowcontrol.EndpointGate]. It serves one
+// [flowcontrol.BoundGate], a [flowcontrol.EndpointGate] and a
+// [flowcontrol.SaturationDetector] ([SaturationGate.Saturation]). It serves one
 // controller. Its methods are safe for concurrent use.
 type SaturationGate struct {
 	// started counts the starts granted and not handed back, ever. It is
@@ -161,6 +162,9 @@ type SaturationGate struct {
 	limit atomic.Int64
 	// known is the number of endpoints, for NoEndpoints.
 	known atomic.Int32
+	// saturation holds the bits of the float64 Saturation returns.
+	// Written under mu, by recompute.
+	saturation atomic.Uint64
 
 	qThr              int
 	kvThr             float64
@@ -231,6 +235,7 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 		endpoints: map[string]*endpoint{},
 	}
 	g.limit.Store(math.MinInt64)
+	g.saturation.Store(math.Float64bits(1))
 	return g, nil
 }
 
@@ -377,17 +382,24 @@ func (g *SaturationGate) room(m Metrics) int {
 	return g.qThr - max(m.Waiting, 0)
 }
 
-// recompute publishes the start limit from the endpoints. Called with mu
-// held.
+// recompute publishes the start limit and the saturation from the
+// endpoints. Called with mu held.
 func (g *SaturationGate) recompute() {
 	var rooms int64
 	base, recent := int64(math.MaxInt64), false
+	sum := 0.0
 	for _, e := range g.endpoints {
 		if e.recent {
 			rooms = addSat(rooms, e.share)
 			base, recent = min(base, e.base), true
 		}
+		sum += g.score(e)
 	}
+	saturation := 1.0
+	if len(g.endpoints) > 0 {
+		saturation = sum / float64(len(g.endpoints))
+	}
+	g.saturation.Store(math.Float64bits(saturation))
 	if !recent {
 		g.limit.Store(math.MinInt64)
 		return
@@ -510,24 +522,23 @@ func (g *SaturationGate) invalid() int {
 	return n
 }
 
-// Saturation returns the pool's saturation for a gauge, always a number in
-// [0, 1]: the mean over the endpoints of min(1, max(Waiting/QueueDepthThreshold,
+// Saturation returns the pool's saturation, always a number in [0, 1]: the
+// mean over the endpoints of min(1, max(Waiting/QueueDepthThreshold,
 // KVCache/KVCacheUtilThreshold)), an endpoint with stale metrics or an
 // invalid reading counting 1; 1 with no endpoints. Below 1, some endpoint
-// has room.
+// has room. It is the gate's [flowcontrol.SaturationDetector] reading,
+// which a band ceiling ([Ceiling]) compares with each band's ceiling, and a
+// gauge's: it reads one atomic, which each Update, Remove and staleness
+// refreshes.
 func (g *SaturationGate) Saturation() float64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.endpoints) == 0 {
+	return math.Float64frombits(g.saturation.Load())
+}
+
+// score is e's share of the saturation: 1 unless its metrics are fresh
+// and valid. Called with mu held.
+func (g *SaturationGate) score(e *endpoint) float64 {
+	if !e.fresh() {
 		return 1
 	}
-	var sum float64
-	for _, e := range g.endpoints {
-		score := 1.0
-		if e.fresh() {
-			score = min(1, max(float64(e.m.Waiting)/float64(g.qThr), e.m.KVCache/g.kvThr))
-		}
-		sum += score
-	}
-	return sum / float64(len(g.endpoints))
+	return min(1, max(float64(e.m.Waiting)/float64(g.qThr), e.m.KVCache/g.kvThr))
 }

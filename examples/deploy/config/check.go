@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // CheckConfigFlag is the flag both binaries take to check their
@@ -108,7 +110,7 @@ func (e Effective) Write(w io.Writer) error {
 	}
 
 	g := e.Gate
-	if g.MaxInFlight == nil && g.Saturation == nil && g.Concurrency == nil {
+	if !g.hasGate() {
 		line(0, "gate: none # every request starts at once")
 	} else {
 		line(0, "gate:")
@@ -127,6 +129,19 @@ func (e Effective) Write(w io.Writer) error {
 			line(2, "maxConcurrency: %d", c.MaxConcurrency)
 			line(2, "maxTokenConcurrency: %d", c.MaxTokenConcurrency)
 			line(2, "perEndpoint: %t", c.PerEndpoint)
+		}
+		if u := g.UsageLimit; u != nil {
+			line(1, "usageLimit:")
+			line(2, "type: %s", u.Type)
+			switch u.Type {
+			case gate.StaticUsageLimitPolicyName:
+				line(2, "threshold: %s", strconv.FormatFloat(u.Threshold, 'g', -1, 64))
+			case gate.PriorityHoldbackPolicyName:
+				line(2, "shape: %s", cmp.Or(u.Shape, gate.ShapeLinear))
+				line(2, "domain: %s", cmp.Or(u.Domain, gate.DomainRank))
+				line(2, "minCeiling: %s", strconv.FormatFloat(u.MinCeiling, 'g', -1, 64))
+				line(2, "maxCeiling: %s", strconv.FormatFloat(u.MaxCeiling, 'g', -1, 64))
+			}
 		}
 	}
 	if len(e.Warnings) == 0 {

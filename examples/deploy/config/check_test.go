@@ -38,8 +38,8 @@ func TestEffectiveWriteIsYAML(t *testing.T) {
 	if got.Config != e.ConfigPath || len(got.Warnings) != 1 || !strings.HasPrefix(got.Warnings[0], "a \"quoted\" key: x\nnext line ") || !strings.HasSuffix(got.Warnings[0], " é 🙂") {
 		t.Errorf("read back config %q, warnings %q", got.Config, got.Warnings)
 	}
-	if len(got.Gate) != 3 {
-		t.Errorf("gate %v, want its three parts (testdata/sluice.yaml sets each)", got.Gate)
+	if len(got.Gate) != 4 {
+		t.Errorf("gate %v, want its four parts (testdata/sluice.yaml sets each)", got.Gate)
 	}
 	if !strings.HasPrefix(b.String(), "# sluice-test -check-config: the configuration is valid") {
 		t.Errorf("first line:\n%s", b.String())

@@ -227,6 +227,9 @@ func (g Gate) String() string {
 		parts = append(parts, fmt.Sprintf("concurrency (%s, maxConcurrency %d, maxTokenConcurrency %d%s)",
 			c.Mode, c.MaxConcurrency, c.MaxTokenConcurrency, per))
 	}
+	if u := g.UsageLimit; u != nil {
+		parts = append(parts, "usageLimit ("+u.String()+")")
+	}
 	if len(parts) == 0 {
 		return "none"
 	}

@@ -78,6 +78,12 @@
 //	    maxConcurrency: 100
 //	    maxTokenConcurrency: 1000000
 //	    perEndpoint: false            # true: both budgets × the endpoints
+//	  usageLimit:                     # band ceilings on the gate's saturation (gate.Ceiling)
+//	    type: priority-holdback-policy   # or static-usage-limit-policy, soft-reflective-ceiling-policy
+//	    shape: linear                 # llm-d-router's only shape
+//	    domain: rank                  # rank or value
+//	    minCeiling: 0.5               # the lowest band's ceiling; required
+//	    maxCeiling: 1                 # the highest band's; default 1
 //
 // Ordering policies are fcfs-ordering-policy, edf-ordering-policy and
 // slo-deadline-ordering-policy ([OrderingPolicies]); fairness policies are
@@ -86,6 +92,19 @@
 // defaults are llm-d-router's. Each part of the gate that is set is one
 // gate; with several, a request starts only when every one admits it
 // ([gate.All]).
+//
+// usageLimit gives each band a ceiling on the saturation of that gate (the
+// largest of its parts' saturations: requests in flight ÷ maxInFlight, the
+// concurrency budget's use, the model servers' own): a band starts a
+// request only while the saturation is below its ceiling, so a batch band
+// held to 0.5 leaves half the gate to the bands above it ([gate.Ceiling]).
+// It needs one of the other parts. Its policies are llm-d-router's usage-limit
+// policies ([UsageLimitPolicies]) with their parameters:
+// static-usage-limit-policy (threshold, default 1: one ceiling for every
+// band), priority-holdback-policy (shape, domain, minCeiling, maxCeiling:
+// ceilings spaced from maxCeiling at the highest band to minCeiling at the
+// lowest) and soft-reflective-ceiling-policy (no parameters; the name alone,
+// "usageLimit: soft-reflective-ceiling-policy", will do).
 // The scrape interval must be shorter than the saturation gate's
 // metricsStalenessThreshold, or every endpoint would read as stale.
 //
@@ -156,8 +175,15 @@
 //     the number of endpoints ([Concurrency.PerEndpoint]). Unset, the gate is the
 //     utilization-detector with its defaults, as in llm-d-router. Sluice's
 //     gate section may replace it, but not stand beside it.
-//   - usageLimitPolicyPluginRef may name only the static-usage-limit-policy
-//     with no threshold below 1: Sluice has no usage-limit policy.
+//   - usageLimitPolicyPluginRef names the usage-limit policy, which puts
+//     the gate inside band ceilings ([Gate.UsageLimit], [gate.Ceiling]):
+//     static-usage-limit-policy (threshold), priority-holdback-policy
+//     (shape, domain rank or value, minCeiling, maxCeiling; its newer
+//     explicit domain is refused) or soft-reflective-ceiling-policy (no
+//     parameters), with llm-d-router's defaults. Unset, there are no
+//     ceilings: llm-d-router's default, a static threshold of 1, stops
+//     nothing the gate does not. The gate section may carry it instead,
+//     but not both.
 //   - enableEviction is accepted with a warning: Sluice evicts nothing in
 //     flight.
 //

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -32,6 +34,158 @@ type Gate struct {
 	// Concurrency, when set, admits while the requests or tokens in flight
 	// are under a budget (llm-d-router's concurrency-detector).
 	Concurrency *Concurrency
+	// UsageLimit, when set, gives each band a ceiling on the saturation
+	// of the gate the other parts make (llm-d-router's usage-limit
+	// policies, [gate.Ceiling]): a band starts a request only while that
+	// saturation is below its ceiling. It needs one of the other parts.
+	UsageLimit *UsageLimit
+}
+
+// UsageLimitPolicies are the usage-limit policies, as llm-d-router names
+// them.
+var UsageLimitPolicies = []string{gate.StaticUsageLimitPolicyName, gate.PriorityHoldbackPolicyName, gate.SoftReflectiveCeilingPolicyName}
+
+// UsageLimit configures band ceilings: one of llm-d-router's usage-limit
+// policies, with its parameters, which are llm-d-router's.
+type UsageLimit struct {
+	// Type is one of [UsageLimitPolicies].
+	Type string
+	// Threshold is the static-usage-limit-policy's one ceiling, in
+	// [0, 1]; 1 when the file does not set it.
+	Threshold float64
+	// Shape ("linear"), Domain ("rank" or "value"), MinCeiling and
+	// MaxCeiling are the priority-holdback-policy's; see
+	// [gate.PriorityHoldbackConfig]. MaxCeiling is 1 when the file does
+	// not set it; MinCeiling has no default.
+	Shape, Domain          string
+	MinCeiling, MaxCeiling float64
+}
+
+// String names u's policy and its parameters, for messages.
+func (u UsageLimit) String() string {
+	switch u.Type {
+	case gate.StaticUsageLimitPolicyName:
+		return fmt.Sprintf("%s, threshold %v", u.Type, u.Threshold)
+	case gate.PriorityHoldbackPolicyName:
+		shape, domain := cmp.Or(u.Shape, gate.ShapeLinear), cmp.Or(u.Domain, gate.DomainRank)
+		return fmt.Sprintf("%s, shape %s, domain %s, minCeiling %v, maxCeiling %v", u.Type, shape, domain, u.MinCeiling, u.MaxCeiling)
+	}
+	return u.Type
+}
+
+// Policy builds the policy u configures. Each call builds a new one: the
+// soft-reflective policy's state serves one controller.
+func (u UsageLimit) Policy() (gate.UsageLimitPolicy, error) {
+	switch u.Type {
+	case gate.StaticUsageLimitPolicyName:
+		return gate.StaticUsageLimit(u.Threshold)
+	case gate.PriorityHoldbackPolicyName:
+		return gate.PriorityHoldback(gate.PriorityHoldbackConfig{Shape: u.Shape, Domain: u.Domain, MinCeiling: u.MinCeiling, MaxCeiling: u.MaxCeiling})
+	case gate.SoftReflectiveCeilingPolicyName:
+		return gate.SoftReflectiveCeiling(), nil
+	}
+	return nil, fmt.Errorf("config: unknown usage-limit policy %q", u.Type)
+}
+
+// usageLimit reads the parameters params (nil when there are none) of the
+// usage-limit policy typ, checks them by building the policy, and returns
+// them; nil, with an error at the parameters, at params' path, or at
+// where when there are none, if they are wrong. fields are more keys the
+// mapping may hold (Sluice's type key).
+func (d *decoder) usageLimit(typ string, params, where *yaml.Node, path string, more ...field) *UsageLimit {
+	u := &UsageLimit{Type: typ, Threshold: 1, MaxCeiling: 1}
+	minSet := false
+	fraction := func(v *float64, set *bool) func(n *yaml.Node, p string) {
+		return func(n *yaml.Node, p string) {
+			if f, ok := d.float(n, p); ok {
+				*v = f
+				if set != nil {
+					*set = true
+				}
+			}
+		}
+	}
+	var fields []field
+	switch typ {
+	case gate.StaticUsageLimitPolicyName:
+		fields = []field{{"threshold", fraction(&u.Threshold, nil)}}
+	case gate.PriorityHoldbackPolicyName:
+		fields = []field{
+			{"shape", func(n *yaml.Node, p string) { u.Shape, _ = d.str(n, p) }},
+			{"domain", func(n *yaml.Node, p string) {
+				if s, ok := d.str(n, p); ok {
+					if s == "explicit" {
+						d.errorf(n, p, `"explicit" (a ceiling for each priority): Sluice's priority-holdback-policy has the "rank" and "value" domains only`)
+						return
+					}
+					u.Domain = s
+				}
+			}},
+			{"minCeiling", fraction(&u.MinCeiling, &minSet)},
+			{"maxCeiling", fraction(&u.MaxCeiling, nil)},
+			{"ceilings", func(n *yaml.Node, p string) {
+				d.errorf(n, p, `the "explicit" domain's ceilings: Sluice's priority-holdback-policy has the "rank" and "value" domains only`)
+			}},
+		}
+	}
+	before := d.problems()
+	if params != nil {
+		where = params
+		if typ == gate.SoftReflectiveCeilingPolicyName && params.Kind == yaml.MappingNode && len(params.Content) > len(more)*2 {
+			d.errorf(params, path, "%s takes no parameters", typ)
+			return nil
+		}
+		d.mapping(params, path, append(fields, more...))
+	}
+	if d.problems() > before {
+		return nil
+	}
+	if typ == gate.PriorityHoldbackPolicyName && !minSet {
+		d.errorf(where, path, "%s needs minCeiling, the ceiling of the lowest band (llm-d-router has no default for it)", typ)
+		return nil
+	}
+	if _, err := u.Policy(); err != nil {
+		d.errorf(where, path, "%s", strings.TrimPrefix(err.Error(), "gate: "))
+		return nil
+	}
+	return u
+}
+
+// usageLimitSection reads the gate section's usageLimit: a policy's type,
+// or a mapping of its type and parameters.
+func (d *decoder) usageLimitSection(n *yaml.Node, path string) *UsageLimit {
+	if n.Kind != yaml.MappingNode {
+		typ, ok := d.str(n, path)
+		if !ok {
+			return nil
+		}
+		if !slices.Contains(UsageLimitPolicies, typ) {
+			d.unknownName(n, path, "usage-limit policy", typ, UsageLimitPolicies)
+			return nil
+		}
+		return d.usageLimit(typ, nil, n, path)
+	}
+	var typ string
+	var typeNode *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "type" {
+			typeNode = resolve(n.Content[i+1])
+		}
+	}
+	tp := join(path, "type")
+	if typeNode == nil {
+		d.errorf(n, path, "type is required (one of %s)", strings.Join(UsageLimitPolicies, ", "))
+		return nil
+	}
+	typ, ok := d.str(typeNode, tp)
+	if !ok {
+		return nil
+	}
+	if !slices.Contains(UsageLimitPolicies, typ) {
+		d.unknownName(typeNode, tp, "usage-limit policy", typ, UsageLimitPolicies)
+		return nil
+	}
+	return d.usageLimit(typ, n, n, path, field{"type", func(*yaml.Node, string) {}})
 }
 
 // Saturation configures the saturation gate, with llm-d-router's
@@ -75,8 +229,19 @@ func (d *decoder) gate(n *yaml.Node, path string) Gate {
 		}},
 		{"saturation", func(n *yaml.Node, p string) { g.Saturation = d.saturation(n, p, false) }},
 		{"concurrency", func(n *yaml.Node, p string) { g.Concurrency = d.concurrency(n, p, false) }},
+		{"usageLimit", func(n *yaml.Node, p string) { g.UsageLimit = d.usageLimitSection(n, p) }},
 	})
+	if g.UsageLimit != nil && !g.hasGate() {
+		p := join(path, "usageLimit")
+		d.errorf(d.at[p], p, "band ceilings bound the saturation of a gate, and this section sets none: add maxInFlight, saturation or concurrency")
+	}
 	return g
+}
+
+// hasGate reports whether g sets a gate, not counting the band ceilings
+// around it.
+func (g Gate) hasGate() bool {
+	return g.MaxInFlight != nil || g.Saturation != nil || g.Concurrency != nil
 }
 
 // saturation reads the saturation gate's settings (a utilization-detector
@@ -204,7 +369,8 @@ type BuildOptions struct {
 type Gates struct {
 	// Gate is the gate for [flowcontrol.Config.Gate]: the one gate set, or
 	// [gate.All] of every gate set in the order MaxInFlight, Concurrency,
-	// Saturation; nil when none is.
+	// Saturation, inside [gate.Ceiling] when UsageLimit is set; nil when
+	// none is.
 	Gate flowcontrol.Gate
 	// Saturation is the saturation gate, nil when not set; feed it each
 	// endpoint's metrics with Update.
@@ -215,7 +381,8 @@ type Gates struct {
 
 // Build builds the gates g sets. Each call builds new ones: a gate serves
 // one controller. It fails when a per-endpoint concurrency budget is set
-// and opts.Endpoints is not above 0.
+// and opts.Endpoints is not above 0, or when a usage limit is set with no
+// gate for its ceilings to read.
 func (g Gate) Build(opts BuildOptions) (Gates, error) {
 	var gs Gates
 	var all []flowcontrol.Gate
@@ -259,6 +426,16 @@ func (g Gate) Build(opts BuildOptions) (Gates, error) {
 		gs.Gate = all[0]
 	default:
 		gs.Gate = gate.All(all...)
+	}
+	if u := g.UsageLimit; u != nil {
+		if gs.Gate == nil {
+			return Gates{}, fmt.Errorf("config: the usage limit %s has no gate whose saturation its ceilings bound: set maxInFlight, saturation or concurrency", u.Type)
+		}
+		p, err := u.Policy()
+		if err != nil {
+			return Gates{}, fmt.Errorf("config: %w", err)
+		}
+		gs.Gate = gate.Ceiling(gs.Gate, p)
 	}
 	return gs, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -16,7 +17,6 @@ import (
 const (
 	utilizationDetectorType = "utilization-detector"
 	concurrencyDetectorType = "concurrency-detector"
-	staticUsageLimitType    = "static-usage-limit-policy"
 	flowControlFeatureGate  = "flowControl"
 )
 
@@ -32,7 +32,7 @@ type plugin struct {
 	saturation  *Saturation
 	concurrency *Concurrency
 	drr         fairnessSpec
-	threshold   float64 // static-usage-limit-policy
+	usageLimit  *UsageLimit // a usage-limit policy's; nil when its parameters are wrong
 }
 
 // llmdBand is one of llm-d-router's PriorityBandConfig, its policy
@@ -219,7 +219,13 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 		f.Gate = d.resolveDetector(plugins, detector)
 	}
 	if usageLimit.node != nil {
-		d.resolveUsageLimit(plugins, usageLimit)
+		if u := d.resolveUsageLimit(plugins, usageLimit); u != nil {
+			if f.Gate.UsageLimit != nil {
+				d.errorf(usageLimit.node, usageLimit.path, "the gate section's usageLimit and llm-d-router's usageLimitPolicyPluginRef both set the band ceilings: keep one")
+			} else if f.Gate.UsageLimit = u; !f.Gate.hasGate() {
+				d.errorf(usageLimit.node, usageLimit.path, "band ceilings bound the saturation of a gate, and the gate section sets none: add maxInFlight, saturation or concurrency")
+			}
+		}
 	}
 	d.unread(top, keys, plugins, gates, f)
 }
@@ -368,15 +374,19 @@ func (d *decoder) resolveDetector(plugins map[string]*plugin, r ref) Gate {
 	}
 }
 
-// resolveUsageLimit accepts llm-d-router's static usage-limit policy with
-// no ceiling below 1, the default, which gates nothing; Sluice has no
-// other usage-limit policy.
-func (d *decoder) resolveUsageLimit(plugins map[string]*plugin, r ref) {
-	_, pl, ok := d.resolveRef(plugins, r, "usage-limit policy", []string{staticUsageLimitType})
-	if ok && pl != nil && pl.threshold < 1 {
-		p := join(pl.path, "parameters.threshold")
-		d.errorf(d.pos(p), p, "%v: Sluice has no usage-limit ceiling below 1; lower the gate's thresholds instead", pl.threshold)
+// resolveUsageLimit returns the band ceilings of the usage-limit policy r
+// names: its plugin's parameters, or the type's defaults when r names a
+// type with no plugin entry (priority-holdback-policy has none for
+// minCeiling, so that is an error). nil when the policy is wrong.
+func (d *decoder) resolveUsageLimit(plugins map[string]*plugin, r ref) *UsageLimit {
+	typ, pl, ok := d.resolveRef(plugins, r, "usage-limit policy", UsageLimitPolicies)
+	switch {
+	case !ok:
+		return nil
+	case pl != nil:
+		return pl.usageLimit
 	}
+	return d.usageLimit(typ, nil, r.node, r.path)
 }
 
 // checkParams reads the parameters of a plugin of a type the llm-d form
@@ -393,15 +403,8 @@ func (d *decoder) checkParams(pl *plugin) {
 		if pl.params != nil {
 			d.mapping(pl.params, path, d.drrFields(&pl.drr))
 		}
-	case staticUsageLimitType:
-		pl.threshold = 1
-		if pl.params != nil {
-			d.mapping(pl.params, path, []field{{"threshold", func(n *yaml.Node, p string) {
-				if v, ok := d.float(n, p); ok {
-					pl.threshold = v
-				}
-			}}})
-		}
+	case gate.StaticUsageLimitPolicyName, gate.PriorityHoldbackPolicyName, gate.SoftReflectiveCeilingPolicyName:
+		pl.usageLimit = d.usageLimit(pl.typ, pl.params, d.at[pl.path], path)
 	case ordering.FCFSPolicyName, ordering.EDFPolicyName, ordering.SLODeadlinePolicyName,
 		flowcontrol.GlobalStrictFairnessName, flowcontrol.RoundRobinFairnessName:
 		if pl.params != nil {

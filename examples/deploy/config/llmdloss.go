@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -18,7 +19,8 @@ const probabilisticAdmitterType = "probabilistic-admitter"
 // llm-d-router's scheduling, data layer and admission, which Sluice reads
 // past with a warning each.
 var readTypes = map[string]bool{
-	utilizationDetectorType: true, concurrencyDetectorType: true, staticUsageLimitType: true,
+	utilizationDetectorType: true, concurrencyDetectorType: true,
+	gate.StaticUsageLimitPolicyName: true, gate.PriorityHoldbackPolicyName: true, gate.SoftReflectiveCeilingPolicyName: true,
 	ordering.FCFSPolicyName: true, ordering.EDFPolicyName: true, ordering.SLODeadlinePolicyName: true,
 	flowcontrol.GlobalStrictFairnessName: true, flowcontrol.RoundRobinFairnessName: true,
 	flowcontrol.DeficitRoundRobinFairnessName: true,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // warningPaths lists the paths of ws, in order.
@@ -96,13 +98,41 @@ func TestLLMDSamplesSayWhatIsLost(t *testing.T) {
 	}
 }
 
-// A usage-limit policy Sluice does not have is refused, not run without
-// its ceiling: llm-d-router's soft-reflective-ceiling sample.
-func TestLLMDSampleWithAPolicySluiceLacksIsRefused(t *testing.T) {
-	_, err := Load("testdata/llmd-soft-reflective-ceiling.yaml")
-	want := `config: testdata/llmd-soft-reflective-ceiling.yaml:25:30: flowControl.usageLimitPolicyPluginRef: plugin "soft-reflective-ceiling-policy" (plugins[3]) has type "soft-reflective-ceiling-policy", which is not a usage-limit policy Sluice has`
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("Load: %v\nwant an error starting %q", err, want)
+// llm-d-router's usage-limit samples load with their ceilings, and the
+// gate built from them is the file's gate inside gate.Ceiling.
+func TestLLMDUsageLimitSamplesLoad(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want UsageLimit
+		gate string
+	}{
+		{"testdata/llmd-soft-reflective-ceiling.yaml", UsageLimit{Type: "soft-reflective-ceiling-policy", Threshold: 1, MaxCeiling: 1},
+			"Ceiling(*gate.SaturationGate, soft-reflective-ceiling-policy)"},
+		{"testdata/llmd-priority-holdback.yaml", UsageLimit{Type: "priority-holdback-policy", Threshold: 1, Shape: "linear", Domain: "rank", MinCeiling: 0.4, MaxCeiling: 0.9},
+			"Ceiling(*gate.SaturationGate, priority-holdback-policy)"},
+	} {
+		f, err := Load(tc.file)
+		if err != nil {
+			t.Errorf("Load(%s): %v", tc.file, err)
+			continue
+		}
+		if f.Gate.UsageLimit == nil || *f.Gate.UsageLimit != tc.want {
+			t.Errorf("%s: usage limit %+v, want %+v", tc.file, f.Gate.UsageLimit, tc.want)
+		}
+		cfg, _, err := f.Controller(BuildOptions{Endpoints: 1})
+		if err != nil {
+			t.Errorf("%s: Controller: %v", tc.file, err)
+			continue
+		}
+		if got := fmt.Sprint(cfg.Gate); got != tc.gate {
+			t.Errorf("%s: gate %s, want %s", tc.file, got, tc.gate)
+		}
+		c, err := flowcontrol.New(cfg)
+		if err != nil {
+			t.Errorf("%s: flowcontrol.New: %v", tc.file, err)
+			continue
+		}
+		c.Close()
 	}
 }
 
@@ -113,7 +143,7 @@ func TestLLMDUnreadSmallCases(t *testing.T) {
 		yaml, want string
 	}{
 		{"featureGates: [flowControl, dataLayer]\n", `config: line 1, column 29: featureGates: feature gate "dataLayer": ignored`},
-		{"plugins:\n- type: priority-holdback-policy\n", `config: line 2, column 3: plugins[0]: plugin "priority-holdback-policy" (type priority-holdback-policy): not read: a policy Sluice does not have`},
+		{"plugins:\n- type: explicit-ceiling-policy\n", `config: line 2, column 3: plugins[0]: plugin "explicit-ceiling-policy" (type explicit-ceiling-policy): not read: a policy Sluice does not have`},
 		{"plugins:\n- name: x\n  type: some-new-thing\n", `config: line 2, column 3: plugins[0]: plugin "x" (type some-new-thing): not read: a plugin Sluice does not have`},
 	} {
 		f, err := Parse([]byte(tc.yaml))

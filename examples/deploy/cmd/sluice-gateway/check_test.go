@@ -84,6 +84,13 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
 	}
 
+	// llm-d-router's soft-reflective-ceiling sample, refused before band
+	// ceilings, runs with its ceiling.
+	if code, stdout, stderr := runCheck(t, "-check-config", "-config", "../../config/testdata/llmd-soft-reflective-ceiling.yaml"); code != 0 ||
+		!strings.Contains(stdout, "  usageLimit:\n    type: soft-reflective-ceiling-policy\n") {
+		t.Errorf("-check-config of the soft-reflective sample: exit %d, stderr %q, stdout:\n%s\nwant 0 and its usage limit", code, stderr, stdout)
+	}
+
 	// Flags win over the file, and a run without a file prints the
 	// defaults.
 	_, stdout, _ = runCheck(t, "-check-config", "-max-inflight", "7")
@@ -102,7 +109,7 @@ func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
 		want string
 	}{
 		{[]string{"-config", "../../config/testdata/bad-duration.yaml"}, "bad-duration.yaml:4:15: controller.defaultTTL"},
-		{[]string{"-config", "../../config/testdata/llmd-soft-reflective-ceiling.yaml"}, "llmd-soft-reflective-ceiling.yaml:25:30: flowControl.usageLimitPolicyPluginRef"},
+		{[]string{"-config", "../../config/testdata/bad-plugin-type.yaml"}, "bad-plugin-type.yaml:12:24: flowControl.priorityBands[0].fairnessPolicyRef"},
 		{[]string{"-max-tokens", "0"}, "-max-tokens 0"},
 	} {
 		code, stdout, stderr := runCheck(t, append([]string{"-check-config"}, tc.args...)...)

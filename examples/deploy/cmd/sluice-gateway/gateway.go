@@ -199,7 +199,10 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 // endpoints, which refuses while no backend is up (the pool tells it), so
 // that with every backend down a request ends rejected-no-endpoints after
 // the no-endpoints TTL whatever the gate; and the limit on requests in
-// flight for flow_control_gate_limit, nil when the gate has none.
+// flight for flow_control_gate_limit, nil when the gate has none. With a
+// usage limit (gate.usageLimit, or llm-d-router's usageLimitPolicyPluginRef)
+// Build has put the gate inside band ceilings already ([gate.Ceiling]);
+// the endpoints gate, which reports no saturation, goes in front of them.
 func buildGate(s *settings, endpoints *gate.EndpointsGate) (config.Gates, func() float64, error) {
 	gs, err := s.gate.Build(config.BuildOptions{Endpoints: len(s.backends)})
 	if err != nil {

@@ -98,7 +98,7 @@ func load(o options) (*settings, error) {
 	switch {
 	case o.maxInFlight != nil:
 		n := *o.maxInFlight
-		s.gate = config.Gate{MaxInFlight: &n}
+		s.gate = config.Gate{MaxInFlight: &n, UsageLimit: s.gate.UsageLimit} // the band ceilings stay
 	case s.gate.MaxInFlight == nil && s.gate.Saturation == nil && s.gate.Concurrency == nil:
 		s.gate = config.Gate{Saturation: &config.Saturation{
 			QueueDepthThreshold:       gate.DefaultQueueDepthThreshold,

@@ -1,0 +1,210 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// UsageLimitPolicy gives each band a ceiling on the gate's saturation: a
+// band may start a request only while the saturation is below its ceiling.
+// It is llm-d-router's usage-limit policy, asked for one band at a time:
+// [StaticUsageLimit], [PriorityHoldback] and [SoftReflectiveCeiling] are
+// llm-d's three, under its type names and parameters. [Ceiling] applies
+// one to a gate.
+//
+// A ceiling is a fraction: 0 holds the band back whatever the saturation,
+// 1 lets it start until the gate is full, and a value between reserves
+// the rest for the bands above it. A policy's ceilings must not grow as
+// the priority falls (a lower band's ceiling is at most a higher band's
+// at the same saturation), as llm-d requires of its policies, so that a
+// band refused by its ceiling never has a band below it that its own
+// ceiling would let start.
+type UsageLimitPolicy interface {
+	// TypeName is the policy's llm-d-router plugin type, such as
+	// "priority-holdback-policy".
+	TypeName() string
+	// Ceiling returns the ceiling of band priorities[rank] at saturation
+	// s, a number in [0, 1]. priorities lists the controller's
+	// provisioned bands, highest first ([flowcontrol.FlowController.Priorities]);
+	// it is shared and must not be modified. Ceiling is called with the
+	// controller's lock held, from [Ceiling]'s TryAcquire, each time a
+	// band's head is offered: it must be fast, must not block and must not
+	// allocate (but for state it grows when bands are added).
+	Ceiling(s float64, rank int, priorities []int) float64
+}
+
+// policyBinder is a policy with state of its own, guarded by the lock of
+// the one controller its Ceiling serves, which Bind claims for it.
+type policyBinder interface {
+	bind(c *flowcontrol.FlowController) error
+}
+
+// Ceiling returns inner with a ceiling for each band, which policy sets:
+// the gate refuses a request of band p, before asking inner, while inner's
+// saturation ([flowcontrol.SaturationDetector]) is at or above p's ceiling,
+// and otherwise asks inner. With [flowcontrol.MaxInFlight](10) and a
+// ceiling of 0.5 for band 0, band 0 starts a request only while fewer than
+// 5 are in flight, of any band, and a band whose ceiling is 1 still fills
+// all 10 slots.
+//
+// Strict priority is unchanged. The controller offers the head of the
+// highest waiting band only, so a band's ceiling is asked only when no
+// band above it has a request waiting, and a refusal, like any gate's,
+// stops dispatch until the next event: a low band held back by its ceiling
+// never stops a higher one, whose requests are offered first at the next
+// enqueue or Done. Since a policy's ceilings do not grow as the priority
+// falls, nothing below a band its ceiling refuses could start either.
+// llm-d-router asks the policy for every band in each dispatch cycle and
+// stops at the first band gated, waiting or not; with such ceilings that
+// is the same rule.
+//
+// The ranks are those of the controller's provisioned bands, read from
+// [flowcontrol.FlowController.Priorities] at each offer, so a band
+// provisioned at run time is ranked among the others from its first
+// request. (Used before any controller binds it, or for a priority the
+// controller has no band for, the gate ranks the priority as a lone band.)
+//
+// The gate keeps inner's optional interfaces as [All] does: it is a
+// [flowcontrol.MeteredGate], forwarding Took and Returned to inner when
+// inner is metered and giving inner its slot back with Release otherwise;
+// a [flowcontrol.BoundGate], which binds inner and refuses a second
+// controller; a [flowcontrol.EndpointGate] reporting inner's NoEndpoints;
+// a [flowcontrol.SaturationDetector] reporting inner's saturation, so
+// that ceilings nest; and a [flowcontrol.FirstTokenGate] when inner is
+// one. A saturation that is not a number in [0, 1] reads as 1, and a
+// ceiling that is not a number (NaN) refuses, so a gate or a policy gone
+// wrong fails closed.
+//
+// Ceiling panics if inner or policy is nil, or if inner is not a
+// [flowcontrol.SaturationDetector]: every gate of this package and
+// [flowcontrol.MaxInFlight] are.
+func Ceiling(inner flowcontrol.Gate, policy UsageLimitPolicy) flowcontrol.Gate {
+	if inner == nil {
+		panic("gate: Ceiling: inner gate is nil")
+	}
+	if policy == nil {
+		panic("gate: Ceiling: policy is nil")
+	}
+	d, ok := inner.(flowcontrol.SaturationDetector)
+	if !ok {
+		panic(fmt.Sprintf("gate: Ceiling: inner gate %s reports no saturation: it is not a flowcontrol.SaturationDetector", nameOf(inner)))
+	}
+	g := &ceilingGate{allGate: newAll([]flowcontrol.Gate{inner}), detector: d, policy: policy}
+	if len(g.firstTokens) > 0 {
+		return ceilingFirstToken{g}
+	}
+	return g
+}
+
+// ceilingGate is a Ceiling. Its allGate holds inner as its one child, which
+// gives it inner's slots, costs, endpoints and saturation.
+type ceilingGate struct {
+	*allGate
+	detector flowcontrol.SaturationDetector // inner
+	policy   UsageLimitPolicy
+	fc       atomic.Pointer[flowcontrol.FlowController] // claimed by Bind
+	lone     [1]int                                     // the band list of a priority ranked alone; guarded by the controller's lock
+}
+
+// ceilingFirstToken is a Ceiling whose inner gate is a FirstTokenGate.
+type ceilingFirstToken struct{ *ceilingGate }
+
+// FirstToken tells inner.
+func (g ceilingFirstToken) FirstToken(s flowcontrol.Slot, d time.Duration) {
+	g.firstTokens[0].FirstToken(s, d)
+}
+
+// TryAcquire refuses while inner's saturation is at or above the band's
+// ceiling, and otherwise asks inner.
+func (g *ceilingGate) TryAcquire(priority int) bool {
+	return g.allows(priority) && g.children[0].tryAcquire(priority)
+}
+
+// allows reports whether inner's saturation is below the ceiling of band
+// priority.
+func (g *ceilingGate) allows(priority int) bool {
+	var priorities []int
+	if fc := g.fc.Load(); fc != nil {
+		priorities = fc.Priorities()
+	}
+	rank, found := rankOf(priorities, priority)
+	if !found {
+		g.lone[0] = priority
+		priorities, rank = g.lone[:], 0
+	}
+	s := g.children[0].load()
+	return s < g.policy.Ceiling(s, rank, priorities) // false for a NaN ceiling
+}
+
+// rankOf returns the index of p in priorities, which is sorted highest
+// first, and whether p is there.
+func rankOf(priorities []int, p int) (int, bool) {
+	lo, hi := 0, len(priorities)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if priorities[m] > p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(priorities) && priorities[lo] == p
+}
+
+// Saturation returns inner's saturation, read as 1 when it is not a number
+// in [0, 1].
+func (g *ceilingGate) Saturation() float64 { return g.children[0].load() }
+
+// Bind claims the gate, and its policy's state, for c, and binds inner. It
+// refuses a second controller.
+func (g *ceilingGate) Bind(c *flowcontrol.FlowController) error {
+	if !g.fc.CompareAndSwap(nil, c) && g.fc.Load() != c {
+		return errors.New("gate: Ceiling already serves another controller")
+	}
+	if b, ok := g.policy.(policyBinder); ok {
+		if err := b.bind(c); err != nil {
+			return fmt.Errorf("gate: Ceiling: %s: %w", g.policy.TypeName(), err)
+		}
+	}
+	if b, ok := g.children[0].gate.(flowcontrol.BoundGate); ok {
+		if err := b.Bind(c); err != nil {
+			return fmt.Errorf("gate: Ceiling: %s: %w", nameOf(b), err)
+		}
+	}
+	return nil
+}
+
+// String names the gate, its inner gate and its policy, as the
+// controller's errors do.
+func (g *ceilingGate) String() string {
+	return fmt.Sprintf("Ceiling(%s, %s)", nameOf(g.children[0].gate), g.policy.TypeName())
+}
+
+// nameOf names g: its String, if it has one, or its type.
+func nameOf(g flowcontrol.Gate) string {
+	if s, ok := g.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", g)
+}
+
+// checkFraction returns the error for a ceiling parameter outside [lo, hi]
+// (open at lo or hi when said), NaN included; nil when v is in range.
+func checkFraction(field, llmd string, v, lo, hi float64, openLo, openHi bool) error {
+	in := v >= lo && v <= hi && !(openLo && v == lo) && !(openHi && v == hi)
+	if in {
+		return nil
+	}
+	l, h := "[", "]"
+	if openLo {
+		l = "("
+	}
+	if openHi {
+		h = ")"
+	}
+	return configError(field, llmd, v, fmt.Sprintf("not a fraction in %s%v, %v%s", l, lo, hi, h))
+}
