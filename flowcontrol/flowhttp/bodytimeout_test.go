@@ -50,7 +50,7 @@ func TestStalledBodyIsCutAtTheBound(t *testing.T) {
 		{"configured", 2 * time.Second, 2 * time.Second},
 	} {
 		for _, trickle := range []bool{false, true} {
-			name := c.name + map[bool]string{false: "/stalls after the headers", true: "/trickles a byte a second"}[trickle]
+			name := c.name + map[bool]string{false: "/stalls after the headers", true: "/trickles a byte every 700ms"}[trickle]
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
@@ -71,7 +71,9 @@ func TestStalledBodyIsCutAtTheBound(t *testing.T) {
 								select {
 								case <-stop:
 									return
-								case <-time.After(time.Second):
+								// 700ms divides neither bound, so no byte
+								// arrives at the instant the deadline passes.
+								case <-time.After(700 * time.Millisecond):
 								}
 								if _, err := io.WriteString(conn, " "); err != nil {
 									return
