@@ -1,0 +1,124 @@
+// Package flowhttp puts a [flowcontrol.FlowController] in front of any
+// net/http handler, typically an httputil.ReverseProxy to model servers:
+// admission when the request arrives, the router's advisory headers when the
+// response headers are written.
+//
+// For each request a [Handler] reads its body to size it, classifies the
+// request (a flow key, an optional TTL and a cost), and waits in
+// [flowcontrol.FlowController.EnqueueAndWait] for as long as the request's
+// context lives: a client that goes away while queued leaves the queue,
+// whatever its protocol and body framing. A rejected request is answered at once and
+// never reaches the wrapped handler. A dispatched one is served by the
+// wrapped handler, and its admission is released when that handler returns or
+// the client goes away, whichever comes first.
+//
+// # Response-header contract
+//
+//	header                                meaning                                    absent when
+//	x-llm-d-flow-band-headroom-requests   request capacity − length of the band      not admitted; band unbounded,
+//	                                      that admitted the request, read when the   unresolved or unreadable
+//	                                      response headers are written
+//	x-llm-d-flow-band-headroom            the same value, under the provisional      as above; and unless
+//	                                      name llm-d-async's AIMD gate reads         Config.EmitProvisionalHeadroom
+//	x-llm-d-flow-queue-duration-ms        whole milliseconds the request waited in   refused before flow
+//	                                      EnqueueAndWait (0: no measurable wait),    control (400, 408, and
+//	                                      admitted or dropped                        413 for the body)
+//	x-llm-d-request-dropped-reason        why flow control dropped the request:      dispatched; refused before
+//	                                      rejected-saturated, rejected-ttl-expired,  flow control (400 from the
+//	                                      rejected-context-cancelled,                classifier or a body that
+//	                                      rejected-shutting-down,                    cannot be read, 413 for a
+//	                                      evicted-queue-pressure                     body over MaxBodyBytes)
+//	Retry-After                           whole seconds, rounded up, after which     dispatched; 413;
+//	                                      the band should have room again (see       cancellation and
+//	                                      flowcontrol's Retry-After section): on     shutdown
+//	                                      capacity rejections, displacements,
+//	                                      expiries and rejected-no-endpoints
+//
+// Statuses of a request that is not dispatched:
+//
+//	status                    when                                           dropped reason
+//	400 Bad Request           the classifier fails (a bad                    —
+//	                          x-llm-d-inference-ttl), or the body cannot
+//	                          be read
+//	408 Request Timeout       the body did not arrive within                 —
+//	                          Config.BodyReadTimeout: refused before
+//	                          queueing
+//	413 Content Too Large     the body is longer than Config.MaxBodyBytes    —
+//	                          (declared or read): refused before queueing
+//	413 Content Too Large     the request's size or cost exceeds a byte or   rejected-saturated
+//	                          cost capacity, so it can never fit
+//	                          (flowcontrol.ErrTooLarge); no Retry-After
+//	429 Too Many Requests     the band (or the controller) is full, by       rejected-saturated
+//	                          requests, bytes or cost, and the request's
+//	                          flow holds its share already
+//	429 Too Many Requests     while queued, displaced by a request of a      evicted-queue-pressure
+//	                          flow holding less than its share of the full
+//	                          band (fair admission); Retry-After as for a
+//	                          full band
+//	429 Too Many Requests     the queue-wait TTL expired; Retry-After as     rejected-ttl-expired
+//	                          for the full band
+//	503 Service Unavailable   the client went away while queued              rejected-context-cancelled
+//	503 Service Unavailable   the controller shut down                       rejected-shutting-down
+//
+// Every such answer has an OpenAI-shaped JSON body, which OpenAI SDKs
+// surface as the error's message, type and code:
+//
+//	{"error":{"message":"...","type":"rate_limit_exceeded","param":null,"code":"rejected-saturated"}}
+//
+// type is invalid_request_error (400, 408, 413), rate_limit_exceeded (429) or
+// service_unavailable (503); code is the dropped reason, or null when flow
+// control never saw the request.
+//
+// The router owns every name of [RouterOwnedHeaders]:
+// x-llm-d-flow-band-headroom-requests, x-llm-d-flow-band-headroom,
+// x-llm-d-request-dropped-reason and x-llm-d-flow-queue-duration-ms. On a
+// dispatched request every copy a backend sends, in any letter case and
+// with any number of values, is removed before the router's own values are
+// set — from the header, from each informational (1xx) header, and from
+// the trailers (declared in a Trailer header or set through
+// http.TrailerPrefix, before or after the body). A backend cannot spoof
+// them; in particular a dispatched response never carries a dropped
+// reason.
+//
+// # Threat model
+//
+// Clients and backends are both untrusted: nothing either sends may cost
+// the router more than a bound named here, take a slot it does not give
+// back, or change what the router tells other clients.
+//
+// A client sends a request line and headers, a body, and the time it takes
+// to send them. The headers are bounded by the http.Server (MaxHeaderBytes,
+// net/http's 1 MB by default, and ReadHeaderTimeout, which the server that
+// runs the Handler must set: sluice-gateway does). The body is read before
+// queueing, at most [Config.MaxBodyBytes] ([DefaultMaxBodyBytes], 4 MiB;
+// 413 beyond, unread when its Content-Length says so) within
+// [Config.BodyReadTimeout] ([DefaultBodyReadTimeout], 30 s; 408 beyond),
+// so a queued request holds at most one body's bytes, and a client that
+// stalls is cut before it queues. What the classifier reads is the
+// client's too: a priority outside the provisioned bands falls back (or,
+// with NeverPromote, is refused); a fairness id is any string, which the
+// controller keys flows by while they wait and a metrics exporter must
+// bound (examples/deploy/metrics does, in count and length); a TTL can only
+// shorten the wait. A cost estimated from the body must be clamped:
+// [EstimateTokens] clamps to the model's context ([DefaultMaxTokens],
+// 128 Ki tokens, by default) and saturates, whatever max_tokens says. A
+// client that goes away while queued leaves the queue at once; one that
+// goes away while served releases its slot at once.
+//
+// A backend sends a status, headers, 1xx headers, a body and trailers. The
+// router-owned names are stripped from all of them, as above, so a backend
+// cannot advertise room that is not there, claim a queue time, or make a
+// dispatched request look dropped. The body and the rest are passed on
+// unread: the Handler buffers nothing of a response. A backend that never
+// answers holds its slot until the client goes away or the wrapped handler
+// (the proxy's transport) gives up; bounding that is the proxy's.
+//
+// What the router answers itself (rejections, classifier errors, the
+// limits above) is the OpenAI-shaped body of [Rejection], of bounded size:
+// its message names the limit, or quotes the header value the classifier
+// could not read (itself bounded by MaxHeaderBytes), never the body.
+//
+// The band reported is the effective one: a request for a band that is not
+// provisioned is admitted in the fallback band, and its headroom is that
+// band's, whatever is provisioned while it runs.
+package flowhttp
