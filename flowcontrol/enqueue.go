@@ -302,15 +302,18 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start time.Duration) 
 		took = c.enqueueTook(start, now)
 		w.enqueueTime = took
 	}
+	// The closures capture use, a copy: capturing gen, whose address the
+	// deferred unlockBeside takes, would move it to the heap on every call.
+	use := gen
 	if w.expireAfter > 0 {
-		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, gen, OutcomeRejectedTTLExpired, false) })
+		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, use, OutcomeRejectedTTLExpired, false) })
 	}
 	c.enterOwed() // until w's outcome is delivered
 	if w.done == nil {
 		w.ready = make(chan struct{})
 	} else if w.ctx.Done() != nil {
 		ctx := w.ctx
-		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, gen, contextOutcome(ctx), true) })
+		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, use, contextOutcome(ctx), true) })
 	}
 	return nil, nil, gen, took
 }
