@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -93,7 +94,10 @@ type Pool struct {
 	firstToken bool
 	// preemptions counts the requests preempted for KV cache.
 	preemptions int
-	nudge       func() // the controllers' Nudge, once they exist
+	// held is the attempt of each record the pool holds, admitted and not
+	// yet ended, for Abort.
+	held  map[*Record]*job
+	nudge func() // the controllers' Nudge, once they exist
 }
 
 type server struct {
@@ -114,6 +118,8 @@ type job struct {
 	rec     *Record
 	adm     *flowcontrol.Admission
 	respond func(Response)
+	// server is the server it runs on, or whose queue it waits in (with
+	// ServerQueues).
 	server  int
 	index   int // in its server's running list
 	started time.Duration
@@ -130,7 +136,8 @@ type job struct {
 }
 
 func newPool(cfg PoolConfig, clock *Clock) *Pool {
-	p := &Pool{cfg: cfg, clock: clock, servers: make([]server, cfg.Servers), healthySlots: cfg.Servers * cfg.Slots}
+	p := &Pool{cfg: cfg, clock: clock, servers: make([]server, cfg.Servers), healthySlots: cfg.Servers * cfg.Slots,
+		held: map[*Record]*job{}}
 	for i := range p.servers {
 		p.servers[i].healthy = true
 	}
@@ -225,6 +232,13 @@ func (p *Pool) HealthySlots() int { return p.healthySlots }
 func (p *Pool) serviceTimes(r *Record) (ttft, service time.Duration) {
 	ttft = p.cfg.Base + time.Duration(r.PromptTokens)*p.cfg.PerPromptToken
 	return ttft, ttft + time.Duration(r.OutputTokens)*p.cfg.PerOutputToken
+}
+
+// take is an attempt the controller admitted reaching the pool: it holds
+// it until it ends, and starts it.
+func (p *Pool) take(j *job) {
+	p.held[j.rec] = j
+	p.start(j)
 }
 
 // start runs an admitted attempt on the healthy server with the most free
@@ -393,6 +407,7 @@ func (p *Pool) send(j *job) {
 		p.failQueued(j)
 		return
 	}
+	j.server = best
 	s := &p.servers[best]
 	s.queue = append(s.queue, j)
 	p.admit(best)
@@ -418,6 +433,7 @@ func (p *Pool) admit(i int) {
 func (p *Pool) failQueued(j *job) {
 	j.rec.Failures++
 	j.respond(Response{Failed: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
+	delete(p.held, j.rec)
 	j.adm.Done()
 }
 
@@ -427,7 +443,6 @@ func (p *Pool) failQueued(j *job) {
 // slot is freed and the admission released, which lets the controller
 // dispatch the next request.
 func (p *Pool) finish(j *job, failed bool) {
-	s := &p.servers[j.server]
 	p.remove(j)
 	if j.first != nil {
 		j.first.Stop()
@@ -447,6 +462,14 @@ func (p *Pool) finish(j *job, failed bool) {
 		}
 	}
 	j.respond(Response{Served: !failed, Failed: failed, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
+	p.free(j)
+}
+
+// free gives the slot j ran in to the next attempt waiting for one, then
+// releases j's admission, which lets the controller dispatch the next
+// request.
+func (p *Pool) free(j *job) {
+	s := &p.servers[j.server]
 	if p.cfg.ServerQueues {
 		p.admit(j.server)
 		p.watchKV(j.server)
@@ -456,7 +479,71 @@ func (p *Pool) finish(j *job, failed bool) {
 		p.waiting = p.waiting[1:]
 		p.start(next)
 	}
+	delete(p.held, j.rec)
 	j.adm.Done()
+}
+
+// Abort ends now the attempt of r that the pool holds — admitted, and
+// running or waiting for a slot — as a server does a request whose client
+// went away, or whose admission the router revoked: a running attempt
+// stops generating and its slot goes at once to the next attempt waiting
+// for one; its client gets a Response with Aborted set; its admission is
+// released (Done), which lets the controller dispatch. The work already
+// done is lost: r counts the output tokens decoded so far in WastedTokens
+// (those of its current run: a run lost earlier to a KV-cache preemption
+// is not counted) and the time its prefill ran in WastedPrefill. Abort
+// returns false, and does nothing, when the pool holds no attempt of r
+// (it was not admitted yet, or has ended).
+func (p *Pool) Abort(r *Record) bool {
+	j, ok := p.held[r]
+	if !ok {
+		return false
+	}
+	r.Aborts++
+	resp := Response{Aborted: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority}
+	if !p.running(j) {
+		p.unqueue(j)
+		j.respond(resp)
+		delete(p.held, r)
+		j.adm.Done()
+		return true
+	}
+	now := p.clock.Elapsed()
+	r.WastedPrefill += min(now, j.decodeAt) - j.started
+	if now >= j.decodeAt {
+		decoded := r.OutputTokens
+		if per := p.cfg.PerOutputToken; per > 0 {
+			decoded = min(int((now-j.decodeAt)/per), r.OutputTokens)
+		}
+		r.WastedTokens += decoded
+	}
+	p.remove(j)
+	j.done.Stop()
+	if j.first != nil {
+		j.first.Stop()
+		j.first = nil
+	}
+	j.respond(resp)
+	p.free(j)
+	return true
+}
+
+// running reports whether j runs on a server, rather than waiting in a
+// queue for a slot.
+func (p *Pool) running(j *job) bool {
+	s := &p.servers[j.server]
+	return j.index < len(s.running) && s.running[j.index] == j
+}
+
+// unqueue takes j, which waits for a slot, out of its queue.
+func (p *Pool) unqueue(j *job) {
+	q := &p.waiting
+	if p.cfg.ServerQueues {
+		q = &p.servers[j.server].queue
+	}
+	if i := slices.Index(*q, j); i >= 0 {
+		*q = slices.Delete(*q, i, i+1)
+	}
 }
 
 // fail takes server i down; its running requests fail, and so do those
