@@ -94,10 +94,12 @@ type Pool struct {
 	firstToken bool
 	// preemptions counts the requests preempted for KV cache.
 	preemptions int
-	// held is the attempt of each record the pool holds, admitted and not
-	// yet ended, for Abort.
-	held  map[*Record]*job
-	nudge func() // the controllers' Nudge, once they exist
+	// held lists the attempts the pool holds, admitted and not yet ended,
+	// for Abort: each record names its attempt's place (Record.held), and
+	// unused places are in vacant, to be used again.
+	held   []*job
+	vacant []int
+	nudge  func() // the controllers' Nudge, once they exist
 }
 
 type server struct {
@@ -136,8 +138,7 @@ type job struct {
 }
 
 func newPool(cfg PoolConfig, clock *Clock) *Pool {
-	p := &Pool{cfg: cfg, clock: clock, servers: make([]server, cfg.Servers), healthySlots: cfg.Servers * cfg.Slots,
-		held: map[*Record]*job{}}
+	p := &Pool{cfg: cfg, clock: clock, servers: make([]server, cfg.Servers), healthySlots: cfg.Servers * cfg.Slots}
 	for i := range p.servers {
 		p.servers[i].healthy = true
 	}
@@ -237,7 +238,14 @@ func (p *Pool) serviceTimes(r *Record) (ttft, service time.Duration) {
 // take is an attempt the controller admitted reaching the pool: it holds
 // it until it ends, and starts it.
 func (p *Pool) take(j *job) {
-	p.held[j.rec] = j
+	if n := len(p.vacant); n > 0 {
+		p.held[p.vacant[n-1]] = j
+		j.rec.held = p.vacant[n-1] + 1
+		p.vacant = p.vacant[:n-1]
+	} else {
+		p.held = append(p.held, j)
+		j.rec.held = len(p.held)
+	}
 	p.start(j)
 }
 
@@ -433,8 +441,7 @@ func (p *Pool) admit(i int) {
 func (p *Pool) failQueued(j *job) {
 	j.rec.Failures++
 	j.respond(Response{Failed: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
-	delete(p.held, j.rec)
-	j.adm.Done()
+	p.release(j)
 }
 
 // finish ends a running job: complete, or failed with its server. The
@@ -479,7 +486,15 @@ func (p *Pool) free(j *job) {
 		p.waiting = p.waiting[1:]
 		p.start(next)
 	}
-	delete(p.held, j.rec)
+	p.release(j)
+}
+
+// release gives up j, which has ended: the pool no longer holds it, and
+// its admission is released.
+func (p *Pool) release(j *job) {
+	i := j.rec.held - 1
+	p.held[i], j.rec.held = nil, 0
+	p.vacant = append(p.vacant, i)
 	j.adm.Done()
 }
 
@@ -495,17 +510,16 @@ func (p *Pool) free(j *job) {
 // returns false, and does nothing, when the pool holds no attempt of r
 // (it was not admitted yet, or has ended).
 func (p *Pool) Abort(r *Record) bool {
-	j, ok := p.held[r]
-	if !ok {
+	if r.held == 0 {
 		return false
 	}
+	j := p.held[r.held-1]
 	r.Aborts++
 	resp := Response{Aborted: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority}
 	if !p.running(j) {
 		p.unqueue(j)
 		j.respond(resp)
-		delete(p.held, r)
-		j.adm.Done()
+		p.release(j)
 		return true
 	}
 	now := p.clock.Elapsed()

@@ -118,6 +118,10 @@ type Record struct {
 	Aborts        int
 	WastedTokens  int
 	WastedPrefill time.Duration
+	// held is, while the pool holds an attempt of it, that attempt's
+	// place in the pool's list plus one (for Pool.Abort); 0 otherwise. An
+	// index, not a pointer, so that a record prints the same on every run.
+	held int
 }
 
 // NumOutcomes bounds the flowcontrol outcomes a Record counts: the length
