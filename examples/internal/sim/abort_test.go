@@ -114,3 +114,30 @@ func TestAbortInPrefillAndWhileQueued(t *testing.T) {
 		}
 	}
 }
+
+// An attempt's own response callback finds nothing to abort: the pool let
+// it go before writing the response.
+func TestAbortFromTheResponseFindsNothing(t *testing.T) {
+	s, err := New(Config{
+		Seed: 1, Duration: time.Hour,
+		Controller: flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}},
+		Pool:       PoolConfig{Servers: 1, Slots: 1, PerOutputToken: time.Millisecond},
+		Tenants:    []Tenant{{Name: "t"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.NewRecord(0)
+	r.OutputTokens = 10
+	aborted := true
+	s.Clock().At(0, func() {
+		s.Send(r, func(Response) {
+			aborted = s.Pool().Abort(r)
+			s.End(r)
+		})
+	})
+	s.Run()
+	if aborted || !r.Served || r.Aborts != 0 || s.Controller().InFlight() != 0 {
+		t.Fatalf("Abort from the response: %v; record %+v, %d in flight: want false, served, nothing aborted", aborted, *r, s.Controller().InFlight())
+	}
+}

@@ -439,9 +439,10 @@ func (p *Pool) admit(i int) {
 // failQueued fails an attempt that was admitted but never ran: its server
 // went down, or there was none.
 func (p *Pool) failQueued(j *job) {
+	p.unhold(j)
 	j.rec.Failures++
 	j.respond(Response{Failed: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
-	p.release(j)
+	j.adm.Done()
 }
 
 // finish ends a running job: complete, or failed with its server. The
@@ -450,6 +451,7 @@ func (p *Pool) failQueued(j *job) {
 // slot is freed and the admission released, which lets the controller
 // dispatch the next request.
 func (p *Pool) finish(j *job, failed bool) {
+	p.unhold(j)
 	p.remove(j)
 	if j.first != nil {
 		j.first.Stop()
@@ -486,16 +488,16 @@ func (p *Pool) free(j *job) {
 		p.waiting = p.waiting[1:]
 		p.start(next)
 	}
-	p.release(j)
+	j.adm.Done()
 }
 
-// release gives up j, which has ended: the pool no longer holds it, and
-// its admission is released.
-func (p *Pool) release(j *job) {
+// unhold drops j, which is ending, from the attempts the pool holds,
+// before its response is written: from then on Abort finds none of its
+// record, even from that response's callback.
+func (p *Pool) unhold(j *job) {
 	i := j.rec.held - 1
 	p.held[i], j.rec.held = nil, 0
 	p.vacant = append(p.vacant, i)
-	j.adm.Done()
 }
 
 // Abort ends now the attempt of r that the pool holds — admitted, and
@@ -514,12 +516,13 @@ func (p *Pool) Abort(r *Record) bool {
 		return false
 	}
 	j := p.held[r.held-1]
+	p.unhold(j)
 	r.Aborts++
 	resp := Response{Aborted: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority}
 	if !p.running(j) {
 		p.unqueue(j)
 		j.respond(resp)
-		p.release(j)
+		j.adm.Done()
 		return true
 	}
 	now := p.clock.Elapsed()
