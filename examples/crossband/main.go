@@ -215,6 +215,9 @@ func PrintDetail(out io.Writer, variants []Variant, seed uint64) error {
 		for _, r := range runs {
 			running, waiting := 0, 0
 			for _, rec := range r.records {
+				// One attempt each, and the gate is the pool's 64
+				// slots: a request runs from the instant it leaves
+				// its band to its end.
 				start := rec.Arrival + rec.QueueTime
 				switch {
 				case rec.Tenant == batchTenant && start <= t && t < rec.End:
