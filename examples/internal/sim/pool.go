@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -93,7 +94,12 @@ type Pool struct {
 	firstToken bool
 	// preemptions counts the requests preempted for KV cache.
 	preemptions int
-	nudge       func() // the controllers' Nudge, once they exist
+	// held lists the attempts the pool holds, admitted and not yet ended,
+	// for Abort: each record names its attempt's place (Record.held), and
+	// unused places are in vacant, to be used again.
+	held   []*job
+	vacant []int
+	nudge  func() // the controllers' Nudge, once they exist
 }
 
 type server struct {
@@ -114,6 +120,8 @@ type job struct {
 	rec     *Record
 	adm     *flowcontrol.Admission
 	respond func(Response)
+	// server is the server it runs on, or whose queue it waits in (with
+	// ServerQueues).
 	server  int
 	index   int // in its server's running list
 	started time.Duration
@@ -225,6 +233,20 @@ func (p *Pool) HealthySlots() int { return p.healthySlots }
 func (p *Pool) serviceTimes(r *Record) (ttft, service time.Duration) {
 	ttft = p.cfg.Base + time.Duration(r.PromptTokens)*p.cfg.PerPromptToken
 	return ttft, ttft + time.Duration(r.OutputTokens)*p.cfg.PerOutputToken
+}
+
+// take is an attempt the controller admitted reaching the pool: it holds
+// it until it ends, and starts it.
+func (p *Pool) take(j *job) {
+	if n := len(p.vacant); n > 0 {
+		p.held[p.vacant[n-1]] = j
+		j.rec.held = p.vacant[n-1] + 1
+		p.vacant = p.vacant[:n-1]
+	} else {
+		p.held = append(p.held, j)
+		j.rec.held = len(p.held)
+	}
+	p.start(j)
 }
 
 // start runs an admitted attempt on the healthy server with the most free
@@ -393,6 +415,7 @@ func (p *Pool) send(j *job) {
 		p.failQueued(j)
 		return
 	}
+	j.server = best
 	s := &p.servers[best]
 	s.queue = append(s.queue, j)
 	p.admit(best)
@@ -416,6 +439,7 @@ func (p *Pool) admit(i int) {
 // failQueued fails an attempt that was admitted but never ran: its server
 // went down, or there was none.
 func (p *Pool) failQueued(j *job) {
+	p.unhold(j)
 	j.rec.Failures++
 	j.respond(Response{Failed: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
 	j.adm.Done()
@@ -427,7 +451,7 @@ func (p *Pool) failQueued(j *job) {
 // slot is freed and the admission released, which lets the controller
 // dispatch the next request.
 func (p *Pool) finish(j *job, failed bool) {
-	s := &p.servers[j.server]
+	p.unhold(j)
 	p.remove(j)
 	if j.first != nil {
 		j.first.Stop()
@@ -447,6 +471,14 @@ func (p *Pool) finish(j *job, failed bool) {
 		}
 	}
 	j.respond(Response{Served: !failed, Failed: failed, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority})
+	p.free(j)
+}
+
+// free gives the slot j ran in to the next attempt waiting for one, then
+// releases j's admission, which lets the controller dispatch the next
+// request.
+func (p *Pool) free(j *job) {
+	s := &p.servers[j.server]
 	if p.cfg.ServerQueues {
 		p.admit(j.server)
 		p.watchKV(j.server)
@@ -457,6 +489,78 @@ func (p *Pool) finish(j *job, failed bool) {
 		p.start(next)
 	}
 	j.adm.Done()
+}
+
+// unhold drops j, which is ending, from the attempts the pool holds,
+// before its response is written: from then on Abort finds none of its
+// record, even from that response's callback.
+func (p *Pool) unhold(j *job) {
+	i := j.rec.held - 1
+	p.held[i], j.rec.held = nil, 0
+	p.vacant = append(p.vacant, i)
+}
+
+// Abort ends now the attempt of r that the pool holds — admitted, and
+// running or waiting for a slot — as a server does a request whose client
+// went away, or whose admission the router revoked: a running attempt
+// stops generating and its slot goes at once to the next attempt waiting
+// for one; its client gets a Response with Aborted set; its admission is
+// released (Done), which lets the controller dispatch. The work already
+// done is lost: r counts the output tokens decoded so far in WastedTokens
+// (those of its current run: a run lost earlier to a KV-cache preemption
+// is not counted) and the time its prefill ran in WastedPrefill. Abort
+// returns false, and does nothing, when the pool holds no attempt of r
+// (it was not admitted yet, or has ended).
+func (p *Pool) Abort(r *Record) bool {
+	if r.held == 0 {
+		return false
+	}
+	j := p.held[r.held-1]
+	p.unhold(j)
+	r.Aborts++
+	resp := Response{Aborted: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority}
+	if !p.running(j) {
+		p.unqueue(j)
+		j.respond(resp)
+		j.adm.Done()
+		return true
+	}
+	now := p.clock.Elapsed()
+	r.WastedPrefill += min(now, j.decodeAt) - j.started
+	if now >= j.decodeAt {
+		decoded := r.OutputTokens
+		if per := p.cfg.PerOutputToken; per > 0 {
+			decoded = min(int((now-j.decodeAt)/per), r.OutputTokens)
+		}
+		r.WastedTokens += decoded
+	}
+	p.remove(j)
+	j.done.Stop()
+	if j.first != nil {
+		j.first.Stop()
+		j.first = nil
+	}
+	j.respond(resp)
+	p.free(j)
+	return true
+}
+
+// running reports whether j runs on a server, rather than waiting in a
+// queue for a slot.
+func (p *Pool) running(j *job) bool {
+	s := &p.servers[j.server]
+	return j.index < len(s.running) && s.running[j.index] == j
+}
+
+// unqueue takes j, which waits for a slot, out of its queue.
+func (p *Pool) unqueue(j *job) {
+	q := &p.waiting
+	if p.cfg.ServerQueues {
+		q = &p.servers[j.server].queue
+	}
+	if i := slices.Index(*q, j); i >= 0 {
+		*q = slices.Delete(*q, i, i+1)
+	}
 }
 
 // fail takes server i down; its running requests fail, and so do those

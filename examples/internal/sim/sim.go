@@ -112,6 +112,16 @@ type Record struct {
 	Failures int
 	// GaveUp is set when it ended unserved.
 	GaveUp bool
+	// Aborts counts the attempts aborted after their admission
+	// ([Pool.Abort]); WastedTokens the output tokens those had decoded,
+	// and WastedPrefill the time their prefills ran, all lost.
+	Aborts        int
+	WastedTokens  int
+	WastedPrefill time.Duration
+	// held is, while the pool holds an attempt of it, that attempt's
+	// place in the pool's list plus one (for Pool.Abort); 0 otherwise. An
+	// index, not a pointer, so that a record prints the same on every run.
+	held int
 }
 
 // NumOutcomes bounds the flowcontrol outcomes a Record counts: the length
@@ -142,6 +152,9 @@ type Response struct {
 	RetryAfter time.Duration
 	// Failed: the server failed while running the attempt.
 	Failed bool
+	// Aborted: the attempt was admitted, then aborted before it
+	// completed ([Pool.Abort]).
+	Aborted bool
 }
 
 // Sim is one run of a scenario.
@@ -368,7 +381,7 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 	s.sent++
 	fc.Submit(context.Background(), req, func(a *flowcontrol.Admission, err error) {
 		if err == nil {
-			s.pool.start(&job{rec: r, adm: a, respond: respond})
+			s.pool.take(&job{rec: r, adm: a, respond: respond})
 			return
 		}
 		var rej *flowcontrol.RejectionError

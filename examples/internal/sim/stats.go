@@ -25,6 +25,12 @@ type Summary struct {
 	// Failures those that failed on a server.
 	Drops    [NumOutcomes]int
 	Failures int
+	// Aborts counts the attempts aborted after their admission,
+	// WastedTokens the output tokens they had decoded and WastedPrefill
+	// the time their prefills ran ([Pool.Abort]).
+	Aborts        int
+	WastedTokens  int
+	WastedPrefill time.Duration
 	// Latency holds the end-to-end latencies of the served requests, from
 	// the first attempt to the end of the last, sorted; QueueTimes their
 	// served attempts' queue times, sorted.
@@ -44,6 +50,9 @@ func Summarize(records []*Record, keep func(*Record) bool) Summary {
 		s.Retries += r.Attempts - 1
 		s.WastedRetries += r.Wasted
 		s.Failures += r.Failures
+		s.Aborts += r.Aborts
+		s.WastedTokens += r.WastedTokens
+		s.WastedPrefill += r.WastedPrefill
 		for o, n := range r.Drops {
 			s.Drops[o] += n
 		}

@@ -1,0 +1,234 @@
+// Command crossband shows what strict priority and band ceilings do when
+// the requests that run must give way across bands: a batch backlog of
+// long generations (120 closed-loop clients at priority −1, 1,000-token
+// prompts and outputs) beside bursty interactive chat at priority 10
+// (Poisson 3 req/s for 20 s, then 12 req/s for 10 s, repeating; 500-token
+// prompts, 150-token outputs, a 1 s time-to-first-token SLO), on 4 servers
+// of 16 slots behind a gate of MaxInFlight(64), for 5 simulated minutes.
+// Each row runs the real controller with its gate — strict priority, chat
+// alone, or gate.Ceiling with one of llm-d's usage-limit policies over
+// MaxInFlight(64) — on the shared simulator, for each seed; every cell is
+// the median over the seeds with the minimum and maximum. A last table
+// gives the frontier of the ceiling rows: SLO met against batch
+// throughput.
+//
+//	go run ./examples/crossband                 # seeds 1–20
+//	go run ./examples/crossband -from 1 -to 3
+//	go run ./examples/crossband -seed 2 -detail # one seed, second by second
+//
+// The same flags print the same bytes.
+package main
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicegate/sluice/examples/internal/sim"
+)
+
+func main() {
+	from := flag.Uint64("from", 1, "first seed")
+	to := flag.Uint64("to", 20, "last seed")
+	seed := flag.Uint64("seed", 0, "with -detail: the seed shown second by second")
+	detail := flag.Bool("detail", false, "show one seed (-seed) second by second instead of the table")
+	flag.Parse()
+	if *detail {
+		if *seed == 0 {
+			fmt.Fprintln(os.Stderr, "crossband: -detail needs -seed N, N >= 1")
+			os.Exit(2)
+		}
+		if err := PrintDetail(os.Stdout, Variants, *seed); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		return
+	}
+	if *from == 0 || *to < *from {
+		fmt.Fprintf(os.Stderr, "crossband: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
+		os.Exit(2)
+	}
+	c, err := Compare(Variants, sim.SeedRange(*from, *to))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c.Print(os.Stdout)
+}
+
+// Columns are the figures the table prints, each as the median over the
+// seeds with the minimum and maximum. A batch column is blank in the row
+// without batch clients.
+var Columns = []struct {
+	Name, Format string
+	Batch        bool
+	Of           func(Run) float64
+}{
+	{"chat SLO met %", "%.1f", false, func(r Run) float64 { return 100 * r.SLOMet }},
+	{"chat p95 TTFT s", "%.2f", false, func(r Run) float64 { return r.P95.Seconds() }},
+	{"chat p99 TTFT s", "%.2f", false, func(r Run) float64 { return r.P99.Seconds() }},
+	{"batch served/s", "%.2f", true, func(r Run) float64 { return r.BatchPerSecond }},
+	{"wasted batch tokens", "%.0f", true, func(r Run) float64 { return float64(r.WastedTokens) }},
+	{"revocations", "%.0f", true, func(r Run) float64 { return float64(r.Revocations) }},
+}
+
+// Print writes the table, then the frontier of the ceiling rows.
+func (c *Comparison) Print(out io.Writer) {
+	fmt.Fprintf(out, "%d servers × %d slots (%v + %v per prompt token, %v per output token), gate MaxInFlight(%d)\n",
+		servers, slotsPerServer, base, perPromptToken, perOutputToken, maxInFlight)
+	fmt.Fprintf(out, "chat (band %d): Poisson %d req/s for %v, then %d req/s for %v, repeating; %d-token prompts, %d-token outputs; TTFT SLO %v\n",
+		chatBand, quietRate, quietFor, busyRate, busyFor, chatPrompt, chatOutput, chatSLO)
+	fmt.Fprintf(out, "batch (band %d): %d closed-loop clients thinking %v on average, %d-token prompts, %d-token outputs\n",
+		batchBand, batchClients, batchThink, batchPrompt, batchOutput)
+	fmt.Fprintf(out, "%v simulated per run; seeds %d–%d; cells: median [min–max] over the seeds\n\n",
+		simDuration, c.Seeds[0], c.Seeds[len(c.Seeds)-1])
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "gate\t")
+	for _, col := range Columns {
+		fmt.Fprintf(tw, "%s\t", col.Name)
+	}
+	fmt.Fprintln(tw)
+	for v, va := range c.Variants {
+		fmt.Fprintf(tw, "%s\t", va.Name)
+		for _, col := range Columns {
+			if va.ChatAlone && col.Batch {
+				fmt.Fprint(tw, "—\t")
+				continue
+			}
+			sp := c.Spread(v, col.Of)
+			f := col.Format
+			fmt.Fprintf(tw, f+" ["+f+"–"+f+"]\t", sp.Median, sp.Min, sp.Max)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	c.PrintFrontier(out)
+}
+
+// Frontier returns the ceiling rows, in falling order of their median
+// batch throughput, each with whether another ceiling row beats it on
+// both medians (SLO met and batch throughput): the rows not beaten are
+// the frontier.
+func (c *Comparison) Frontier() (rows []int, beaten []bool) {
+	slo := func(v int) float64 { return c.Spread(v, func(r Run) float64 { return r.SLOMet }).Median }
+	batch := func(v int) float64 { return c.Spread(v, func(r Run) float64 { return r.BatchPerSecond }).Median }
+	for v, va := range c.Variants {
+		if va.Ceiling {
+			rows = append(rows, v)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b int) int { return cmp.Compare(batch(b), batch(a)) })
+	for _, v := range rows {
+		out := false
+		for _, w := range rows {
+			if w != v && slo(w) >= slo(v) && batch(w) >= batch(v) && (slo(w) > slo(v) || batch(w) > batch(v)) {
+				out = true
+			}
+		}
+		beaten = append(beaten, out)
+	}
+	return rows, beaten
+}
+
+// BatchShare returns, seed by seed, variant v's batch throughput as a
+// share of strict priority's (row 0).
+func (c *Comparison) BatchShare(v int) sim.Spread {
+	values := make([]float64, len(c.Seeds))
+	for i := range c.Seeds {
+		values[i] = c.Runs[v][i].BatchPerSecond / c.Runs[0][i].BatchPerSecond
+	}
+	return sim.SpreadOf(values)
+}
+
+// Goal is the issue's: chat meets its SLO on every seed for at least
+// GoalSLO of its requests, while batch keeps at least GoalBatch of its
+// strict-priority throughput on every seed.
+const (
+	GoalSLO   = 0.99
+	GoalBatch = 0.90
+)
+
+// MeetsGoal reports whether variant v reaches the goal on every seed.
+func (c *Comparison) MeetsGoal(v int) bool {
+	return c.Spread(v, func(r Run) float64 { return r.SLOMet }).Min >= GoalSLO && c.BatchShare(v).Min >= GoalBatch
+}
+
+// PrintFrontier writes the ceiling rows' trade of SLO met against batch
+// throughput.
+func (c *Comparison) PrintFrontier(out io.Writer) {
+	fmt.Fprintf(out, "\nfrontier of the ceiling rows: chat SLO met against batch throughput (%% of strict priority's, seed by seed)\n")
+	fmt.Fprintf(out, "goal: SLO met >= %.0f%% on every seed with batch >= %.0f%% of strict priority's\n\n", 100*GoalSLO, 100*GoalBatch)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "gate\tchat SLO met %\tbatch % of strict\ton the frontier\tmeets the goal\t\n")
+	rows, beaten := c.Frontier()
+	for k, v := range rows {
+		slo := c.Spread(v, func(r Run) float64 { return 100 * r.SLOMet })
+		share := c.BatchShare(v)
+		frontier, goal := "yes", "no"
+		if beaten[k] {
+			frontier = "no"
+		}
+		if c.MeetsGoal(v) {
+			goal = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%.1f [%.1f–%.1f]\t%.0f [%.0f–%.0f]\t%s\t%s\t\n", c.Variants[v].Name,
+			slo.Median, slo.Min, slo.Max, 100*share.Median, 100*share.Min, 100*share.Max, frontier, goal)
+	}
+	tw.Flush()
+}
+
+// PrintDetail runs every variant on seed and writes, second by second,
+// how many batch requests were running and how many chat requests were
+// waiting, under each gate.
+func PrintDetail(out io.Writer, variants []Variant, seed uint64) error {
+	runs := make([]Run, len(variants))
+	err := sim.Parallel(len(variants), func(v int) error {
+		var err error
+		runs[v], err = Simulate(variants[v], seed)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "seed %d, second by second: batch requests running / chat requests waiting, under each gate\n", seed)
+	for v, va := range variants {
+		fmt.Fprintf(out, "  %c  %s\n", 'A'+v, va.Name)
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "t s\tchat req/s\t")
+	for v := range variants {
+		fmt.Fprintf(tw, "%c\t", 'A'+v)
+	}
+	fmt.Fprintln(tw)
+	for t := time.Duration(0); t < simDuration; t += time.Second {
+		rate := quietRate
+		if t%(quietFor+busyFor) >= quietFor {
+			rate = busyRate
+		}
+		fmt.Fprintf(tw, "%d\t%d\t", int(t.Seconds()), rate)
+		for _, r := range runs {
+			running, waiting := 0, 0
+			for _, rec := range r.records {
+				// One attempt each, and the gate is the pool's 64
+				// slots: a request runs from the instant it leaves
+				// its band to its end.
+				start := rec.Arrival + rec.QueueTime
+				switch {
+				case rec.Tenant == batchTenant && start <= t && t < rec.End:
+					running++
+				case rec.Tenant == chatTenant && rec.Arrival <= t && t < start:
+					waiting++
+				}
+			}
+			fmt.Fprintf(tw, "%d/%d\t", running, waiting)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
