@@ -125,6 +125,8 @@ func (r InferenceRoutes) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// String returns the route as -inference-path takes it: "PATH" or
+// "METHOD PATH".
 func (rt InferenceRoute) String() string {
 	if rt.Method == "" {
 		return rt.Path
@@ -140,6 +142,7 @@ type InferenceRoutesFlag struct {
 	given  bool
 }
 
+// String returns the routes held, for flag's defaults in -h.
 func (f *InferenceRoutesFlag) String() string {
 	if f == nil || f.Routes == nil {
 		return ""
@@ -147,6 +150,8 @@ func (f *InferenceRoutesFlag) String() string {
 	return f.Routes.String()
 }
 
+// Set parses one -inference-path value and adds its route; the first call
+// replaces the routes held before.
 func (f *InferenceRoutesFlag) Set(s string) error {
 	if strings.TrimSpace(s) == "" {
 		return errors.New("empty: want [METHOD] PATH")
