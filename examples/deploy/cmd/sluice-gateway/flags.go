@@ -87,7 +87,9 @@ backend's did.
 
 The gate: -max-inflight N if given; else the file's gate (Sluice's gate
 section, or llm-d-router's saturationDetector); else llm-d-router's
-utilization-detector with its defaults, fed by scraping the backends.
+utilization-detector with its defaults, fed by scraping the backends. A
+usage limit of the file (band ceilings) applies to whichever gate runs,
+-max-inflight's included.
 
 SIGTERM or SIGINT: /readyz turns 503 at once and the gateway serves as before
 for the drain delay (-drain-delay or gateway.drainDelay), while Kubernetes
@@ -146,7 +148,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	)
 	shared.Register(fs)
 	fs.StringVar(&listen, "listen", config.DefaultListen, "`address` to listen on; overrides gateway.listen")
-	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate")
+	fs.IntVar(&maxInFlight, "max-inflight", 0, "gate on at most `N` requests in flight instead of the file's or the default saturation gate (the file's usage limit still applies)")
 	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", flowhttp.DefaultMaxBodyBytes,
 		"longest request body, read before queueing to size it and estimate its tokens; longer ones get 413 (negative: never read, every request costs 1)")
 	fs.Int64Var(&o.maxTokens, "max-tokens", flowhttp.DefaultMaxTokens,
