@@ -137,7 +137,8 @@ type Config struct {
 	// flows holding some of it, its own included — displaces the most
 	// recently queued request of the flow holding the most (in the same
 	// band, or for a controller-wide capacity in any band at or below its
-	// own), which ends with [OutcomeEvictedQueuePressure]. With
+	// own), which ends with [OutcomeRejectedSaturated] and an error
+	// wrapping [ErrDisplaced]. With
 	// NoDisplacement such a request is rejected.
 	//
 	// A request displaces only a flow that holds more than the request's

@@ -340,7 +340,9 @@ func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 		RetryAfter: w.retryAfter,
 	}
 	switch w.outcome {
-	case OutcomeEvictedQueuePressure:
+	case OutcomeRejectedSaturated:
+		// A queued request is rejected-saturated only when makeRoom
+		// displaced it: a capacity rejection never reaches a queue.
 		rej.limit = limitDisplaced
 	case OutcomeRejectedNoEndpoints:
 		rej.limit = limitNoEndpoints

@@ -51,7 +51,9 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 			v.retryAfter = v.band.drain.retryAfter(now, c.inFlight)
 		}
 		c.unqueue(v, now)
-		c.decide(v, OutcomeEvictedQueuePressure, now)
+		// It never reached a model server: rejected-saturated, with
+		// ErrDisplaced beside it (see result).
+		c.decide(v, OutcomeRejectedSaturated, now)
 	}
 	return nil
 }

@@ -3,8 +3,10 @@ package flowcontrol_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -12,6 +14,78 @@ import (
 )
 
 // TestDisplacementWorkedExample is the example of Config.NoDisplacement.
+// displaced checks that c ended as a displaced request does: rejected
+// saturated, its error wrapping ErrRejectedSaturated and ErrDisplaced, and
+// returns its rejection.
+func displaced(t *testing.T, c *call) *flowcontrol.RejectionError {
+	t.Helper()
+	rej := c.rejection(t)
+	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome, "%v", rej)
+	require.ErrorIs(t, rej, flowcontrol.ErrRejectedSaturated)
+	require.ErrorIs(t, rej, flowcontrol.ErrDisplaced)
+	require.NotErrorIs(t, rej, flowcontrol.ErrEvictedQueuePressure)
+	require.NotErrorIs(t, rej, flowcontrol.ErrTooLarge)
+	return rej
+}
+
+// TestDisplacedIsRejectedSaturated: a request displaced from its queue
+// never reached a model server, so it ends as llm-d names such requests,
+// rejected-*: OutcomeRejectedSaturated, 429, its error wrapping
+// ErrRejectedSaturated and the detail ErrDisplaced, with the time it
+// queued and the band's Retry-After (30s: the band was busy 2s without
+// draining). The Observer hears it queued, as rejected-saturated.
+func TestDisplacedIsRejectedSaturated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex // the Observer runs on each caller's goroutine
+			events []flowcontrol.Event
+		)
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}},
+			Gate:  flowcontrol.MaxInFlight(0),
+			Observer: func(ev flowcontrol.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, ev)
+			},
+		})
+		start(context.Background(), fc, req("heavy", 0))
+		synctest.Wait()
+		newest := start(context.Background(), fc, req("heavy", 0))
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		light := start(context.Background(), fc, req("light", 0))
+		synctest.Wait()
+		require.False(t, light.finished())
+		// A request refused at the door is rejected-saturated too, but
+		// not displaced: light holds its share.
+		again := start(context.Background(), fc, req("light", 0))
+		synctest.Wait()
+		require.Equal(t, flowcontrol.OutcomeRejectedSaturated, again.outcome(t))
+		require.NotErrorIs(t, again.err, flowcontrol.ErrDisplaced)
+		require.Zero(t, again.rejection(t).QueueTime)
+
+		rej := displaced(t, newest)
+		require.Equal(t, 2*time.Second, rej.QueueTime)
+		require.Equal(t, 30*time.Second, rej.RetryAfter)
+		require.Equal(t, key("heavy", 0), rej.Effective)
+		require.Equal(t, http.StatusTooManyRequests, rej.Outcome.HTTPStatus())
+		require.Equal(t, "flowcontrol: priority 0: rejected-saturated: displaced from its queue by a fairer flow, "+
+			"one holding less than its share of a full queue after 2s queued; retry after 30s", rej.Error())
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		// The Observer hears both as rejected-saturated; only the
+		// displacement queued.
+		require.Len(t, events, 2)
+		for _, ev := range events {
+			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, ev.Outcome)
+			require.Equal(t, ev.Requested.ID == "heavy", ev.Queued, "%+v", ev)
+		}
+
+	})
+}
+
 func TestDisplacementWorkedExample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
@@ -27,18 +101,17 @@ func TestDisplacementWorkedExample(t *testing.T) {
 		synctest.Wait()
 		c1 := start(context.Background(), fc, req("C", 0))
 		synctest.Wait()
-		rej := a[8].rejection(t)
-		require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, rej.Outcome)
-		require.ErrorIs(t, rej, flowcontrol.ErrEvictedQueuePressure)
+		rej := displaced(t, a[8])
 		require.Equal(t, http.StatusTooManyRequests, rej.Outcome.HTTPStatus())
-		require.Equal(t, "evicted-queue-pressure", rej.Outcome.String())
+		require.Equal(t, "rejected-saturated", rej.Outcome.String())
 		require.False(t, c1.finished())
 		c2 := start(context.Background(), fc, req("C", 0))
 		synctest.Wait()
-		require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, a[7].rejection(t).Outcome)
+		displaced(t, a[7])
 		require.False(t, c2.finished())
 		_, err := fc.EnqueueAndWait(context.Background(), req("A", 0))
 		require.ErrorIs(t, err, flowcontrol.ErrRejectedSaturated, "A holds 7, over its share")
+		require.NotErrorIs(t, err, flowcontrol.ErrDisplaced, "refused at the door, not displaced")
 		s, _ := fc.FlowSnapshot(0, "A")
 		require.Equal(t, int64(7), s.QueuedRequests)
 		s, _ = fc.FlowSnapshot(0, "C")
@@ -84,15 +157,16 @@ func TestGlobalDisplacementNeverTakesFromAHigherBand(t *testing.T) {
 	mid := submit(context.Background(), fc, req("M", 0))
 	require.False(t, mid.finished())
 	require.True(t, low[2].finished())
-	require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, low[2].rejection(t).Outcome)
+	displaced(t, low[2])
 	// Another flow of band 0: L holds 2, more than it would hold: L again.
 	mid2 := submit(context.Background(), fc, req("N", 0))
 	require.False(t, mid2.finished())
-	require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, low[1].rejection(t).Outcome)
+	displaced(t, low[1])
 	// A third: below band 0 only L's 1 is left, no more than it would hold.
 	mid3 := submit(context.Background(), fc, req("O", 0))
 	require.True(t, mid3.finished())
 	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, mid3.rejection(t).Outcome)
+	require.NotErrorIs(t, mid3.err, flowcontrol.ErrDisplaced)
 	for _, h := range high {
 		require.False(t, h.finished())
 	}
@@ -114,7 +188,7 @@ func TestCostDisplacement(t *testing.T) {
 	require.False(t, small.finished())
 	for i, c := range big {
 		if i >= 7 {
-			require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, c.rejection(t).Outcome, "big[%d]", i)
+			displaced(t, c)
 		} else {
 			require.False(t, c.finished(), "big[%d]", i)
 		}
@@ -172,7 +246,7 @@ func TestBandLimitDisplacesOnlyInItsBand(t *testing.T) {
 	// A's newest is the one victim needed: it frees a place in band 0 and
 	// in the controller.
 	require.True(t, a[3].finished(), "A's newest request was not displaced")
-	require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, a[3].outcome(t))
+	displaced(t, a[3])
 	for i, v := range b {
 		require.False(t, v.finished(), "B[%d] in band -1 was displaced (%v) to make room in full band 0", i, v.err)
 	}

@@ -16,7 +16,8 @@
 //	outcome                          error wraps                  HTTP
 //	OutcomeDispatched                (none)                       200
 //	OutcomeRejectedSaturated         ErrRejectedSaturated         429 + RetryAfter (413 with ErrTooLarge)
-//	OutcomeEvictedQueuePressure      ErrEvictedQueuePressure      429 + RetryAfter
+//	  displaced while queued         ErrRejectedSaturated and     429 + RetryAfter
+//	                                 ErrDisplaced
 //	OutcomeRejectedTTLExpired        ErrRejectedTTLExpired        429 + RetryAfter
 //	OutcomeRejectedContextCancelled  ErrRejectedContextCancelled  503
 //	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
@@ -24,9 +25,14 @@
 //
 // OutcomeRejectedSaturated covers every capacity — of the band, the flow or
 // the controller; in requests, bytes or cost — and, with
-// [Config.NeverPromote], a request no band can take. OutcomeEvictedQueuePressure
-// is a queued request displaced by a request of a fairer flow (fair
-// admission, below); it never reached a model server. OutcomeRejectedNoEndpoints
+// [Config.NeverPromote], a request no band can take; and a queued request
+// displaced by a request of a fairer flow (fair admission, below), whose
+// error wraps the detail [ErrDisplaced] beside ErrRejectedSaturated, as a
+// request that can never fit wraps [ErrTooLarge]. Following llm-d-router's
+// rule, rejected-* means the request never reached a model server, a
+// queued one included; evicted-* is kept for a request dispatched and then
+// killed, so the deprecated [OutcomeEvictedQueuePressure] ends no request
+// any more. OutcomeRejectedNoEndpoints
 // is a request that waited [Config.NoEndpointsTTL] while its gate reported
 // no model server at all, or whose TTL ran out while it did (see
 // [EndpointGate]).
@@ -106,9 +112,9 @@
 // # Retry-After
 //
 // [RejectionError.RetryAfter] tells every refusal that can be retried when
-// to come back. For OutcomeRejectedSaturated and
-// OutcomeEvictedQueuePressure it projects from the scope that refused the
-// request (its band, or the controller's capacities) and its drain rate:
+// to come back. For OutcomeRejectedSaturated, displacements included, it
+// projects from the scope that refused the request or made it leave (its
+// band, or the controller's capacities) and its drain rate:
 // the dispatches from its queue per second of busy time — time with
 // waiters, so an idle stretch neither slows the rate nor inflates the next
 // value — as a moving average with a time constant of 5s, over windows of

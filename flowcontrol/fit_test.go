@@ -192,7 +192,7 @@ func TestRejectionNamesOnlyABoundedCapacity(t *testing.T) {
 			}
 			c := submit(context.Background(), fc, r)
 			var rej *flowcontrol.RejectionError
-			if !c.finished() || !errors.As(c.err, &rej) || rej.Outcome == flowcontrol.OutcomeEvictedQueuePressure {
+			if !c.finished() || !errors.As(c.err, &rej) || errors.Is(rej, flowcontrol.ErrDisplaced) {
 				continue // queued, or displaced by another request
 			}
 			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome, "request %d", i)

@@ -282,6 +282,7 @@ type modelReq struct {
 	outcome   flowcontrol.Outcome
 	queueTime time.Duration
 	byContext bool // the context ended it
+	displaced bool // a fairer flow's request displaced it: ErrDisplaced
 	done      bool // Done was called
 	callback  callbackMode
 }
@@ -529,7 +530,10 @@ func (m *model) enqueue(r *modelReq, own, deadline time.Duration, alreadyDone bo
 	}
 	for _, v := range plan {
 		m.remove(v)
-		m.finish(v, flowcontrol.OutcomeEvictedQueuePressure, m.now-v.enqueued, false)
+		// It never reached a server: rejected-saturated, ErrDisplaced
+		// beside it.
+		v.displaced = true
+		m.finish(v, flowcontrol.OutcomeRejectedSaturated, m.now-v.enqueued, false)
 	}
 	// With nothing waiting at or above its band and a free slot, the
 	// request starts at once: it never joins a queue, and the fairness
@@ -942,6 +946,9 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 		if rej.Outcome != r.outcome || rej.Effective != wantKey || rej.QueueTime != r.queueTime {
 			rt.Fatalf("%s: %v in %v after %v; model %v in %v after %v (%v)", id, rej.Outcome, rej.Effective, rej.QueueTime, r.outcome, wantKey, r.queueTime, r.call.err)
 		}
+		if displaced := errors.Is(r.call.err, flowcontrol.ErrDisplaced); displaced != r.displaced {
+			rt.Fatalf("%s: matches ErrDisplaced %v; the model says displaced %v (%v)", id, displaced, r.displaced, r.call.err)
+		}
 		deadline, canceled := errors.Is(r.call.err, context.DeadlineExceeded), errors.Is(r.call.err, context.Canceled)
 		wantDeadline := r.byContext && r.outcome == flowcontrol.OutcomeRejectedTTLExpired
 		wantCanceled := r.byContext && r.outcome == flowcontrol.OutcomeRejectedContextCancelled
@@ -954,17 +961,16 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 		// pool, none otherwise.
 		inRange := rej.RetryAfter >= time.Second && rej.RetryAfter <= 30*time.Second && rej.RetryAfter%time.Second == 0
 		switch {
+		case r.displaced, r.outcome == flowcontrol.OutcomeRejectedTTLExpired && rej.QueueTime > 0:
+			if !inRange {
+				rt.Fatalf("%s: RetryAfter %v on %v", id, rej.RetryAfter, rej.Outcome)
+			}
 		case r.outcome == flowcontrol.OutcomeRejectedSaturated:
 			if !inRange && rej.RetryAfter != 0 {
 				rt.Fatalf("%s: RetryAfter %v", id, rej.RetryAfter)
 			}
 			if errors.Is(rej, flowcontrol.ErrTooLarge) && rej.RetryAfter != 0 {
 				rt.Fatalf("%s: RetryAfter %v on a request that can never fit", id, rej.RetryAfter)
-			}
-		case r.outcome == flowcontrol.OutcomeEvictedQueuePressure,
-			r.outcome == flowcontrol.OutcomeRejectedTTLExpired && rej.QueueTime > 0:
-			if !inRange {
-				rt.Fatalf("%s: RetryAfter %v on %v", id, rej.RetryAfter, rej.Outcome)
 			}
 		case r.outcome == flowcontrol.OutcomeRejectedNoEndpoints:
 			if rej.RetryAfter != time.Second {
@@ -977,7 +983,7 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 	// Every outcome, also those the model has none of: an event the model
 	// never produced is as wrong as a missing one.
 	observed := map[flowcontrol.Outcome]int{}
-	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeEvictedQueuePressure; o++ {
+	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeRejectedNoEndpoints; o++ {
 		if n := rec.count(o); n > 0 {
 			observed[o] = n
 		}

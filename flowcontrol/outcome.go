@@ -25,7 +25,11 @@ const (
 	// OutcomeRejectedSaturated: the request did not fit a request, byte or
 	// cost capacity of its band, its flow or the controller, and displacing
 	// others could not make room; or (with [Config.NeverPromote]) no band
-	// could take it. It was never queued.
+	// could take it; it was never queued then. Or it was queued and then
+	// displaced by a request of a flow holding less than its share of a
+	// full band or controller (see [Config.NoDisplacement]); its error
+	// wraps [ErrDisplaced] then. Either way it never reached a model
+	// server, hence rejected-*, as llm-d-router names such outcomes.
 	OutcomeRejectedSaturated
 	// OutcomeRejectedTTLExpired: the request waited its whole queue-wait
 	// TTL, or its context's deadline passed while it was queued.
@@ -36,9 +40,14 @@ const (
 	// OutcomeRejectedShuttingDown: the controller was closed before the
 	// request was dispatched.
 	OutcomeRejectedShuttingDown
-	// OutcomeEvictedQueuePressure: the request was queued and then
-	// displaced by a request of a flow holding less than its share of a
-	// full band or controller (see [Config.NoDisplacement]).
+	// OutcomeEvictedQueuePressure once named a displacement from the queue.
+	//
+	// Deprecated: no request ends with it any more. A displaced request
+	// never reached a model server, and llm-d-router's evicted-* names are
+	// for requests dispatched and then killed, so a displacement ends with
+	// OutcomeRejectedSaturated and its error wraps [ErrDisplaced]: match
+	// errors.Is(err, ErrDisplaced) instead. String, HTTPStatus and its
+	// sentinel still answer as before.
 	OutcomeEvictedQueuePressure
 	// OutcomeRejectedNoEndpoints: the gate reported no endpoints at all
 	// (see [EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
@@ -53,8 +62,9 @@ const DroppedReasonHeader = "x-llm-d-request-dropped-reason"
 // String returns the outcome's name: "dispatched", or for every other
 // outcome the value of [DroppedReasonHeader] that llm-d-router defines for
 // it — "rejected-saturated", "rejected-ttl-expired",
-// "rejected-context-cancelled", "rejected-shutting-down",
-// "evicted-queue-pressure" or "rejected-no-endpoints".
+// "rejected-context-cancelled", "rejected-shutting-down" or
+// "rejected-no-endpoints" (and "evicted-queue-pressure" for the deprecated
+// OutcomeEvictedQueuePressure).
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeDispatched:
@@ -92,10 +102,11 @@ func (o Outcome) HTTPStatus() int {
 	return 0
 }
 
-// Sentinel errors, one per outcome other than dispatch. Every error of
-// EnqueueAndWait is a [*RejectionError] that wraps exactly one of them, so
-// errors.Is(err, ErrRejectedTTLExpired) tells the outcome without a type
-// assertion.
+// Sentinel errors, one per outcome other than dispatch, and two details of
+// OutcomeRejectedSaturated ([ErrTooLarge], [ErrDisplaced]). Every error of
+// EnqueueAndWait is a [*RejectionError] that wraps exactly one outcome
+// sentinel, so errors.Is(err, ErrRejectedTTLExpired) tells the outcome
+// without a type assertion, and errors.Is(err, ErrDisplaced) the detail.
 var (
 	// ErrRejectedSaturated is wrapped for [OutcomeRejectedSaturated].
 	ErrRejectedSaturated = errors.New("flowcontrol: rejected-saturated")
@@ -106,6 +117,16 @@ var (
 	// carries no RetryAfter, since waiting cannot help it; flowhttp answers
 	// it 413.
 	ErrTooLarge = errors.New("flowcontrol: request larger than a byte or cost capacity")
+	// ErrDisplaced is not an outcome but a detail of one, as ErrTooLarge
+	// is: it is wrapped, beside ErrRejectedSaturated, for a request that
+	// was queued and then displaced by a request of a flow holding less
+	// than its share of a full band or controller (fair admission; see
+	// [Config.NoDisplacement]). It is never the only sentinel an error
+	// wraps. Such a rejection carries the QueueTime the request waited and
+	// a RetryAfter: the request may come back when the scope that made it
+	// leave has room. flowhttp answers it 429 with dropped reason
+	// rejected-saturated.
+	ErrDisplaced = errors.New("flowcontrol: displaced by a fairer flow")
 	// ErrRejectedTTLExpired is wrapped for [OutcomeRejectedTTLExpired].
 	ErrRejectedTTLExpired = errors.New("flowcontrol: rejected-ttl-expired")
 	// ErrRejectedContextCancelled is wrapped for
@@ -114,7 +135,11 @@ var (
 	// ErrRejectedShuttingDown is wrapped for [OutcomeRejectedShuttingDown],
 	// and by [FlowController.ProvisionBand] after Close.
 	ErrRejectedShuttingDown = errors.New("flowcontrol: rejected-shutting-down")
-	// ErrEvictedQueuePressure is wrapped for [OutcomeEvictedQueuePressure].
+	// ErrEvictedQueuePressure was wrapped for [OutcomeEvictedQueuePressure].
+	//
+	// Deprecated: no error wraps it any more; a displaced request's error
+	// wraps ErrRejectedSaturated and [ErrDisplaced]. Match
+	// errors.Is(err, ErrDisplaced) instead.
 	ErrEvictedQueuePressure = errors.New("flowcontrol: evicted-queue-pressure")
 	// ErrRejectedNoEndpoints is wrapped for [OutcomeRejectedNoEndpoints].
 	ErrRejectedNoEndpoints = errors.New("flowcontrol: rejected-no-endpoints")
@@ -144,10 +169,10 @@ const (
 // [FlowController.Submit] for every outcome but dispatch.
 //
 // errors.Is matches the outcome's sentinel ([ErrRejectedSaturated],
-// [ErrEvictedQueuePressure], [ErrRejectedTTLExpired],
-// [ErrRejectedContextCancelled], [ErrRejectedShuttingDown] or
-// [ErrRejectedNoEndpoints]); [ErrTooLarge]
-// for a request that can never fit; and, when the context ended the wait,
+// [ErrRejectedTTLExpired], [ErrRejectedContextCancelled],
+// [ErrRejectedShuttingDown] or [ErrRejectedNoEndpoints]); beside
+// ErrRejectedSaturated, [ErrTooLarge] for a request that can never fit and
+// [ErrDisplaced] for one displaced while queued; and, when the context ended the wait,
 // the context's error (context.Canceled or context.DeadlineExceeded) and its
 // cause, if it has a different one.
 type RejectionError struct {
@@ -163,7 +188,7 @@ type RejectionError struct {
 	// that refused the request should have a place for it, after the places
 	// promised to earlier refusals (see the package doc's Retry-After
 	// section). Whole seconds, rounded up, between 1s and 30s. It is set on
-	// OutcomeRejectedSaturated and OutcomeEvictedQueuePressure — from the
+	// OutcomeRejectedSaturated, a displaced request's included — from the
 	// [PriorServiceTime] prior until that scope has a measured drain rate
 	// — but never for a request that can never fit; on
 	// OutcomeRejectedTTLExpired of a queued request, from its band; and to
@@ -230,7 +255,7 @@ func (e *RejectionError) Error() string {
 	case limitFlowRequests:
 		sb.WriteString(": flow " + strconv.Quote(e.Requested.ID) + " request capacity " + val + " in " + band + " reached")
 	case limitDisplaced:
-		sb.WriteString(": displaced by a flow holding less than its share of a full queue")
+		sb.WriteString(": displaced from its queue by a fairer flow, one holding less than its share of a full queue")
 	case limitNoEndpoints:
 		sb.WriteString(": the gate has no endpoints to send it to")
 	case limitCounterRange:
@@ -256,8 +281,9 @@ func (e *RejectionError) Error() string {
 	return sb.String()
 }
 
-// Unwrap returns the outcome's sentinel and, when the context ended the
-// wait, the context's error and its distinct cause.
+// Unwrap returns the outcome's sentinel, its detail ([ErrTooLarge] or
+// [ErrDisplaced]) if any and, when the context ended the wait, the
+// context's error and its distinct cause.
 func (e *RejectionError) Unwrap() []error {
 	errs := make([]error, 0, 3)
 	if s := e.Outcome.sentinel(); s != nil {
@@ -265,6 +291,9 @@ func (e *RejectionError) Unwrap() []error {
 	}
 	if e.tooLarge {
 		errs = append(errs, ErrTooLarge)
+	}
+	if e.limit == limitDisplaced {
+		errs = append(errs, ErrDisplaced)
 	}
 	if e.ctxErr != nil {
 		errs = append(errs, e.ctxErr)
@@ -291,7 +320,9 @@ type Event struct {
 	// Queued reports whether the request waited in its band's queue:
 	// false when its outcome was reached within its EnqueueAndWait or
 	// Submit call (started or refused at once), whatever QueueTime reads
-	// on a coarse or virtual clock.
+	// on a coarse or virtual clock. An OutcomeRejectedSaturated that was
+	// Queued is a displacement (its error wrapped [ErrDisplaced]): a
+	// capacity rejection is never queued.
 	Queued bool
 	// EnqueueTime is how long the controller took over the request's
 	// enqueue — capacity checks, displacement, the gate's first answer,

@@ -23,7 +23,9 @@ func TestOutcomeStrings(t *testing.T) {
 		{flowcontrol.OutcomeRejectedTTLExpired, "rejected-ttl-expired", 429, flowcontrol.ErrRejectedTTLExpired},
 		{flowcontrol.OutcomeRejectedContextCancelled, "rejected-context-cancelled", 503, flowcontrol.ErrRejectedContextCancelled},
 		{flowcontrol.OutcomeRejectedShuttingDown, "rejected-shutting-down", 503, flowcontrol.ErrRejectedShuttingDown},
+		// Deprecated, and ends no request, but still answers as before.
 		{flowcontrol.OutcomeEvictedQueuePressure, "evicted-queue-pressure", 429, flowcontrol.ErrEvictedQueuePressure},
+		{flowcontrol.OutcomeRejectedNoEndpoints, "rejected-no-endpoints", 503, flowcontrol.ErrRejectedNoEndpoints},
 		{flowcontrol.Outcome(99), "Outcome(99)", 0, nil},
 	}
 	for _, tc := range cases {

@@ -185,7 +185,7 @@ func TestObserverPanicNeverSkipsDone(t *testing.T) {
 			s(context.Background(), flowcontrol.Request{Key: key("r", 0), TTL: time.Second})
 			return func() { clock.Advance(time.Second) }
 		}},
-		{"queued displacement", flowcontrol.OutcomeEvictedQueuePressure, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
+		{"queued displacement", flowcontrol.OutcomeRejectedSaturated, func(t *testing.T, fc *flowcontrol.FlowController, _ *clocktest.Clock, s func(context.Context, flowcontrol.Request)) func() {
 			full(t, fc)
 			submit(context.Background(), fc, req("r", 3))
 			s(context.Background(), req("r", 3)) // r's newest; r holds the band
@@ -245,6 +245,7 @@ func TestObserverPanicNeverSkipsDone(t *testing.T) {
 				var rej *flowcontrol.RejectionError
 				require.ErrorAs(t, err, &rej)
 				require.Equal(t, st.want, rej.Outcome)
+				require.Equal(t, st.name == "queued displacement", errors.Is(err, flowcontrol.ErrDisplaced), "displaced: %v", err)
 			}
 			require.Equal(t, len(holders), fc.InFlight(), "a slot leaked")
 			fc.Close() // what still waits ends, so that the holders' slots free
@@ -461,7 +462,8 @@ func TestPanicDeliveringOthersKeepsTheNewcomersOutcome(t *testing.T) {
 			})
 			submit(context.Background(), fc, req("hog", -1))
 			fc.Submit(context.Background(), req("hog", -1), func(_ *flowcontrol.Admission, err error) {
-				require.ErrorIs(t, err, flowcontrol.ErrEvictedQueuePressure)
+				require.ErrorIs(t, err, flowcontrol.ErrRejectedSaturated)
+				require.ErrorIs(t, err, flowcontrol.ErrDisplaced)
 				panic("displaced boom")
 			})
 			var got *flowcontrol.Admission
@@ -502,8 +504,9 @@ func TestDisplacementNeedsTheVictimToHoldMore(t *testing.T) {
 	a := submit(context.Background(), fc, flowcontrol.Request{Key: key("a", 0), Cost: 4})
 	even := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), Cost: 4})
 	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, even.outcome(t))
+	require.NotErrorIs(t, even.err, flowcontrol.ErrDisplaced)
 	require.False(t, a.finished())
 	less := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), Cost: 3})
-	require.Equal(t, flowcontrol.OutcomeEvictedQueuePressure, a.outcome(t))
+	displaced(t, a)
 	require.False(t, less.finished())
 }

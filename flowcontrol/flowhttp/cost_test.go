@@ -210,10 +210,11 @@ func TestCostCapacityOverHTTP(t *testing.T) {
 
 // TestDisplacedAnswered429: with fair admission, a request of a flow that
 // holds nothing of a full band displaces the newest request of the flow
-// holding it all; the displaced request is answered 429
-// evicted-queue-pressure with the OpenAI-shaped body and the band's
-// Retry-After (30 s: the band was busy a second and a half without
-// draining), and never reaches the wrapped handler.
+// holding it all; the displaced request, which never reached a server, is
+// answered 429 with dropped reason rejected-saturated (llm-d's rejected-*:
+// not evicted-*), the time it queued, the OpenAI-shaped body saying it was
+// displaced, and the band's Retry-After (30 s: the band was busy a second
+// and a half without draining), and never reaches the wrapped handler.
 func TestDisplacedAnswered429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
@@ -234,13 +235,15 @@ func TestDisplacedAnswered429(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		e := decodeError(t, string(body))
 		if res.StatusCode != http.StatusTooManyRequests ||
-			res.Header.Get(flowcontrol.DroppedReasonHeader) != "evicted-queue-pressure" ||
-			res.Header.Get("Retry-After") != "30" {
-			t.Errorf("displaced: %d dropped %q Retry-After %q, want 429 evicted-queue-pressure 30", res.StatusCode,
-				res.Header.Get(flowcontrol.DroppedReasonHeader), res.Header.Get("Retry-After"))
+			res.Header.Get(flowcontrol.DroppedReasonHeader) != "rejected-saturated" ||
+			res.Header.Get("Retry-After") != "30" ||
+			res.Header.Get(flowhttp.QueueDurationHeader) != "1500" {
+			t.Errorf("displaced: %d dropped %q Retry-After %q queued %q ms, want 429 rejected-saturated 30 1500", res.StatusCode,
+				res.Header.Get(flowcontrol.DroppedReasonHeader), res.Header.Get("Retry-After"), res.Header.Get(flowhttp.QueueDurationHeader))
 		}
-		if e.code() != "evicted-queue-pressure" || e.Error.Type != "rate_limit_exceeded" ||
-			!strings.Contains(e.Error.Message, "evicted-queue-pressure") {
+		if e.code() != "rejected-saturated" || e.Error.Type != "rate_limit_exceeded" ||
+			!strings.Contains(e.Error.Message, "rejected-saturated: displaced from its queue by a fairer flow") ||
+			strings.Contains(e.Error.Message, "evicted") {
 			t.Errorf("displaced: body %+v", e)
 		}
 		synctest.Wait()

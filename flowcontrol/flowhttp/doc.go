@@ -27,7 +27,7 @@
 //	                                      rejected-saturated, rejected-ttl-expired,  flow control (400 from the
 //	                                      rejected-context-cancelled,                classifier or a body that
 //	                                      rejected-shutting-down,                    cannot be read, 413 for a
-//	                                      evicted-queue-pressure                     body over MaxBodyBytes)
+//	                                      rejected-no-endpoints                      body over MaxBodyBytes)
 //	Retry-After                           whole seconds, rounded up, after which     dispatched; 413;
 //	                                      the band should have room again (see       cancellation and
 //	                                      flowcontrol's Retry-After section): on     shutdown
@@ -51,10 +51,12 @@
 //	429 Too Many Requests     the band (or the controller) is full, by       rejected-saturated
 //	                          requests, bytes or cost, and the request's
 //	                          flow holds its share already
-//	429 Too Many Requests     while queued, displaced by a request of a      evicted-queue-pressure
+//	429 Too Many Requests     while queued, displaced by a request of a      rejected-saturated
 //	                          flow holding less than its share of the full
-//	                          band (fair admission); Retry-After as for a
-//	                          full band
+//	                          band (fair admission; flowcontrol.ErrDisplaced
+//	                          beside ErrRejectedSaturated): it never
+//	                          reached a server; Retry-After as for a full
+//	                          band
 //	429 Too Many Requests     the queue-wait TTL expired; Retry-After as     rejected-ttl-expired
 //	                          for the full band
 //	503 Service Unavailable   the client went away while queued              rejected-context-cancelled

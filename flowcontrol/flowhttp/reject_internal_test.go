@@ -50,6 +50,9 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 	// ErrTooLarge rides beside the RejectionError; the controller may also
 	// report a RetryAfter, which waiting cannot honour.
 	tooLarge := fmt.Errorf("%w: %w", capacityErr, flowcontrol.ErrTooLarge)
+	// No request ends with the deprecated outcome any more (a displacement
+	// is rejected-saturated, TestDisplacedAnswered429), but one built by
+	// hand still answers as it did.
 	evicted := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeEvictedQueuePressure, RetryAfter: 1500 * time.Millisecond}
 	// An expiry carries its band's Retry-After and the time it waited, as
 	// does an empty pool.
@@ -70,9 +73,7 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 		{"too large, bare sentinel", flowcontrol.ErrTooLarge,
 			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
 			wantBody("invalid_request_error", "rejected-saturated", flowcontrol.ErrTooLarge.Error())},
-		// Displaced by fair admission: the client may come back when the
-		// band has room, as after a capacity rejection.
-		{"displaced", evicted,
+		{"deprecated evicted-queue-pressure", evicted,
 			Rejection{Status: 429, DroppedReason: "evicted-queue-pressure", RetryAfter: "2", QueueDuration: "0"},
 			wantBody("rate_limit_exceeded", "evicted-queue-pressure", evicted.Error())},
 		{"expired", expired,

@@ -42,8 +42,9 @@ type Rejection struct {
 // with err.
 //
 // The status is the outcome's ([flowcontrol.Outcome.HTTPStatus]): 429 for
-// a full band, an expiry, or a displacement by fair admission
-// (evicted-queue-pressure), each with the Retry-After the controller
+// a full band, an expiry, or a displacement by fair admission (dropped
+// reason rejected-saturated, [flowcontrol.ErrDisplaced] beside it: it never
+// reached a model server), each with the Retry-After the controller
 // projects; 503 for cancellation, shutdown and an empty pool. Every answer
 // carries the time the request queued (QueueDuration). A
 // capacity rejection wrapping [flowcontrol.ErrTooLarge] (the request's
