@@ -23,9 +23,18 @@ const (
 
 // Dropped reasons that [Read] classifies; any other reason is [Failed].
 const (
-	ReasonSaturated = "rejected-saturated"     // the band was full: 429 + Retry-After
-	ReasonEvicted   = "evicted-queue-pressure" // a fairer flow took the place: 429 + Retry-After
-	ReasonExpired   = "rejected-ttl-expired"   // the queue-wait TTL ran out: 429
+	// ReasonSaturated: the band was full, or a fairer flow's request
+	// displaced this one from its queue: 429 + Retry-After.
+	ReasonSaturated = "rejected-saturated"
+	// ReasonEvicted is the reason a Sluice router once gave a request a
+	// fairer flow displaced from its queue: 429 + Retry-After.
+	//
+	// Deprecated: a Sluice router no longer sends it; a displacement never
+	// reached a model server and arrives as ReasonSaturated. Read still
+	// counts it Saturated, for a router that predates the change.
+	ReasonEvicted = "evicted-queue-pressure"
+	// ReasonExpired: the queue-wait TTL ran out: 429.
+	ReasonExpired = "rejected-ttl-expired"
 )
 
 // MaxRetryAfter bounds the Retry-After [Read] reports: a larger value, or
@@ -37,8 +46,9 @@ const MaxRetryAfter = time.Minute
 // received at now (for a Retry-After given as an HTTP date).
 //
 // A 2xx response is [Accepted]. A refusal is [Saturated] when its
-// dropped reason is rejected-saturated or evicted-queue-pressure, or when it
-// is a 429 without a reason (a proxy in front of the router that is just as
+// dropped reason is rejected-saturated (a displacement by a fairer flow
+// included) or the deprecated evicted-queue-pressure, or when it is a 429
+// without a reason (a proxy in front of the router that is just as
 // full); [Expired] when the reason is rejected-ttl-expired; [Failed]
 // otherwise. The headroom is read with [headroom.Parse], under either name;
 // a malformed value reads as unknown. The queue duration is read when it is

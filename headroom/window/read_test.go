@@ -26,7 +26,12 @@ func TestRead(t *testing.T) {
 			window.Feedback{Signal: window.Accepted}},
 		{"saturated", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-saturated"}, "Retry-After": {"2"}},
 			window.Feedback{Signal: window.Saturated, Reason: "rejected-saturated", RetryAfter: 2 * time.Second}},
-		{"evicted", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-queue-pressure"}, "Retry-After": {"1"}},
+		// A displaced request: rejected-saturated after it queued, as
+		// flowhttp answers it.
+		{"displaced", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-saturated"}, "Retry-After": {"30"}, "X-Llm-D-Flow-Queue-Duration-Ms": {"1500"}},
+			window.Feedback{Signal: window.Saturated, Reason: "rejected-saturated", RetryAfter: 30 * time.Second, QueueDelay: 1500 * time.Millisecond, QueueDelayKnown: true}},
+		// What a router sent for a displacement before it was rejected-*.
+		{"deprecated evicted-queue-pressure", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-queue-pressure"}, "Retry-After": {"1"}},
 			window.Feedback{Signal: window.Saturated, Reason: "evicted-queue-pressure", RetryAfter: time.Second}},
 		{"429 without a reason", 429, http.Header{},
 			window.Feedback{Signal: window.Saturated}},

@@ -178,8 +178,23 @@
 // reads nor the memory that holds them. outcome takes
 // llm-d-router's names by default ("Dispatched", "RejectedCapacity",
 // "EvictedTTL", ...; see [LLMDOutcomes]) or Sluice's dropped reasons
-// ([DroppedReasons]). Displacement by a fairer flow is an outcome
-// (EvictedQueuePressure), not a metric of its own.
+// ([DroppedReasons]). The llm-d values are llm-d-router's QueueOutcome set
+// and no other:
+//
+//	outcome label              flowcontrol outcome
+//	Dispatched                 dispatched
+//	RejectedCapacity           rejected-saturated, displacements by a fairer flow included
+//	RejectedNoEndpoints        rejected-no-endpoints, never queued
+//	RejectedOther              rejected-ttl-expired, rejected-context-cancelled or
+//	                           rejected-shutting-down, never queued
+//	EvictedTTL                 rejected-ttl-expired after queueing
+//	EvictedNoEndpoints         rejected-no-endpoints after queueing
+//	EvictedContextCancelled    rejected-context-cancelled after queueing
+//	EvictedOther               rejected-shutting-down after queueing
+//
+// A displacement never reached a model server, so it is counted as llm-d
+// counts a request refused for capacity, RejectedCapacity (rejected-saturated
+// under DroppedReasons), not as a metric of its own.
 //
 // A utilisation is absent for an unbounded capacity, and may exceed 1 after
 // ProvisionBand shrinks a capacity below what waits. The global ones sum the

@@ -191,7 +191,21 @@ func TestOutcomeLabels(t *testing.T) {
 		"rejected-ttl-expired":       {"RejectedOther", "EvictedTTL"},
 		"rejected-context-cancelled": {"RejectedOther", "EvictedContextCancelled"},
 		"rejected-shutting-down":     {"RejectedOther", "EvictedOther"},
-		"evicted-queue-pressure":     {"EvictedQueuePressure", "EvictedQueuePressure"},
+		// Deprecated: no request ends with it; labelled as the
+		// displacement (a queued rejected-saturated) it once named.
+		"evicted-queue-pressure": {"RejectedCapacity", "RejectedCapacity"},
+	}
+	// llm-d-router's QueueOutcome names (pkg/epp/flowcontrol/types,
+	// outcomes.go), but its internal NotYetFinalized: no other value may
+	// appear.
+	llmdSet := map[string]bool{
+		"Dispatched": true, "RejectedCapacity": true, "RejectedNoEndpoints": true, "RejectedOther": true,
+		"EvictedTTL": true, "EvictedNoEndpoints": true, "EvictedContextCancelled": true, "EvictedOther": true,
+	}
+	for reason, labels := range llmd {
+		for _, l := range labels {
+			require.True(t, llmdSet[l], "%s is labelled %q, not one of llm-d's outcomes", reason, l)
+		}
 	}
 	seen := map[string]bool{}
 	for o := flowcontrol.Outcome(0); o < 32; o++ {

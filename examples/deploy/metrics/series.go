@@ -166,9 +166,13 @@ type OutcomeLabels int
 
 const (
 	// LLMDOutcomes labels outcomes with llm-d-router's names, so that its
-	// dashboards and alerts work unchanged. It is the default. A request
-	// that was queued (whose QueueTime is above 0) is "Evicted…", one that
-	// never waited is "Rejected…":
+	// dashboards and alerts work unchanged. It is the default. The values
+	// are llm-d-router's QueueOutcome set (pkg/epp/flowcontrol/types,
+	// outcomes.go) and no other: Dispatched, RejectedCapacity,
+	// RejectedNoEndpoints, RejectedOther, EvictedTTL, EvictedNoEndpoints,
+	// EvictedContextCancelled, EvictedOther. In that set "Evicted…" is a
+	// request removed from the queue (whose QueueTime is above 0), and
+	// "Rejected…" one that never waited:
 	//
 	//	flowcontrol outcome          never queued         queued
 	//	dispatched                   Dispatched           Dispatched
@@ -177,15 +181,18 @@ const (
 	//	rejected-ttl-expired         RejectedOther        EvictedTTL
 	//	rejected-context-cancelled   RejectedOther        EvictedContextCancelled
 	//	rejected-shutting-down       RejectedOther        EvictedOther
-	//	evicted-queue-pressure       EvictedQueuePressure EvictedQueuePressure
 	//
-	// llm-d-router has no displacement from the queue, so
-	// EvictedQueuePressure is Sluice's, in the same style. An outcome this
-	// table does not know is RejectedOther or EvictedOther.
+	// A queued rejected-saturated is a displacement by a fairer flow
+	// (flowcontrol.ErrDisplaced). llm-d-router has no displacement from
+	// the queue; the outcome it gives a request refused for capacity is
+	// RejectedCapacity, so a displacement is RejectedCapacity too. The
+	// deprecated evicted-queue-pressure, which no request ends with any
+	// more, is labelled as the displacement it once named. An outcome
+	// this table does not know is RejectedOther or EvictedOther.
 	LLMDOutcomes OutcomeLabels = iota
 	// DroppedReasons labels outcomes with [flowcontrol.Outcome.String]:
 	// "dispatched", or the x-llm-d-request-dropped-reason value
-	// ("rejected-saturated", "evicted-queue-pressure", ...).
+	// ("rejected-saturated", "rejected-ttl-expired", ...).
 	DroppedReasons
 )
 
@@ -204,10 +211,8 @@ func llmdOutcome(reason string, queued bool) string {
 	switch reason {
 	case "dispatched":
 		return "Dispatched"
-	case "rejected-saturated":
+	case "rejected-saturated", "evicted-queue-pressure":
 		return "RejectedCapacity"
-	case "evicted-queue-pressure":
-		return "EvictedQueuePressure"
 	}
 	if !queued {
 		if reason == "rejected-no-endpoints" {
