@@ -166,9 +166,9 @@ type Run struct {
 	// BandGoodput adds the interactive tenants' served requests: with the
 	// band busy, what one gains the other loses.
 	Goodput, BandGoodput float64
-	// Saturated, Expired and Evicted count the dispatchers' refused
+	// Saturated, Expired and Displaced count the dispatchers' refused
 	// attempts by dropped reason.
-	Saturated, Expired, Evicted int
+	Saturated, Expired, Displaced int
 	// P95 is the 95th percentile of the dispatchers' served requests'
 	// latency, from first attempt to completion (refusals and waits
 	// included).
@@ -209,9 +209,9 @@ func Simulate(sc Scenario, v Variant, seed uint64) (Run, error) {
 		if r.Tenant > 0 {
 			// Refusals count at the router, also for requests still
 			// waiting to be sent again when the run ends.
-			run.Saturated += r.Drops[flowcontrol.OutcomeRejectedSaturated]
+			run.Saturated += r.Drops[flowcontrol.OutcomeRejectedSaturated] - r.Displaced
 			run.Expired += r.Drops[flowcontrol.OutcomeRejectedTTLExpired]
-			run.Evicted += r.Drops[flowcontrol.OutcomeEvictedQueuePressure]
+			run.Displaced += r.Displaced
 		}
 	}
 	inter := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == 0 })

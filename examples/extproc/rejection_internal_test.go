@@ -1,11 +1,14 @@
 package extproc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
@@ -113,4 +116,54 @@ func TestRejectionOfAnExpiry(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("headers %v, want %v", got, want)
 	}
+}
+
+// TestRejectionOfADisplacement: a request a fairer flow displaced from its
+// queue never reached a server, so Envoy answers it as flowhttp does —
+// 429, dropped reason rejected-saturated, the time it waited and its
+// band's Retry-After — never with an evicted-* reason.
+func TestRejectionOfADisplacement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc, err := flowcontrol.New(flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(2)}},
+			Gate:  flowcontrol.MaxInFlight(0),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fc.Close()
+		// heavy holds the band: its newest request is the one displaced.
+		var displaced error
+		fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "heavy"}}, func(*flowcontrol.Admission, error) {})
+		fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "heavy"}}, func(_ *flowcontrol.Admission, err error) { displaced = err })
+		time.Sleep(2 * time.Second)
+		fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "light"}}, func(*flowcontrol.Admission, error) {})
+		synctest.Wait()
+		if !errors.Is(displaced, flowcontrol.ErrRejectedSaturated) || !errors.Is(displaced, flowcontrol.ErrDisplaced) {
+			t.Fatalf("heavy's request: %v, want a displacement", displaced)
+		}
+		ir := rejection(displaced).GetImmediateResponse()
+		if got := ir.GetStatus().GetCode(); got != 429 {
+			t.Errorf("status %v, want 429", got)
+		}
+		got := map[string]string{}
+		for _, opt := range ir.GetHeaders().GetSetHeaders() {
+			got[opt.GetHeader().GetKey()] = string(opt.GetHeader().GetRawValue())
+		}
+		want := map[string]string{
+			"content-type":                  "application/json",
+			flowcontrol.DroppedReasonHeader: "rejected-saturated",
+			flowhttp.QueueDurationHeader:    "2000",
+			"retry-after":                   "30",
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("headers %v, want %v", got, want)
+		}
+		if ir.GetDetails() != "rejected-saturated" {
+			t.Errorf("details %q, want rejected-saturated", ir.GetDetails())
+		}
+		if want := string(flowhttp.RejectionFor(displaced).Body); string(ir.GetBody()) != want {
+			t.Errorf("body %s, want flowhttp's %s", ir.GetBody(), want)
+		}
+	})
 }

@@ -112,9 +112,11 @@ func Variants() []Variant {
 // TenantResult is what one tenant saw under one variant.
 type TenantResult struct {
 	Requests, Served int
-	// Rejected (the band was full), Evicted (displaced by fair admission)
+	// Rejected (the band was full), Displaced (displaced from the queue by
+	// fair admission: rejected-saturated with flowcontrol.ErrDisplaced;
+	// the table's evicted column)
 	// and Expired (waited out the TTL) count the requests not served.
-	Rejected, Evicted, Expired int
+	Rejected, Displaced, Expired int
 	// P95Queue is the 95th percentile of the served requests' queue time.
 	P95Queue time.Duration
 	// Tokens is the served requests' prompt and output tokens per second of
@@ -251,12 +253,12 @@ func run(cfg Config, v Variant) (Result, error) {
 	for i := range cfg.Tenants {
 		s := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == i })
 		tr := TenantResult{
-			Requests: s.Requests,
-			Served:   s.Served,
-			Rejected: s.Drops[flowcontrol.OutcomeRejectedSaturated],
-			Evicted:  s.Drops[flowcontrol.OutcomeEvictedQueuePressure],
-			Expired:  s.Drops[flowcontrol.OutcomeRejectedTTLExpired],
-			P95Queue: sim.Percentile(s.QueueTimes, 95),
+			Requests:  s.Requests,
+			Served:    s.Served,
+			Rejected:  s.CapacityRejections(),
+			Displaced: s.Displaced,
+			Expired:   s.Drops[flowcontrol.OutcomeRejectedTTLExpired],
+			P95Queue:  sim.Percentile(s.QueueTimes, 95),
 		}
 		var tokens int
 		for _, r := range recs {
@@ -296,7 +298,7 @@ func PrintTable(out io.Writer, cfg Config, results []Result) {
 				name, fair = r.Variant.Name, onOff(r.Variant.FairAdmission)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f%%\t%d\t%d\t%d\t%s\t%.0f\t\n", name, fair, cfg.Tenants[i].Name,
-				t.Requests, 100*t.Success(), t.Rejected, t.Evicted, t.Expired, millis(t.P95Queue), t.Tokens)
+				t.Requests, 100*t.Success(), t.Rejected, t.Displaced, t.Expired, millis(t.P95Queue), t.Tokens)
 		}
 	}
 	tw.Flush()

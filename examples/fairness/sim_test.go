@@ -153,11 +153,11 @@ func TestEveryRequestAccountedFor(t *testing.T) {
 	}
 	for _, r := range results {
 		for i, tr := range r.Tenants {
-			if n := tr.Served + tr.Rejected + tr.Evicted + tr.Expired; n != tr.Requests {
+			if n := tr.Served + tr.Rejected + tr.Displaced + tr.Expired; n != tr.Requests {
 				t.Errorf("%s/%v %s: %d outcomes for %d requests", r.Variant.Name, r.Variant.FairAdmission, cfg.Tenants[i].Name, n, tr.Requests)
 			}
-			if !r.Variant.FairAdmission && tr.Evicted != 0 {
-				t.Errorf("%s without fair admission: %s had %d displaced", r.Variant.Name, cfg.Tenants[i].Name, tr.Evicted)
+			if !r.Variant.FairAdmission && tr.Displaced != 0 {
+				t.Errorf("%s without fair admission: %s had %d displaced", r.Variant.Name, cfg.Tenants[i].Name, tr.Displaced)
 			}
 		}
 	}

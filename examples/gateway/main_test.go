@@ -45,14 +45,14 @@ func TestRunFourSeconds(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	// class, priority→band, tenant, sent, completed, success, saturated,
-	// evicted, expired
-	summary := regexp.MustCompile(`(?m)^(\S+)\s+(-?\d+)→(-?\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)`)
+	// class, priority→band, tenant, sent, completed, success, saturated
+	// (displacements included: they answer rejected-saturated), expired
+	summary := regexp.MustCompile(`(?m)^(\S+)\s+(-?\d+)→(-?\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)`)
 	completed := map[string]int{}
-	refused := map[string]int{} // saturated, evicted or expired
+	refused := map[string]int{} // saturated (or displaced) or expired
 	for _, m := range summary.FindAllStringSubmatch(text, -1) {
 		completed[m[1]], _ = strconv.Atoi(m[6])
-		for _, f := range m[8:11] {
+		for _, f := range m[8:10] {
 			n, _ := strconv.Atoi(f)
 			refused[m[1]] += n
 		}

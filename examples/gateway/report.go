@@ -13,19 +13,28 @@ import (
 )
 
 // numOutcomes is the number of flow-control outcomes the demo counts.
-const numOutcomes = int(flowcontrol.OutcomeEvictedQueuePressure) + 1
+const numOutcomes = int(flowcontrol.OutcomeRejectedNoEndpoints) + 1
 
 // flowCounters counts the flow-control outcomes of one flow in one band, as
 // the controller's Observer reports them, and keeps the queue times of its
 // dispatched requests.
 type flowCounters struct {
-	outcomes [numOutcomes]atomic.Int64 // by Outcome
+	// outcomes counts by Outcome, but for the displacements, which end
+	// rejected-saturated and are counted in displaced instead.
+	outcomes  [numOutcomes]atomic.Int64
+	displaced atomic.Int64
 
 	mu         sync.Mutex
 	queueTimes []time.Duration
 }
 
 func (f *flowCounters) count(ev flowcontrol.Event) {
+	if ev.Outcome == flowcontrol.OutcomeRejectedSaturated && ev.Queued {
+		// Only a displacement by a fairer flow is rejected-saturated
+		// after it queued (flowcontrol.ErrDisplaced).
+		f.displaced.Add(1)
+		return
+	}
 	f.outcomes[ev.Outcome].Add(1)
 	if ev.Outcome == flowcontrol.OutcomeDispatched {
 		f.mu.Lock()
@@ -61,10 +70,11 @@ func (c *bandCounters) flow(id string) *flowCounters {
 
 // flowRow is one tenant's line of the per-second table.
 type flowRow struct {
-	tenant   string
-	class    int // index in classes; -1 for the other flows
-	counts   [numOutcomes]int64
-	p95Queue time.Duration
+	tenant    string
+	class     int                // index in classes; -1 for the other flows
+	counts    [numOutcomes]int64 // by Outcome, displacements apart
+	displaced int64
+	p95Queue  time.Duration
 }
 
 // bandRow is one band's lines of the per-second table.
@@ -101,13 +111,14 @@ func readFlow(tenant string, class int, f *flowCounters) flowRow {
 	for o := range r.counts {
 		r.counts[o] = f.outcomes[o].Load()
 	}
+	r.displaced = f.displaced.Load()
 	f.mu.Lock()
 	r.p95Queue = percentile(f.queueTimes, 0.95)
 	f.mu.Unlock()
 	return r
 }
 
-const tableHeader = "time  band  queued/cap  headroom  seen  tenant       sent  dispatched  saturated  evicted  expired  queue p95  SLO met"
+const tableHeader = "time  band  queued/cap  headroom  seen  tenant       sent  dispatched  saturated  displaced  expired  queue p95  SLO met"
 
 // statusPrefix starts the line under each block of the table that shows the
 // model servers' load and the gate's view.
@@ -129,10 +140,10 @@ func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats client
 				band, queued = strconv.Itoa(b.priority), fmt.Sprintf("%d/%d", r.queued, r.capacity)
 				room, seen = strconv.FormatInt(r.headroom, 10), stats.seen(b.priority)
 			}
-			fmt.Fprintf(w, "%4s  %4s  %10s  %8s  %4s  %-11s  %4s  %10d  %9d  %7d  %7d  %9s  %7s\n",
+			fmt.Fprintf(w, "%4s  %4s  %10s  %8s  %4s  %-11s  %4s  %10d  %9d  %9d  %7d  %9s  %7s\n",
 				when, band, queued, room, seen, f.tenant, stats.sent(f.class),
 				f.counts[flowcontrol.OutcomeDispatched], f.counts[flowcontrol.OutcomeRejectedSaturated],
-				f.counts[flowcontrol.OutcomeEvictedQueuePressure], f.counts[flowcontrol.OutcomeRejectedTTLExpired],
+				f.displaced, f.counts[flowcontrol.OutcomeRejectedTTLExpired],
 				queueP95(f), stats.sloMet(f.class))
 		}
 	}
@@ -216,7 +227,7 @@ func printSummary(w io.Writer, elapsed, drained time.Duration, stats clientStats
 	fmt.Fprintf(w, "\nsummary: sent %d in %.1fs (%.1f/s); completed %d by %.1fs (%.1f/s); capacity for this mix about %.1f/s\n",
 		sent, elapsed.Seconds(), float64(sent)/elapsed.Seconds(),
 		completed, drained.Seconds(), float64(completed)/drained.Seconds(), capacity)
-	fmt.Fprintln(w, "class          priority→band  tenant       sent  completed  success  saturated  evicted  expired  cancelled  shutdown  failed  SLO met  TTFT p50    p95")
+	fmt.Fprintln(w, "class          priority→band  tenant       sent  completed  success  saturated  expired  cancelled  shutdown  failed  SLO met  TTFT p50    p95")
 	for i, c := range classes {
 		s := stats[i]
 		s.mu.Lock()
@@ -227,11 +238,12 @@ func printSummary(w io.Writer, elapsed, drained time.Duration, stats clientStats
 		shutdown := s.dropped[flowcontrol.OutcomeRejectedShuttingDown.String()]
 		// Requests still queued when the load stopped say nothing of the
 		// gateway: success counts the others.
-		fmt.Fprintf(w, "%-13s  %13s  %-11s  %4d  %9d  %7s  %9d  %7d  %7d  %9d  %8d  %6d  %7s  %8s  %5s\n",
+		// A displacement answers rejected-saturated, as it never reached
+		// a server: the client counts it saturated.
+		fmt.Fprintf(w, "%-13s  %13s  %-11s  %4d  %9d  %7s  %9d  %7d  %9d  %8d  %6d  %7s  %8s  %5s\n",
 			c.name, fmt.Sprintf("%d→%d", c.priority, c.band), c.tenant, s.sent, s.completed,
 			percent(s.completed, s.sent-shutdown),
 			s.dropped[flowcontrol.OutcomeRejectedSaturated.String()],
-			s.dropped[flowcontrol.OutcomeEvictedQueuePressure.String()],
 			s.dropped[flowcontrol.OutcomeRejectedTTLExpired.String()],
 			s.dropped[flowcontrol.OutcomeRejectedContextCancelled.String()],
 			shutdown, s.failed, slo, millis(percentile(s.ttfts, 0.5)), millis(percentile(s.ttfts, 0.95)))

@@ -280,7 +280,7 @@ func (c *client) retryAfter(s *sim.Sim, rej *flowcontrol.RejectionError) time.Du
 		c.expiredSent = append(c.expiredSent, ra)
 		return ra
 	}
-	if rej.Outcome != flowcontrol.OutcomeRejectedSaturated && rej.Outcome != flowcontrol.OutcomeEvictedQueuePressure {
+	if rej.Outcome != flowcontrol.OutcomeRejectedSaturated { // displacements included
 		return 0 // no design here sends one with another outcome
 	}
 	var tripped []*scope

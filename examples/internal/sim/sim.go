@@ -107,9 +107,12 @@ type Record struct {
 	Attempts, Wasted int
 	// Drops counts the attempts the controller dropped, per outcome
 	// (indexed by flowcontrol.Outcome; OutcomeDispatched stays 0), and
-	// Failures those that failed on a server.
-	Drops    [NumOutcomes]int
-	Failures int
+	// Failures those that failed on a server. Displaced counts the drops
+	// displaced from their queue by a fairer flow (flowcontrol.ErrDisplaced),
+	// which Drops counts as rejected-saturated.
+	Drops     [NumOutcomes]int
+	Failures  int
+	Displaced int
 	// GaveUp is set when it ended unserved.
 	GaveUp bool
 	// Aborts counts the attempts aborted after their admission
@@ -389,6 +392,9 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 			panic(fmt.Sprintf("sim: Submit failed with %T %v, not a RejectionError", err, err))
 		}
 		r.Drops[rej.Outcome]++
+		if errors.Is(rej, flowcontrol.ErrDisplaced) {
+			r.Displaced++
+		}
 		resp := Response{Rejection: rej, Effective: rej.Effective.Priority}
 		if RetryAfterOutcome(rej.Outcome) {
 			resp.RetryAfter = rej.RetryAfter
@@ -404,8 +410,10 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 }
 
 // RetryAfterOutcome reports whether a drop with outcome o may come with a
-// Retry-After: a capacity rejection, an eviction, an expiry or an empty
-// pool, the drops after which the client may come back. A client honours
+// Retry-After: a capacity rejection (a displacement included), an
+// expiry or an empty pool, the drops after which the client may come back.
+// The deprecated OutcomeEvictedQueuePressure, which ends no request, is
+// listed as the displacements it once named. A client honours
 // the value whatever the outcome, as the OpenAI SDKs do.
 func RetryAfterOutcome(o flowcontrol.Outcome) bool {
 	switch o {

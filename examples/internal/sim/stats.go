@@ -22,9 +22,12 @@ type Summary struct {
 	// not served either) and GaveUp (requests that ended unserved).
 	Attempts, Retries, WastedRetries, GaveUp int
 	// Drops counts the attempts the controller dropped, by outcome;
-	// Failures those that failed on a server.
-	Drops    [NumOutcomes]int
-	Failures int
+	// Failures those that failed on a server; Displaced the drops
+	// displaced from their queue by a fairer flow, which Drops counts as
+	// rejected-saturated.
+	Drops     [NumOutcomes]int
+	Failures  int
+	Displaced int
 	// Aborts counts the attempts aborted after their admission,
 	// WastedTokens the output tokens they had decoded and WastedPrefill
 	// the time their prefills ran ([Pool.Abort]).
@@ -50,6 +53,7 @@ func Summarize(records []*Record, keep func(*Record) bool) Summary {
 		s.Retries += r.Attempts - 1
 		s.WastedRetries += r.Wasted
 		s.Failures += r.Failures
+		s.Displaced += r.Displaced
 		s.Aborts += r.Aborts
 		s.WastedTokens += r.WastedTokens
 		s.WastedPrefill += r.WastedPrefill
@@ -105,10 +109,10 @@ func Mean(values []time.Duration) time.Duration {
 	return sum / time.Duration(len(values))
 }
 
-// CapacityRejections returns the attempts rejected for capacity, the drops
-// that come with a Retry-After.
+// CapacityRejections returns the attempts rejected for capacity at the
+// door: the rejected-saturated drops but the displacements (Displaced).
 func (s Summary) CapacityRejections() int {
-	return s.Drops[flowcontrol.OutcomeRejectedSaturated]
+	return s.Drops[flowcontrol.OutcomeRejectedSaturated] - s.Displaced
 }
 
 // SLOShare returns MetSLO / WithSLO, or 0 with no SLOs.
