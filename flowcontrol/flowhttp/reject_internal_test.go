@@ -53,6 +53,7 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 	// No request ends with the deprecated outcome any more (a displacement
 	// is rejected-saturated, TestDisplacedAnswered429), but one built by
 	// hand still answers as it did.
+	//lint:ignore SA1019 the deprecated outcome must keep answering.
 	evicted := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeEvictedQueuePressure, RetryAfter: 1500 * time.Millisecond}
 	// An expiry carries its band's Retry-After and the time it waited, as
 	// does an empty pool.

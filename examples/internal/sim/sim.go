@@ -411,14 +411,11 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 
 // RetryAfterOutcome reports whether a drop with outcome o may come with a
 // Retry-After: a capacity rejection (a displacement included), an
-// expiry or an empty pool, the drops after which the client may come back.
-// The deprecated OutcomeEvictedQueuePressure, which ends no request, is
-// listed as the displacements it once named. A client honours
+// expiry or an empty pool, the drops after which the client may come back. A client honours
 // the value whatever the outcome, as the OpenAI SDKs do.
 func RetryAfterOutcome(o flowcontrol.Outcome) bool {
 	switch o {
-	case flowcontrol.OutcomeRejectedSaturated, flowcontrol.OutcomeEvictedQueuePressure,
-		flowcontrol.OutcomeRejectedTTLExpired, flowcontrol.OutcomeRejectedNoEndpoints:
+	case flowcontrol.OutcomeRejectedSaturated, flowcontrol.OutcomeRejectedTTLExpired, flowcontrol.OutcomeRejectedNoEndpoints:
 		return true
 	}
 	return false
