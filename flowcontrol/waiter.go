@@ -44,12 +44,10 @@ type waiterUse struct {
 	// Submit.
 	ready chan struct{}
 	done  func(*Admission, error)
-	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry, set
-	// expireAfter after enqueue unless the context's deadline comes first.
-	// Both are nil when there is none.
-	stopCtx     func() bool
-	timer       Timer
-	expireAfter time.Duration
+	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry (see
+	// newWaiter). Both are nil when there is none.
+	stopCtx func() bool
+	timer   Timer
 
 	// Guarded by the controller's mu. Once queued is false, outcome is
 	// final and is read by whoever delivers it.
@@ -94,10 +92,13 @@ func (c *FlowController) recycle(w *waiter) {
 }
 
 // newWaiter prepares the waiter of a request that must queue in band b,
-// outside the lock: its TTL, its times and its item.
-func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) *waiter {
+// outside the lock: its TTL, its times and its item. It also returns when,
+// after it is queued, the request's own timer is to expire it (see
+// enqueue): 0 when the context's deadline comes first or there is no TTL.
+// (Only enqueue needs that, so the waiter does not keep it.)
+func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) (w *waiter, expireAfter time.Duration) {
 	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
-	expireAfter := ttl
+	expireAfter = ttl
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := deadline.Sub(now); ttl == 0 || left <= ttl {
 			// The context's own timer expires the request; a timer of ours
@@ -109,11 +110,11 @@ func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, s
 	if received.IsZero() {
 		received = now
 	}
-	w, _ := c.waiterPool.Get().(*waiter)
+	w, _ = c.waiterPool.Get().(*waiter)
 	if w == nil {
 		w = new(waiter)
 	}
-	w.band, w.ctx, w.expireAfter, w.requested, w.tag = b, ctx, expireAfter, req.Key, req.Tag
+	w.band, w.ctx, w.requested, w.tag = b, ctx, req.Key, req.Tag
 	w.item = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,
@@ -122,7 +123,7 @@ func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, s
 		ByteSize:     size,
 		Value:        w,
 	}
-	return w
+	return w, expireAfter
 }
 
 // minTTL returns the smaller of two TTLs, where 0 or less means none.
