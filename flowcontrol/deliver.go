@@ -327,19 +327,19 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 // result turns a waiter's settled outcome into the admission or the
 // rejection its caller receives.
 func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
-	if w.outcome == OutcomeDispatched {
+	if w.outcome() == OutcomeDispatched {
 		a := newQueuedAdmission()
 		*a = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, meter: w.meter}
 		return a, nil
 	}
 	rej := &RejectionError{
-		Outcome:    w.outcome,
+		Outcome:    w.outcome(),
 		Requested:  w.requested,
 		Effective:  effectiveKey(w.requested, w.band),
 		QueueTime:  w.queueTime,
 		RetryAfter: w.retryAfter,
 	}
-	switch w.outcome {
+	switch w.outcome() {
 	case OutcomeEvictedQueuePressure:
 		rej.limit = limitDisplaced
 	case OutcomeRejectedNoEndpoints:

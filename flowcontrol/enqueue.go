@@ -343,7 +343,7 @@ func (c *FlowController) withdraw(w *waiter) {
 		c.unqueue(w, c.clock.Now())
 		return
 	}
-	if w.outcome == OutcomeDispatched {
+	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
 		c.inFlight--
 		if c.metered != nil {

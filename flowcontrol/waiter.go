@@ -49,13 +49,14 @@ type waiterUse struct {
 	stopCtx func() bool
 	timer   Timer
 
-	// Guarded by the controller's mu. Once queued is false, outcome is
-	// final and is read by whoever delivers it.
+	// Guarded by the controller's mu. Once queued is false, the outcome
+	// is final and is read by whoever delivers it. It is kept in a byte
+	// beside the flags, where an Outcome would take 8 more (see outcome).
 	queued     bool
 	byContext  bool // the context ended the wait (expiry by deadline, or cancellation)
 	withdrawn  bool // its caller panicked out of its enqueue: deliver nothing
 	planned    bool // chosen for displacement by the admission being planned
-	outcome    Outcome
+	settled    uint8
 	retryAfter time.Duration // for a displaced, expired or no-endpoints request
 	flow       *Flow
 	next       *waiter // in the controller's decided list
@@ -70,6 +71,9 @@ type waiterUse struct {
 	tag         any
 	enqueueTime time.Duration
 }
+
+// outcome returns w's outcome, once it is settled (see decide).
+func (w *waiterUse) outcome() Outcome { return Outcome(w.settled) }
 
 // heard returns what the Observer hears of w besides its outcome.
 func (w *waiter) heard() heard {
