@@ -28,7 +28,10 @@ type waiter struct {
 // miss. The key, which only a heap band's global-strict compares, follows.
 type waiterUse struct {
 	// The flow's waiters in arrival order (see Flow.oldest); guarded by
-	// the controller's mu.
+	// the controller's mu. Once the waiter has left its queue, which sets
+	// both to nil, newer links it instead in the list of outcomes it is
+	// delivered from (the controller's decided or parked list, then an
+	// outcomes): nothing walks a flow's list to a waiter that has left it.
 	older, newer *waiter
 	// Fixed before the waiter is queued.
 	cost int64        // the request's cost, within [1, MaxRequestCost]
@@ -59,7 +62,6 @@ type waiterUse struct {
 	settled    uint8
 	retryAfter time.Duration // for a displaced, expired or no-endpoints request
 	flow       *Flow
-	next       *waiter // in the controller's decided list
 
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
