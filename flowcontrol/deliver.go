@@ -21,7 +21,8 @@ func (c *FlowController) unlock() {
 }
 
 // outcomes is a list of waiters whose outcomes are yet to be delivered,
-// linked through waiter.next, in order.
+// linked through waiter.newer (free once a waiter has left its queue), in
+// order.
 type outcomes struct{ head, tail *waiter }
 
 // add moves the list from head to tail to the end of l.
@@ -32,7 +33,7 @@ func (l *outcomes) add(head, tail *waiter) {
 	if l.tail == nil {
 		l.head = head
 	} else {
-		l.tail.next = head
+		l.tail.newer = head
 	}
 	l.tail = tail
 }
@@ -61,7 +62,7 @@ func (c *FlowController) deliverEach(todo *outcomes) {
 	}()
 	for todo.head != nil {
 		w := todo.head
-		todo.head, w.next = w.next, nil
+		todo.head, w.newer = w.newer, nil
 		if todo.head == nil {
 			todo.tail = nil
 		}
@@ -284,7 +285,7 @@ func (c *FlowController) park() {
 	if c.parkedTail == nil {
 		c.parked = c.decided
 	} else {
-		c.parkedTail.next = c.decided
+		c.parkedTail.newer = c.decided
 	}
 	c.parkedTail = c.decidedTail
 	c.decided, c.decidedTail = nil, nil
@@ -327,19 +328,19 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 // result turns a waiter's settled outcome into the admission or the
 // rejection its caller receives.
 func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
-	if w.outcome == OutcomeDispatched {
+	if w.outcome() == OutcomeDispatched {
 		a := newQueuedAdmission()
 		*a = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, meter: w.meter}
 		return a, nil
 	}
 	rej := &RejectionError{
-		Outcome:    w.outcome,
+		Outcome:    w.outcome(),
 		Requested:  w.requested,
 		Effective:  effectiveKey(w.requested, w.band),
 		QueueTime:  w.queueTime,
 		RetryAfter: w.retryAfter,
 	}
-	switch w.outcome {
+	switch w.outcome() {
 	case OutcomeRejectedSaturated:
 		// A queued request is rejected-saturated only when makeRoom
 		// displaced it: a capacity rejection never reaches a queue.

@@ -88,9 +88,10 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 }
 
 // decide settles w's outcome at now and lists it for delivery when mu is
-// released. w has left its queue. Called with mu held.
+// released. w has left its queue, so its newer link is free for the list.
+// Called with mu held.
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
-	w.outcome = o
+	w.settled = uint8(o)
 	w.queueTime = now.Sub(w.item.EnqueueTime)
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
@@ -98,7 +99,7 @@ func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	if c.decidedTail == nil {
 		c.decided = w
 	} else {
-		c.decidedTail.next = w
+		c.decidedTail.newer = w
 	}
 	c.decidedTail = w
 }

@@ -155,10 +155,10 @@ func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Adm
 	}
 
 	now := c.clock.Now()
-	w := c.newWaiter(ctx, req, b, size, now)
+	w, expireAfter := c.newWaiter(ctx, req, b, size, now)
 	w.done, w.cost = done, cost
 	w.key = b.policy.Key(&w.item)
-	adm, rej, gen, took := c.enqueue(w, now, start)
+	adm, rej, gen, took := c.enqueue(w, now, start, expireAfter)
 	if adm != nil || rej != nil {
 		c.recycle(w)
 		return adm, rej, nil, 0
@@ -245,8 +245,9 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 // enqueue queues w, unless it can start at once or no longer fits. When w
 // was queued it returns nil, nil, w's generation, for the late timers of
 // this use to check, and the time since start, the enqueue's beginning (0
-// when start is 0: the controller is not timed).
-func (c *FlowController) enqueue(w *waiter, now time.Time, start time.Duration) (adm *Admission, rej *RejectionError, gen uint64, took time.Duration) {
+// when start is 0: the controller is not timed); w's timer then expires it
+// expireAfter later, unless that is 0 (see newWaiter).
+func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter time.Duration) (adm *Admission, rej *RejectionError, gen uint64, took time.Duration) {
 	c.mu.Lock()
 	defer c.unlockBeside(w, &adm, &rej, &gen)
 	b := w.band
@@ -305,8 +306,8 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start time.Duration) 
 	// The closures capture use, a copy: capturing gen, whose address the
 	// deferred unlockBeside takes, would move it to the heap on every call.
 	use := gen
-	if w.expireAfter > 0 {
-		w.timer = c.clock.AfterFunc(w.expireAfter, func() { c.abandon(w, use, OutcomeRejectedTTLExpired, false) })
+	if expireAfter > 0 {
+		w.timer = c.clock.AfterFunc(expireAfter, func() { c.abandon(w, use, OutcomeRejectedTTLExpired, false) })
 	}
 	c.enterOwed() // until w's outcome is delivered
 	if w.done == nil {
@@ -342,7 +343,7 @@ func (c *FlowController) withdraw(w *waiter) {
 		c.unqueue(w, c.clock.Now())
 		return
 	}
-	if w.outcome == OutcomeDispatched {
+	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
 		c.inFlight--
 		if c.metered != nil {

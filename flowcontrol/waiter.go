@@ -28,7 +28,10 @@ type waiter struct {
 // miss. The key, which only a heap band's global-strict compares, follows.
 type waiterUse struct {
 	// The flow's waiters in arrival order (see Flow.oldest); guarded by
-	// the controller's mu.
+	// the controller's mu. Once the waiter has left its queue, which sets
+	// both to nil, newer links it instead in the list of outcomes it is
+	// delivered from (the controller's decided or parked list, then an
+	// outcomes): nothing walks a flow's list to a waiter that has left it.
 	older, newer *waiter
 	// Fixed before the waiter is queued.
 	cost int64        // the request's cost, within [1, MaxRequestCost]
@@ -44,23 +47,21 @@ type waiterUse struct {
 	// Submit.
 	ready chan struct{}
 	done  func(*Admission, error)
-	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry, set
-	// expireAfter after enqueue unless the context's deadline comes first.
-	// Both are nil when there is none.
-	stopCtx     func() bool
-	timer       Timer
-	expireAfter time.Duration
+	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry (see
+	// newWaiter). Both are nil when there is none.
+	stopCtx func() bool
+	timer   Timer
 
-	// Guarded by the controller's mu. Once queued is false, outcome is
-	// final and is read by whoever delivers it.
+	// Guarded by the controller's mu. Once queued is false, the outcome
+	// is final and is read by whoever delivers it. It is kept in a byte
+	// beside the flags, where an Outcome would take 8 more (see outcome).
 	queued     bool
 	byContext  bool // the context ended the wait (expiry by deadline, or cancellation)
 	withdrawn  bool // its caller panicked out of its enqueue: deliver nothing
 	planned    bool // chosen for displacement by the admission being planned
-	outcome    Outcome
+	settled    uint8
 	retryAfter time.Duration // for a displaced, expired or no-endpoints request
 	flow       *Flow
-	next       *waiter // in the controller's decided list
 
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
@@ -72,6 +73,9 @@ type waiterUse struct {
 	tag         any
 	enqueueTime time.Duration
 }
+
+// outcome returns w's outcome, once it is settled (see decide).
+func (w *waiterUse) outcome() Outcome { return Outcome(w.settled) }
 
 // heard returns what the Observer hears of w besides its outcome.
 func (w *waiter) heard() heard {
@@ -94,10 +98,13 @@ func (c *FlowController) recycle(w *waiter) {
 }
 
 // newWaiter prepares the waiter of a request that must queue in band b,
-// outside the lock: its TTL, its times and its item.
-func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) *waiter {
+// outside the lock: its TTL, its times and its item. It also returns when,
+// after it is queued, the request's own timer is to expire it (see
+// enqueue): 0 when the context's deadline comes first or there is no TTL.
+// (Only enqueue needs that, so the waiter does not keep it.)
+func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) (w *waiter, expireAfter time.Duration) {
 	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
-	expireAfter := ttl
+	expireAfter = ttl
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := deadline.Sub(now); ttl == 0 || left <= ttl {
 			// The context's own timer expires the request; a timer of ours
@@ -109,11 +116,11 @@ func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, s
 	if received.IsZero() {
 		received = now
 	}
-	w, _ := c.waiterPool.Get().(*waiter)
+	w, _ = c.waiterPool.Get().(*waiter)
 	if w == nil {
 		w = new(waiter)
 	}
-	w.band, w.ctx, w.expireAfter, w.requested, w.tag = b, ctx, expireAfter, req.Key, req.Tag
+	w.band, w.ctx, w.requested, w.tag = b, ctx, req.Key, req.Tag
 	w.item = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,
@@ -122,7 +129,7 @@ func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, s
 		ByteSize:     size,
 		Value:        w,
 	}
-	return w
+	return w, expireAfter
 }
 
 // minTTL returns the smaller of two TTLs, where 0 or less means none.
