@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -99,19 +101,24 @@ func TestRejectionForTooLarge(t *testing.T) {
 // dispatcher behind Envoy learns as much as one behind flowhttp.
 func TestRejectionOfAnExpiry(t *testing.T) {
 	err := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired, RetryAfter: 3 * time.Second, QueueTime: 2*time.Second + 400*time.Microsecond}
-	ir := rejection(err).GetImmediateResponse()
-	if got := ir.GetStatus().GetCode(); got != 429 {
-		t.Errorf("status %v, want 429", got)
-	}
-	got := map[string]string{}
-	for _, opt := range ir.GetHeaders().GetSetHeaders() {
-		got[opt.GetHeader().GetKey()] = string(opt.GetHeader().GetRawValue())
-	}
-	want := map[string]string{
+	checkImmediate(t, rejection(err).GetImmediateResponse(), 429, map[string]string{
 		"content-type":                  "application/json",
 		flowcontrol.DroppedReasonHeader: "rejected-ttl-expired",
 		flowhttp.QueueDurationHeader:    "2000",
 		"retry-after":                   "3",
+	})
+}
+
+// checkImmediate checks an ImmediateResponse's status and the headers it
+// sets, all of them.
+func checkImmediate(t *testing.T, ir *extprocv3.ImmediateResponse, status int, want map[string]string) {
+	t.Helper()
+	if got := ir.GetStatus().GetCode(); int(got) != status {
+		t.Errorf("status %v, want %d", got, status)
+	}
+	got := map[string]string{}
+	for _, opt := range ir.GetHeaders().GetSetHeaders() {
+		got[opt.GetHeader().GetKey()] = string(opt.GetHeader().GetRawValue())
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("headers %v, want %v", got, want)
@@ -143,22 +150,12 @@ func TestRejectionOfADisplacement(t *testing.T) {
 			t.Fatalf("heavy's request: %v, want a displacement", displaced)
 		}
 		ir := rejection(displaced).GetImmediateResponse()
-		if got := ir.GetStatus().GetCode(); got != 429 {
-			t.Errorf("status %v, want 429", got)
-		}
-		got := map[string]string{}
-		for _, opt := range ir.GetHeaders().GetSetHeaders() {
-			got[opt.GetHeader().GetKey()] = string(opt.GetHeader().GetRawValue())
-		}
-		want := map[string]string{
+		checkImmediate(t, ir, 429, map[string]string{
 			"content-type":                  "application/json",
 			flowcontrol.DroppedReasonHeader: "rejected-saturated",
 			flowhttp.QueueDurationHeader:    "2000",
 			"retry-after":                   "30",
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("headers %v, want %v", got, want)
-		}
+		})
 		if ir.GetDetails() != "rejected-saturated" {
 			t.Errorf("details %q, want rejected-saturated", ir.GetDetails())
 		}
