@@ -94,8 +94,13 @@ func (holdback) TypeName() string { return PriorityHoldbackPolicyName }
 
 func (p holdback) Ceiling(_ float64, rank int, priorities []int) float64 {
 	n := len(priorities)
-	if n <= 1 {
+	// The ends are exact, MaxCeiling at the top and MinCeiling at the
+	// bottom: the interpolation below can round a last bit either way.
+	switch {
+	case rank == 0 || n <= 1:
 		return p.max
+	case rank == n-1:
+		return p.min
 	}
 	if p.byValue {
 		// Distinct priorities: pMax > pMin. Differences in float64, so

@@ -227,7 +227,7 @@ func TestUsageLimitCeilingsProperties(t *testing.T) {
 		if hb[0] != hi {
 			t.Fatalf("holdback's highest band: %v, want MaxCeiling %v", hb[0], hi)
 		}
-		if n > 1 && math.Abs(hb[n-1]-lo) > 1e-9 {
+		if n > 1 && hb[n-1] != lo {
 			t.Fatalf("holdback's lowest band: %v, want MinCeiling %v", hb[n-1], lo)
 		}
 		for _, c := range ceilings(static, s, priorities) {
