@@ -14,9 +14,10 @@ type Admission struct {
 	requested FlowKey
 	effective int // the priority of the band that dispatched the request
 	queueTime time.Duration
-	// meter is what a MeteredGate hears of this admission; nil unless the
-	// controller's gate is one, so that the common admission stays small.
-	meter *meter
+	// lease is what a MeteredGate hears of this admission, and its
+	// revocation; nil unless the controller needs either, so that the
+	// common admission stays small.
+	lease *lease
 	// Guarded by c.mu.
 	done       bool
 	inCallback bool // its Submit callback is running
@@ -46,7 +47,7 @@ func (a *Admission) QueueTime() time.Duration { return a.queueTime }
 // clock only when the controller's gate is a MeteredGate, and is safe to
 // call from any goroutine.
 func (a *Admission) FirstToken() {
-	m := a.meter
+	m := a.lease
 	if m == nil || m.firstToken.Load() != 0 {
 		return
 	}
@@ -56,8 +57,12 @@ func (a *Admission) FirstToken() {
 	}
 }
 
-// meter is the part of an Admission that only a MeteredGate needs.
-type meter struct {
+// lease is the part of an Admission that the common one does without:
+// what a MeteredGate hears of it, and, when the controller may revoke it
+// (see Eviction and BandConfig.Guarantee), its place among its band's
+// admissions and its revocation. An admission has one only when its
+// controller needs either; leases come in slabs, as Admissions do.
+type lease struct {
 	cost  int64         // the request's cost, within [1, MaxRequestCost]
 	start time.Duration // dispatch, as time since the controller's epoch
 	// firstToken is the time from start to the first token, once
@@ -66,6 +71,27 @@ type meter struct {
 	// heard is set, under the controller's lock, once a FirstTokenGate
 	// was told of the first token.
 	heard bool
+
+	// The rest is set when the admission may be revoked, and guarded by
+	// the controller's lock.
+	state       leaseState
+	band        *band  // the band that dispatched it; nil when it cannot be revoked
+	prev, next  *lease // in its band's running list, then in the outstanding revocations
+	requested   FlowKey
+	tag         any
+	reason      Outcome       // an evicted outcome once revoked; OutcomeDispatched before
+	forPriority int           // the band it was revoked for
+	revokedAt   time.Duration // since the epoch
+	retryAfter  time.Duration
+	credit      float64       // its footprint at the decision, in saturation units
+	ch          chan struct{} // closed on revocation; made by Revoked
+	// What Config.Revocations hears, delivered after the lock is released:
+	// each lease is listed once issued and once ended, through its own link.
+	issuedNext, endedNext *lease
+	target, pendingIssued float64
+	pendingEnded          float64
+	endStep               RevocationStep
+	waited                time.Duration
 }
 
 // Done releases the request's gate slot and lets the next waiting request
@@ -127,12 +153,15 @@ func (c *FlowController) release(a *Admission) {
 	}
 	a.done = true
 	c.inFlight--
+	if l := a.lease; l != nil && l.band != nil {
+		c.endLease(l)
+	}
 	if a.inCallback {
 		defer c.park()
 	}
 	defer c.dispatchLocked(time.Time{})
 	if c.metered != nil {
-		m := a.meter
+		m := a.lease
 		u := Usage{
 			Slot:       Slot{Priority: a.effective, Cost: m.cost},
 			Held:       c.sinceEpoch(time.Time{}) - m.start,
@@ -154,24 +183,37 @@ func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
 	if a.done {
 		return // Returned had it, as Usage.FirstToken
 	}
-	a.meter.heard = true
-	c.firstTokens.FirstToken(Slot{Priority: a.effective, Cost: a.meter.cost}, d)
+	a.lease.heard = true
+	c.firstTokens.FirstToken(Slot{Priority: a.effective, Cost: a.lease.cost}, d)
 	c.dispatchLocked(time.Time{})
 }
 
-// took tells the metered gate that a request of the given cost took the
-// slot it has just granted band priority, and returns the request's meter,
-// its clock started. now is the time of the event, or the zero Time to read
-// the clock. Called with mu held.
-func (c *FlowController) took(priority int, cost int64, now time.Time) *meter {
-	if len(c.meters) == 0 {
-		c.meters = make([]meter, admissionSlab)
+// started books a request of band b, key and tag, that has just taken the
+// slot the gate granted, and returns its lease, or nil when it needs none:
+// a MeteredGate hears its cost, its clock started, and a band the
+// controller may revoke lists it among its running admissions. now is the
+// time of the event, or the zero Time to read the clock. Called with mu
+// held.
+func (c *FlowController) started(b *band, key FlowKey, tag any, cost int64, now time.Time) *lease {
+	c.inFlight++
+	track := c.reclaim != nil && c.reclaim.tracks(b)
+	if c.metered == nil && !track {
+		return nil
 	}
-	m := &c.meters[0]
-	c.meters = c.meters[1:]
-	m.cost, m.start = cost, c.sinceEpoch(now)
-	c.metered.Took(Slot{Priority: priority, Cost: cost})
-	return m
+	if len(c.leases) == 0 {
+		c.leases = make([]lease, admissionSlab)
+	}
+	l := &c.leases[0]
+	c.leases = c.leases[1:]
+	if track {
+		l.band, l.requested, l.tag = b, key, tag
+		b.running.push(l)
+	}
+	if c.metered != nil {
+		l.cost, l.start = cost, c.sinceEpoch(now)
+		c.metered.Took(Slot{Priority: b.priority, Cost: cost})
+	}
+	return l
 }
 
 // sinceEpoch returns now, or the clock's reading when now is the zero

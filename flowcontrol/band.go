@@ -36,6 +36,11 @@ type band struct {
 	free   []*Flow // emptied flows, kept for reuse
 	sched  Scheduler
 	drain  drainMeter // how fast the band drains, for Retry-After
+	// guarantee is BandConfig.Guarantee; running lists the band's
+	// admissions in dispatch order when they may be revoked (see
+	// reclaimer.tracks).
+	guarantee float64
+	running   leaseList
 }
 
 // push queues w in the queue of its flow, which it creates when the flow has

@@ -101,6 +101,25 @@ type BandConfig struct {
 	// Queue selects the queue implementation; "" means
 	// ordering.DefaultQueueKind of the policy.
 	Queue ordering.QueueKind
+	// Guarantee is the band's guaranteed share of the gate's capacity, a
+	// fraction in [0, 1]; 0, the default, guarantees nothing. The
+	// guarantees of all bands add up to at most 1. While the band uses
+	// less than its guarantee, its head is offered before those of the
+	// bands above it that use at least theirs, and when the gate refuses
+	// it, admissions of bands below it beyond their own guarantees are
+	// revoked ([OutcomeEvicted]) until it has its guarantee: idle, the
+	// share is lent to any band; wanted, it comes back within one
+	// revocation's confirmation — the time the holders take to stop and
+	// call Done, paced and bounded as [Eviction] says. A band below it
+	// lends it back so; a band above it, as its requests end, since a
+	// higher band is never revoked for a lower one. Usage is counted in
+	// admissions at the mean footprint: the gate's saturation
+	// ([SaturationDetector]) ÷ the requests in flight, so with
+	// [MaxInFlight](n) a guarantee g is g×n admissions; a gate that
+	// reports no saturation counts each band's share of the requests in
+	// flight. A controller whose bands have no guarantee at [New] takes
+	// none later from ProvisionBand.
+	Guarantee float64
 	// Fairness picks which flow's head the band offers next; nil means
 	// [GlobalStrict], the order of one queue for the whole band. As with
 	// Policy, code builds the value and a file names it: see
@@ -177,6 +196,13 @@ type Config struct {
 	// Clock is the controller's source of time; nil means the real clock.
 	// See [Clock] for how a virtual clock and contexts interact.
 	Clock Clock
+	// Eviction, if set, turns on in-flight eviction: see [Eviction]. It
+	// also sets the pacing of the revocations that take back a band's
+	// guarantee ([BandConfig.Guarantee]).
+	Eviction *Eviction
+	// Revocations, if set, is called at each step of each revocation,
+	// outside the controller's lock; see [Revocation]. It must not block.
+	Revocations func(Revocation)
 	// Observer, if set, is called once for every outcome, after the
 	// controller's lock is released, on the goroutine of the
 	// EnqueueAndWait call that ends with that outcome, just before the
@@ -250,6 +276,9 @@ func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 		return nil, err
 	}
 	if err := checkTTL(name+".TTL", bc.TTL); err != nil {
+		return nil, err
+	}
+	if err := checkGuarantee(name+".Guarantee", bc.Guarantee); err != nil {
 		return nil, err
 	}
 	return bc.Policy, nil

@@ -44,10 +44,14 @@ type FlowController struct {
 	// slab holds fresh Admissions for immediate dispatches; see
 	// admissionSlab.
 	slab []Admission
-	// meters holds fresh meters for the admissions of a MeteredGate, by
-	// slabs like slab; they hold no pointers, so a slab costs the
-	// collector nothing to scan.
-	meters []meter
+	// leases holds fresh leases for the admissions that need one, by
+	// slabs like slab.
+	leases []lease
+	// reclaim is the in-flight eviction and the guarantees; nil without
+	// either. notes is set when a critical section left it something to
+	// do once the lock is released (see takeNotes).
+	reclaim *reclaimer
+	notes   bool
 
 	// closing is set as Close begins, before it takes mu, so that shutdown
 	// wins over every outcome decided after that.
@@ -75,7 +79,7 @@ type FlowController struct {
 	firstTokens    FirstTokenGate // gate, when it is one
 	endpoints      EndpointGate   // gate, when it is one
 	noEndpointsTTL time.Duration
-	epoch          time.Time // the clock's reading at New, for meter.start
+	epoch          time.Time // the clock's reading at New, for lease.start
 	clock          Clock
 	fallback       *band // nil with NeverPromote
 	neverPromote   bool
@@ -84,6 +88,7 @@ type FlowController struct {
 	defaultTTL     time.Duration
 	observer       func(Event)
 	waiting        func(Event)
+	revocations    func(Revocation)
 	// timed: an Observer or Waiting hears each request's enqueue time, so
 	// the clock is read around each enqueue; only then.
 	timed bool
@@ -114,8 +119,12 @@ func New(cfg Config) (*FlowController, error) {
 	if err := checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL); err != nil {
 		return nil, err
 	}
+	if err := checkEviction(cfg.Eviction); err != nil {
+		return nil, err
+	}
 	desc := make([]*band, 0, len(cfg.Bands))
 	first := make(map[int]int, len(cfg.Bands))
+	guarantees := 0.0
 	for i, bc := range cfg.Bands {
 		name := fmt.Sprintf("Bands[%d]", i)
 		if j, dup := first[bc.Priority]; dup {
@@ -131,6 +140,9 @@ func New(cfg Config) (*FlowController, error) {
 			return nil, err
 		}
 		desc = append(desc, b)
+		if guarantees += bc.Guarantee; guarantees > 1+1e-9 {
+			return nil, configError(name+".Guarantee", bc.Guarantee, "takes the bands' guarantees past 1")
+		}
 	}
 	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
 
@@ -144,6 +156,7 @@ func New(cfg Config) (*FlowController, error) {
 		noEndpointsTTL: cfg.NoEndpointsTTL,
 		observer:       cfg.Observer,
 		waiting:        cfg.Waiting,
+		revocations:    cfg.Revocations,
 		timed:          cfg.Observer != nil || cfg.Waiting != nil,
 	}
 	if c.gate == nil {
@@ -156,6 +169,9 @@ func New(cfg Config) (*FlowController, error) {
 		c.clock = RealClock{}
 	}
 	c.epoch = c.clock.Now()
+	if c.reclaim = newReclaimer(cfg.Eviction, guarantees > 0, c.gate); c.reclaim != nil {
+		c.reclaim.nudge = c.Nudge
+	}
 	c.setBands(&bandSet{desc: desc})
 	set := c.bands.Load()
 	if cfg.NeverPromote {
@@ -195,8 +211,9 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 		priority: bc.Priority,
 		policy:   q.Policy(),
 		kind:     q.Kind(),
-		fairness: fair,
-		sched:    fair.NewScheduler(),
+		fairness:  fair,
+		sched:     fair.NewScheduler(),
+		guarantee: bc.Guarantee,
 		flows:    make(map[string]*Flow),
 	}
 	if b.kind != ordering.QueueFIFO {
@@ -295,6 +312,9 @@ func (c *FlowController) shutdown() {
 		return
 	}
 	c.closed = true
+	if c.reclaim != nil && c.reclaim.timer != nil {
+		c.reclaim.timer.Stop()
+	}
 	now := c.clock.Now()
 	for _, b := range c.bands.Load().desc {
 		var all []*waiter
@@ -344,8 +364,15 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 			return configError("BandConfig.Queue", bc.Queue,
 				fmt.Sprintf("band %d already runs %q; a provisioned band's queue cannot change", bc.Priority, running))
 		}
+		if err := c.checkGuarantees(b, bc.Guarantee); err != nil {
+			return err
+		}
 		b.limits.Store(lim)
+		b.guarantee = bc.Guarantee
 		return nil
+	}
+	if err := c.checkGuarantees(nil, bc.Guarantee); err != nil {
+		return err
 	}
 	b, err := newBand("BandConfig", bc, p)
 	if err != nil {
@@ -353,6 +380,28 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	}
 	i, _ := set.search(bc.Priority)
 	c.setBands(&bandSet{desc: slices.Insert(slices.Clone(set.desc), i, b)})
+	return nil
+}
+
+// checkGuarantees checks that band b, or a new band when b is nil, may have
+// guarantee g: the controller tracks guarantees, and all of them together,
+// with g for b's, come to at most 1. Called with mu held.
+func (c *FlowController) checkGuarantees(b *band, g float64) error {
+	if g == 0 {
+		return nil
+	}
+	if c.reclaim == nil || !c.reclaim.lending {
+		return configError("BandConfig.Guarantee", g, "the controller was created with no guarantee: it tracks none")
+	}
+	sum := g
+	for _, o := range c.bands.Load().desc {
+		if o != b {
+			sum += o.guarantee
+		}
+	}
+	if sum > 1+1e-9 {
+		return configError("BandConfig.Guarantee", g, "takes the bands' guarantees past 1")
+	}
 	return nil
 }
 

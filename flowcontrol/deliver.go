@@ -14,7 +14,13 @@ func (c *FlowController) unlock() {
 	if head != nil {
 		c.decided, c.decidedTail = nil, nil
 	}
-	c.mu.Unlock()
+	if c.notes {
+		n := c.takeNotes()
+		c.mu.Unlock()
+		defer c.announce(&n)
+	} else {
+		c.mu.Unlock()
+	}
 	if head != nil {
 		c.deliverAll(head, tail)
 	}
@@ -330,7 +336,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 	if w.outcome() == OutcomeDispatched {
 		a := newQueuedAdmission()
-		*a = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, meter: w.meter}
+		*a = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, lease: w.lease}
 		return a, nil
 	}
 	rej := &RejectionError{

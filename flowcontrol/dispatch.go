@@ -31,11 +31,19 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 			return
 		}
 		b := desc[i]
+		if c.reclaim != nil && c.reclaim.lending {
+			if g := c.guaranteedHead(i); g != nil {
+				b = g // a band short of its guarantee goes first
+			}
+		}
 		if !c.gate.TryAcquire(b.priority) {
 			c.refusals.Add(1)
 			// Strict priority: nothing below a refused band starts.
 			if c.endpoints != nil {
 				c.checkEndpoints(now)
+			}
+			if c.reclaim != nil {
+				c.reclaimFor(b, now)
 			}
 			return
 		}
@@ -53,11 +61,8 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		b.drain.dispatched(now)
 		c.drain.dispatched(now)
 		c.left(w, now)
-		c.inFlight++
+		w.lease = c.started(b, w.requested, w.tag, w.cost, now)
 		c.decide(w, OutcomeDispatched, now)
-		if c.metered != nil {
-			w.meter = c.took(b.priority, w.cost, now)
-		}
 	}
 }
 

@@ -147,7 +147,7 @@ func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Adm
 	// attempt, and its lock, under contention. (A stale read only moves
 	// the decision to enqueue, which makes every check again.)
 	if b.published.requests.Load() == 0 {
-		if adm, rej := c.startAtOnce(b, req.Key, size, cost); adm != nil {
+		if adm, rej := c.startAtOnce(b, req.Key, req.Tag, size, cost); adm != nil {
 			return adm, nil, nil, 0
 		} else if rej != nil {
 			return nil, rej, nil, 0
@@ -207,7 +207,7 @@ func (c *FlowController) tellWaiting(ev Event, w *waiter, gen uint64, blocking b
 // or rejects it if it does not fit and displacing others cannot make room.
 // It returns nil, nil when the request must wait, or when displacement may
 // let it in: enqueue decides that.
-func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*Admission, *RejectionError) {
+func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost int64) (*Admission, *RejectionError) {
 	c.mu.Lock()
 	// Nothing is decided here, so there is nothing for unlock to deliver.
 	defer c.mu.Unlock()
@@ -233,12 +233,9 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, size, cost int64) (*A
 		c.refusals.Add(1)
 		return nil, nil
 	}
-	c.inFlight++
+	l := c.started(b, key, tag, cost, time.Time{})
 	a := c.newAdmission()
-	*a = Admission{c: c, requested: key, effective: b.priority}
-	if c.metered != nil {
-		a.meter = c.took(b.priority, cost, time.Time{})
-	}
+	*a = Admission{c: c, requested: key, effective: b.priority, lease: l}
 	return a, nil
 }
 
@@ -264,17 +261,17 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 	first := c.isFirst(b)
 	if first {
 		if c.gate.TryAcquire(b.priority) {
-			c.inFlight++
+			l := c.started(b, w.requested, w.tag, w.cost, now)
 			a := c.newAdmission()
-			*a = Admission{c: c, requested: w.requested, effective: b.priority}
-			if c.metered != nil {
-				a.meter = c.took(b.priority, w.cost, now)
-			}
+			*a = Admission{c: c, requested: w.requested, effective: b.priority, lease: l}
 			return a, nil, 0, 0
 		}
 		c.refusals.Add(1)
 		if c.endpoints != nil {
 			defer c.checkEndpoints(now) // once w is queued
+		}
+		if c.reclaim != nil {
+			defer c.reclaimFor(b, now) // once w is queued, and counted in the demand
 		}
 	}
 	c.queue(w, now)
@@ -346,8 +343,11 @@ func (c *FlowController) withdraw(w *waiter) {
 	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
 		c.inFlight--
+		if l := w.lease; l != nil && l.band != nil {
+			c.endLease(l)
+		}
 		if c.metered != nil {
-			c.metered.Returned(Usage{Slot: Slot{Priority: w.band.priority, Cost: w.meter.cost}, Unused: true})
+			c.metered.Returned(Usage{Slot: Slot{Priority: w.band.priority, Cost: w.lease.cost}, Unused: true})
 			return
 		}
 		c.gate.Release(w.band.priority)
@@ -357,9 +357,23 @@ func (c *FlowController) withdraw(w *waiter) {
 // isFirst reports whether no band at or above b has waiters, so that a
 // request for b would be the head dispatch offers to the gate first. Called
 // with mu held.
+//
+// With guarantees (BandConfig.Guarantee), a band short of its guarantee
+// goes before the bands above it that are not: b is first when no band
+// short of its guarantee at or above it waits, and, unless b itself is
+// short of its guarantee, no band at all at or above it.
 func (c *FlowController) isFirst(b *band) bool {
 	top := c.firstNonEmpty()
-	return top < 0 || top > b.index
+	if top < 0 {
+		return true
+	}
+	if c.reclaim == nil || !c.reclaim.lending {
+		return top > b.index
+	}
+	if g := c.guaranteedHead(top); g != nil && g.index <= b.index {
+		return false
+	}
+	return top > b.index || c.shortOfGuarantee(b)
 }
 
 // contextOutcome is the outcome of a wait that ctx ended: an expiry for a

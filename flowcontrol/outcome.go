@@ -53,6 +53,17 @@ const (
 	// (see [EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
 	// while it waited.
 	OutcomeRejectedNoEndpoints
+	// OutcomeEvicted: the request was dispatched, and then its admission
+	// was revoked so that a band above it could take back its guaranteed
+	// share ([BandConfig.Guarantee]). It is llm-d-router's generic evicted
+	// reason, for a cause it has no sub-reason of its own for. It is
+	// reported by [Admission.Err] and to the Observer, after the request's
+	// OutcomeDispatched, never as the result of EnqueueAndWait or Submit.
+	OutcomeEvicted
+	// OutcomeEvictedPriority: the request was dispatched, and then its
+	// admission was revoked to make room for a request of a higher band
+	// (in-flight eviction; see [Eviction]). Reported as OutcomeEvicted is.
+	OutcomeEvictedPriority
 )
 
 // DroppedReasonHeader is the response header in which a gateway reports why
@@ -81,20 +92,26 @@ func (o Outcome) String() string {
 		return "evicted-queue-pressure"
 	case OutcomeRejectedNoEndpoints:
 		return "rejected-no-endpoints"
+	case OutcomeEvicted:
+		return "evicted"
+	case OutcomeEvictedPriority:
+		return "evicted-priority"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // HTTPStatus returns the status a gateway should answer with: 200 for
-// OutcomeDispatched, 429 (Too Many Requests) for capacity rejections and
-// expiry — the router is busy, the client may come back — and 503 (Service
+// OutcomeDispatched, 429 (Too Many Requests) for capacity rejections,
+// expiry and eviction (llm-d-router's status for an evicted request) — the
+// router is busy, the client may come back — and 503 (Service
 // Unavailable) for cancellation, shutdown and an empty pool. It is 0 for an
 // unknown Outcome.
 func (o Outcome) HTTPStatus() int {
 	switch o {
 	case OutcomeDispatched:
 		return http.StatusOK
-	case OutcomeRejectedSaturated, OutcomeRejectedTTLExpired, OutcomeEvictedQueuePressure:
+	case OutcomeRejectedSaturated, OutcomeRejectedTTLExpired, OutcomeEvictedQueuePressure,
+		OutcomeEvicted, OutcomeEvictedPriority:
 		return http.StatusTooManyRequests
 	case OutcomeRejectedContextCancelled, OutcomeRejectedShuttingDown, OutcomeRejectedNoEndpoints:
 		return http.StatusServiceUnavailable
@@ -154,7 +171,8 @@ const (
 	limitBandBytes
 	limitGlobalRequests
 	limitGlobalBytes
-	limitNoBand // NeverPromote found no band at or below the requested priority
+	limitNoBand  // NeverPromote found no band at or below the requested priority
+	limitRevoked // an admission revoked for band limitVal
 	limitBandCost
 	limitGlobalCost
 	limitFlowRequests
@@ -220,6 +238,10 @@ func (o Outcome) sentinel() error {
 		return ErrEvictedQueuePressure
 	case OutcomeRejectedNoEndpoints:
 		return ErrRejectedNoEndpoints
+	case OutcomeEvicted:
+		return ErrEvicted
+	case OutcomeEvictedPriority:
+		return ErrEvictedPriority
 	}
 	return nil
 }
@@ -260,6 +282,8 @@ func (e *RejectionError) Error() string {
 		sb.WriteString(": the gate has no endpoints to send it to")
 	case limitCounterRange:
 		sb.WriteString(": the queued bytes or cost would pass the range of the controller's counters")
+	case limitRevoked:
+		sb.WriteString(": revoked while running, for band " + val)
 	case limitNoBand:
 		sb.WriteString(": no band at or below priority " + strconv.Itoa(e.Requested.Priority) + " (never-promote)")
 	}

@@ -1,0 +1,408 @@
+package flowcontrol
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// reclaimer is the controller's in-flight eviction and guaranteed shares:
+// it keeps each tracked band's running admissions, decides revocations
+// when the gate refuses a band, and paces the decisions. It exists only
+// when Config.Eviction is set or a band has a Guarantee. Guarded by the
+// controller's lock.
+type reclaimer struct {
+	evict   bool // Config.Eviction is set
+	below   int  // victims of eviction come from bands below it
+	maxPer  int
+	grace   time.Duration // ≥ 0
+	timeout time.Duration
+	lending bool // a band may have a guarantee
+
+	detector SaturationDetector // the gate, when it is one
+	ceilings CeilingGate        // the gate, when it is one
+
+	// outstanding lists the revoked admissions not yet confirmed nor
+	// timed out, oldest first.
+	outstanding leaseList
+	// coolUntil is when the grace after the last confirmation ends;
+	// cooling is the footprint of the confirmed revocations until then.
+	coolUntil time.Duration
+	cooling   float64
+	pending   float64 // outstanding and cooling footprints
+
+	// What unlock hands on once the lock is released (see notes).
+	issued, issuedTail *lease
+	ended, endedTail   *lease
+	arm                time.Duration // a wake-up to arm, so long from now; 0 none
+	wakeAt             time.Duration // when the armed wake-up fires; 0 none
+	timer              Timer
+	nudge              func()
+}
+
+// leaseState is where a tracked lease stands.
+type leaseState uint8
+
+const (
+	leaseRunning  leaseState = iota
+	leaseRevoked             // awaiting its confirmation
+	leaseTimedOut            // revoked, not confirmed within the timeout
+	leaseEnded               // Done
+)
+
+// leaseList is a list of leases through their prev and next links, in the
+// order they were pushed.
+type leaseList struct {
+	head, tail *lease
+	n          int
+}
+
+func (ls *leaseList) push(l *lease) {
+	l.prev, l.next = ls.tail, nil
+	if ls.tail != nil {
+		ls.tail.next = l
+	} else {
+		ls.head = l
+	}
+	ls.tail = l
+	ls.n++
+}
+
+func (ls *leaseList) unlink(l *lease) {
+	if l.prev != nil {
+		l.prev.next = l.next
+	} else {
+		ls.head = l.next
+	}
+	if l.next != nil {
+		l.next.prev = l.prev
+	} else {
+		ls.tail = l.prev
+	}
+	l.prev, l.next = nil, nil
+	ls.n--
+}
+
+// newReclaimer returns the reclaimer of a controller with eviction e (nil
+// for none) over gate g, lending when a band may have a guarantee; nil
+// when there is neither.
+func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
+	if e == nil && !lending {
+		return nil
+	}
+	r := &reclaimer{evict: e != nil, lending: lending, maxPer: DefaultMaxRevocationsPerDecision, timeout: DefaultRevocationTimeout}
+	if e != nil {
+		r.below = e.Below
+		if e.MaxPerDecision > 0 {
+			r.maxPer = e.MaxPerDecision
+		}
+		if e.Timeout > 0 {
+			r.timeout = e.Timeout
+		}
+		r.grace = e.Grace
+	}
+	if r.grace == 0 {
+		if lg, ok := g.(LagGate); ok {
+			r.grace = max(lg.Lag(), 0)
+		}
+	}
+	r.grace = max(r.grace, 0)
+	r.detector, _ = g.(SaturationDetector)
+	r.ceilings, _ = g.(CeilingGate)
+	return r
+}
+
+// tracks reports whether admissions of band b may be revoked, and so are
+// listed: every band's with guarantees, since any band may borrow; only
+// the sheddable bands' with eviction alone.
+func (r *reclaimer) tracks(b *band) bool { return r.lending || b.priority < r.below }
+
+// endLease ends tracked lease l, whose admission is Done: a confirmation
+// if it was revoked. Called with mu held.
+func (c *FlowController) endLease(l *lease) {
+	r := c.reclaim
+	switch l.state {
+	case leaseRunning:
+		l.band.running.unlink(l)
+	case leaseRevoked:
+		r.outstanding.unlink(l)
+		now := c.sinceEpoch(time.Time{})
+		r.cool(l, now)
+		r.noteEnded(c, l, RevocationConfirmed, now-l.revokedAt)
+	}
+	l.state = leaseEnded
+}
+
+// cool moves the footprint of l, no longer outstanding at now, to the
+// grace after its confirmation.
+func (r *reclaimer) cool(l *lease, now time.Duration) {
+	if r.grace == 0 {
+		r.pending = max(r.pending-l.credit, 0)
+		return
+	}
+	r.cooling += l.credit
+	r.coolUntil = max(r.coolUntil, now+r.grace)
+}
+
+// open reports whether a decision may be taken at now: no revocation
+// awaits its confirmation and the grace after the last one has passed. It
+// first retires the revocations whose timeout has passed. When it is
+// closed it asks for a wake-up when it opens, unless a revoked
+// admission's Done will come first.
+func (r *reclaimer) open(c *FlowController, now time.Duration) bool {
+	for l := r.outstanding.head; l != nil; {
+		next := l.next
+		if now-l.revokedAt >= r.timeout {
+			r.outstanding.unlink(l)
+			l.state = leaseTimedOut
+			r.cool(l, now)
+			r.noteEnded(c, l, RevocationTimedOut, now-l.revokedAt)
+		}
+		l = next
+	}
+	if l := r.outstanding.head; l != nil {
+		r.wake(c, now, l.revokedAt+r.timeout)
+		return false
+	}
+	if now < r.coolUntil {
+		r.wake(c, now, r.coolUntil)
+		return false
+	}
+	if r.cooling > 0 {
+		r.pending = max(r.pending-r.cooling, 0)
+		r.cooling = 0
+	}
+	return true
+}
+
+// wake asks for dispatch to run again at at, unless a wake-up already
+// armed comes no later. The timer is armed once the lock is released.
+func (r *reclaimer) wake(c *FlowController, now, at time.Duration) {
+	if r.wakeAt > now && r.wakeAt <= at {
+		return
+	}
+	r.wakeAt, r.arm = at, at-now
+	c.notes = true
+}
+
+// guaranteedHead returns the highest band at index from or below that has
+// waiters and is short of its guarantee, or nil. Called with mu held.
+func (c *FlowController) guaranteedHead(from int) *band {
+	desc := c.bands.Load().desc
+	for w := from / 64; w < len(c.nonEmpty); w++ {
+		word := c.nonEmpty[w]
+		if w == from/64 {
+			word &^= 1<<(from%64) - 1
+		}
+		for word != 0 {
+			i := w*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			if b := desc[i]; c.shortOfGuarantee(b) {
+				return b
+			}
+		}
+	}
+	return nil
+}
+
+// shortOfGuarantee reports whether b uses less than its guarantee: its
+// running admissions, each counted at the mean footprint (the gate's
+// saturation ÷ the requests in flight; without a SaturationDetector, its
+// share of the requests in flight), come to less than its guarantee.
+func (c *FlowController) shortOfGuarantee(b *band) bool {
+	if b.guarantee <= 0 {
+		return false
+	}
+	if c.inFlight == 0 {
+		return true
+	}
+	return float64(b.running.n)*c.reclaim.saturation() < b.guarantee*float64(c.inFlight)
+}
+
+// saturation returns the gate's saturation within (0, 1], or 1 when the
+// gate reports none, reads 0 (then the gate refuses for a reason of its
+// own) or reads something that is not a number in [0, 1].
+func (r *reclaimer) saturation() float64 {
+	if r.detector == nil {
+		return 1
+	}
+	s := r.detector.Saturation()
+	if !(s > 0 && s <= 1) {
+		return 1
+	}
+	return s
+}
+
+// guaranteed returns how many admissions of b its guarantee covers at the
+// footprint credit: ⌈guarantee ÷ credit⌉.
+func guaranteed(b *band, credit float64) int {
+	if b.guarantee <= 0 {
+		return 0
+	}
+	return int(math.Ceil(b.guarantee/credit - 1e-9))
+}
+
+// reclaimFor takes a revocation decision for band b, whose head the gate
+// has just refused at now (the zero Time to read the clock): see Eviction
+// and BandConfig.Guarantee. Called with mu held.
+func (c *FlowController) reclaimFor(b *band, now time.Time) {
+	r := c.reclaim
+	if c.inFlight == 0 || b.queued.requests == 0 || c.closing.Load() {
+		return
+	}
+	if now.IsZero() {
+		now = c.clock.Now()
+	}
+	at := c.sinceEpoch(now)
+	if !r.open(c, at) {
+		return
+	}
+	s := r.saturation()
+	credit := s / float64(c.inFlight)
+	demand := int(min(b.queued.requests, int64(c.inFlight)))
+	if r.ceilings != nil {
+		if ceiling := r.ceilings.BandCeiling(b.priority); ceiling < s {
+			demand += int(math.Floor((s-ceiling)/credit + 1e-9))
+		}
+	}
+	lend := 0
+	if r.lending {
+		if gap := guaranteed(b, credit) - b.running.n; gap > 0 {
+			lend = min(demand, gap)
+		}
+	}
+	want := lend
+	if r.evict {
+		want = demand
+	}
+	n := min(want, r.maxPer)
+	if n <= 0 {
+		return
+	}
+	target := float64(want) * credit
+	desc := c.bands.Load().desc
+	taken := 0
+	for j := len(desc) - 1; j > b.index && taken < n; j-- {
+		v := desc[j]
+		budget := min(lend, n)
+		if r.evict && v.priority < r.below {
+			budget = n
+		}
+		spare := v.running.n - guaranteed(v, credit)
+		for ; taken < budget && spare > 0; spare-- {
+			reason := OutcomeEvictedPriority
+			if taken < lend {
+				reason = OutcomeEvicted
+			}
+			c.revoke(v.running.tail, b, reason, credit, target, now)
+			taken++
+		}
+	}
+}
+
+// revoke revokes l, the most recent running admission of its band, for
+// band b at now, as one of a decision that set out to free target.
+// Called with mu held.
+func (c *FlowController) revoke(l *lease, b *band, reason Outcome, credit, target float64, now time.Time) {
+	r := c.reclaim
+	v := l.band
+	v.running.unlink(l)
+	l.state, l.reason, l.forPriority = leaseRevoked, reason, b.priority
+	l.revokedAt, l.credit = c.sinceEpoch(now), credit
+	l.retryAfter = v.drain.retryAfter(now, c.inFlight)
+	r.outstanding.push(l)
+	r.pending += credit
+	if l.ch != nil {
+		close(l.ch)
+	}
+	l.target, l.pendingIssued = target, r.pending
+	if r.issuedTail == nil {
+		r.issued = l
+	} else {
+		r.issuedTail.issuedNext = l
+	}
+	r.issuedTail = l
+	c.notes = true
+}
+
+// noteEnded lists l, whose revocation ended with step after waited, for
+// Config.Revocations.
+func (r *reclaimer) noteEnded(c *FlowController, l *lease, step RevocationStep, waited time.Duration) {
+	l.endStep, l.waited, l.pendingEnded = step, waited, r.pending
+	if r.endedTail == nil {
+		r.ended = l
+	} else {
+		r.endedTail.endedNext = l
+	}
+	r.endedTail = l
+	c.notes = true
+}
+
+// notes is what a critical section left for after the lock: revocations
+// to report and a wake-up to arm.
+type notes struct {
+	issued, ended *lease
+	arm           time.Duration
+}
+
+// takeNotes takes what the critical section left for after the lock.
+// Called with mu held, from unlock, when c.notes is set.
+func (c *FlowController) takeNotes() notes {
+	r := c.reclaim
+	n := notes{issued: r.issued, ended: r.ended, arm: r.arm}
+	r.issued, r.issuedTail, r.ended, r.endedTail, r.arm = nil, nil, nil, nil, 0
+	c.notes = false
+	return n
+}
+
+// announce tells the Observer and Config.Revocations of the revocations
+// in n, and arms its wake-up. Called without mu. A panicking Observer or
+// Revocations loses nothing: the rest is announced as the panic unwinds.
+func (c *FlowController) announce(n *notes) {
+	defer func() {
+		if n.issued != nil || n.ended != nil {
+			c.announce(n)
+		}
+	}()
+	if n.arm > 0 {
+		d := n.arm
+		n.arm = 0
+		c.armWake(d)
+	}
+	for n.issued != nil {
+		l := n.issued
+		n.issued, l.issuedNext = l.issuedNext, nil
+		victim := FlowKey{ID: l.requested.ID, Priority: l.band.priority}
+		if c.observer != nil {
+			callObserver(c.observer, Event{Requested: l.requested, Effective: victim, Outcome: l.reason, Tag: l.tag})
+		}
+		if c.revocations != nil {
+			c.revocations(Revocation{Step: RevocationIssued, Victim: victim, Requested: l.requested, For: l.forPriority,
+				Outcome: l.reason, Target: l.target, Pending: l.pendingIssued, Tag: l.tag})
+		}
+	}
+	for n.ended != nil {
+		l := n.ended
+		n.ended, l.endedNext = l.endedNext, nil
+		if c.revocations != nil {
+			c.revocations(Revocation{Step: l.endStep, Victim: FlowKey{ID: l.requested.ID, Priority: l.band.priority},
+				Requested: l.requested, For: l.forPriority, Outcome: l.reason, Waited: l.waited, Pending: l.pendingEnded, Tag: l.tag})
+		}
+	}
+}
+
+// armWake arms the reclaimer's wake-up d from now. Called without mu: a
+// timer may allocate.
+func (c *FlowController) armWake(d time.Duration) {
+	r := c.reclaim
+	t := c.clock.AfterFunc(d, r.nudge)
+	c.mu.Lock()
+	// An earlier wake-up is left to fire: it may be the sooner one, and a
+	// spare Nudge costs one dispatch. Close stops the last.
+	r.timer = t
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		t.Stop()
+	}
+}

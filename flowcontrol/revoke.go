@@ -1,0 +1,244 @@
+package flowcontrol
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Eviction turns on in-flight eviction ([Config.Eviction]): when the gate
+// refuses the head of a band, admissions already running in bands strictly
+// below it are revoked to make room. Strict priority decides only who
+// starts next; a request that started keeps its slot until it ends, so
+// without eviction an interactive request waits behind the batch
+// generations that filled the pool. The zero value is llm-d-router's
+// enableEviction: victims only from sheddable bands (priority below 0), at
+// most 2 revocations per decision, decisions paced by confirmation, a 10s
+// confirmation timeout.
+//
+// A decision is taken when the gate refuses the head of band p, no earlier
+// revocation is awaiting its confirmation and the grace after the last one
+// has passed:
+//   - Victims come only from bands of priority below min(p, Below), lowest
+//     priority first and, within a band, the most recently dispatched
+//     first: the least work is lost. A band's guaranteed share
+//     ([BandConfig.Guarantee]) is never revoked.
+//   - Its size is the demand: the requests waiting in band p, plus the
+//     admissions the gate's saturation stands above the band's ceiling
+//     (see [CeilingGate]), counted in mean footprints (saturation ÷ in
+//     flight) — llm-d sizes from the second alone, which frees one slot
+//     per decision when a burst waits at a full pool — capped at
+//     MaxPerDecision and at the victims there are.
+//   - The next decision waits until every revoked admission is confirmed
+//     (its holder called Done) and Grace has passed since the last
+//     confirmation, so that the gate sees what was freed before it is
+//     sized again; or, for an admission whose holder does not confirm,
+//     until Timeout has passed since its revocation. Its slot is still
+//     held until its Done.
+//
+// A revoked admission's holder learns of it from [Admission.Revoked], stops
+// the request, and confirms with [Admission.Done]: the slot returns once,
+// then. Its outcome is [OutcomeEvictedPriority] (evicted-priority), which
+// the Observer hears as a second event for the request, after its
+// dispatch, and [Admission.Err] returns.
+type Eviction struct {
+	// Below bounds the victims' bands: only admissions of bands of
+	// priority below Below are revoked (llm-d's sheddable filter at 0,
+	// the default, the zero value). Bands at or above 0 are then never
+	// revoked; a larger Below makes more bands sheddable.
+	Below int
+	// MaxPerDecision caps the revocations of one decision, bounding the
+	// damage of a misjudged footprint (llm-d
+	// MaxRevocationsPerDecision; 0 means its default, 2).
+	MaxPerDecision int
+	// Grace is how long after the last confirmation the next decision
+	// waits: the time the gate takes to see a slot that came back (llm-d
+	// EvictionConfirmationGrace). 0 means the gate's own [LagGate.Lag]
+	// when it reports one, and none otherwise: a gate that counts its
+	// slots (MaxInFlight, a concurrency limit) sees a Done at once. A
+	// negative value means none.
+	Grace time.Duration
+	// Timeout is how long a revocation that is not confirmed holds the
+	// next decision back (llm-d EvictionConfirmationTimeout; 0 means its
+	// default, 10s).
+	Timeout time.Duration
+}
+
+// Defaults of [Eviction], llm-d-router's.
+const (
+	// DefaultMaxRevocationsPerDecision is [Eviction.MaxPerDecision]'s
+	// default.
+	DefaultMaxRevocationsPerDecision = 2
+	// DefaultRevocationTimeout is [Eviction.Timeout]'s default.
+	DefaultRevocationTimeout = 10 * time.Second
+)
+
+// LagGate is a [Gate] whose view of the model servers lags: a slot given
+// back is seen only some time later, as a gate reading scraped metrics sees
+// it at its next scrape. [Eviction.Grace] defaults to its Lag, the longest
+// such delay, so that eviction does not size a decision on a reading that
+// has not yet seen the last one. Lag is called once, in [New].
+type LagGate interface {
+	Gate
+	Lag() time.Duration
+}
+
+// CeilingGate is a [SaturationDetector] that holds bands back below a
+// ceiling on its saturation (package gate's Ceiling): BandCeiling returns
+// the ceiling of band priority, a fraction in [0, 1], at the current
+// saturation. Eviction reads it to size a decision: a band refused at
+// saturation s with ceiling c needs (s − c) freed before its head can
+// start, beside one footprint per waiting request. It is called with the
+// controller's lock held and must be fast, must not block and must not
+// allocate.
+type CeilingGate interface {
+	SaturationDetector
+	BandCeiling(priority int) float64
+}
+
+// RevocationStep is what happened to a revocation; see [Revocation].
+type RevocationStep uint8
+
+const (
+	// RevocationIssued: an admission was revoked; its holder was told.
+	RevocationIssued RevocationStep = iota + 1
+	// RevocationConfirmed: the holder of a revoked admission called Done
+	// before its timeout (llm-d's outcome "confirmed").
+	RevocationConfirmed
+	// RevocationTimedOut: the holder did not call Done within
+	// [Eviction.Timeout]; the next decision no longer waits for it
+	// (llm-d's outcome "timed_out"). Its slot returns at its Done.
+	RevocationTimedOut
+)
+
+// String returns the step's name: "issued", or llm-d-router's outcome label
+// of flow_control_revocations_total, "confirmed" or "timed_out".
+func (s RevocationStep) String() string {
+	switch s {
+	case RevocationIssued:
+		return "issued"
+	case RevocationConfirmed:
+		return "confirmed"
+	case RevocationTimedOut:
+		return "timed_out"
+	}
+	return "RevocationStep(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Revocation reports one step of a revocation to [Config.Revocations]:
+// each revoked admission is reported once issued, and once confirmed or
+// timed out, never both. Steps are reported after the controller's lock is
+// released, by the goroutine whose event took them, so the confirmation of
+// an admission whose holder stops at once may be reported, on another
+// goroutine, before its issue: count the steps, do not sequence them.
+type Revocation struct {
+	Step RevocationStep
+	// Victim is the revoked admission's effective key.
+	Victim FlowKey
+	// Requested is the key its request asked for.
+	Requested FlowKey
+	// For is the priority of the band it was revoked for.
+	For int
+	// Outcome is the victim's outcome: [OutcomeEvictedPriority] for
+	// eviction, [OutcomeEvicted] when a band took back its guaranteed
+	// share ([BandConfig.Guarantee]).
+	Outcome Outcome
+	// Waited is, for a confirmation or a timeout, the time since the
+	// revocation was issued; 0 when issued.
+	Waited time.Duration
+	// Target is, when issued, what the decision set out to free, in the
+	// gate's saturation units (llm-d flow_control_reclaim_target).
+	Target float64
+	// Pending is what revocations issued and not yet seen by the gate
+	// free, in saturation units, once this step is counted (llm-d
+	// flow_control_pending_reclaim): each counts the mean footprint at
+	// its decision until its grace after confirmation, or its timeout,
+	// has passed.
+	Pending float64
+	// Tag is the victim's [Request.Tag].
+	Tag any
+}
+
+// ErrEvicted and ErrEvictedPriority are the sentinel errors of
+// [OutcomeEvicted] and [OutcomeEvictedPriority].
+var (
+	ErrEvicted         = errors.New("flowcontrol: evicted")
+	ErrEvictedPriority = errors.New("flowcontrol: evicted-priority")
+)
+
+// closedChan is what Revoked returns for an admission revoked before it
+// was asked.
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// Revoked returns a channel that is closed when the admission is revoked
+// (see [Eviction] and [BandConfig.Guarantee]). Its holder should then stop
+// the request — cancel the call to the model server — and call Done, which
+// confirms the revocation and returns the slot. It returns nil, a channel
+// that never closes, for an admission that can never be revoked: the
+// controller evicts nothing and guarantees no share. It allocates the
+// channel at its first call; later calls return the same channel.
+func (a *Admission) Revoked() <-chan struct{} {
+	l := a.lease
+	if l == nil || l.band == nil {
+		return nil
+	}
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.ch == nil {
+		if l.state != leaseRunning {
+			return closedChan
+		}
+		l.ch = make(chan struct{})
+	}
+	return l.ch
+}
+
+// Err returns nil while the admission may run, and a [*RejectionError]
+// once it was revoked: its Outcome is [OutcomeEvictedPriority] or
+// [OutcomeEvicted], its RetryAfter when the request may come back, from
+// the drain of the victim's band. A Done before the revocation keeps it
+// nil.
+func (a *Admission) Err() error {
+	l := a.lease
+	if l == nil || l.band == nil {
+		return nil
+	}
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.reason == OutcomeDispatched {
+		return nil // not revoked
+	}
+	return &RejectionError{
+		Outcome:    l.reason,
+		Requested:  a.requested,
+		Effective:  a.Effective(),
+		RetryAfter: l.retryAfter,
+		limit:      limitRevoked,
+		limitVal:   int64(l.forPriority),
+	}
+}
+
+// checkEviction validates cfg.Eviction and the bands' guarantees.
+func checkEviction(e *Eviction) error {
+	if e == nil {
+		return nil
+	}
+	if e.MaxPerDecision < 0 {
+		return configError("Eviction.MaxPerDecision", e.MaxPerDecision, "negative")
+	}
+	if e.Timeout < 0 {
+		return configError("Eviction.Timeout", e.Timeout, "negative")
+	}
+	return nil
+}
+
+// checkGuarantee validates a band's guarantee.
+func checkGuarantee(name string, g float64) error {
+	if !(g >= 0 && g <= 1) || math.IsNaN(g) {
+		return configError(name, g, "not a fraction in [0, 1]")
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+package flowcontrol_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol"
+)
+
+// revocations records what Config.Revocations hears.
+type revocations struct {
+	mu    sync.Mutex
+	steps []flowcontrol.Revocation
+}
+
+func (r *revocations) record(v flowcontrol.Revocation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps = append(r.steps, v)
+}
+
+func (r *revocations) count(step flowcontrol.RevocationStep) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.steps {
+		if v.Step == step {
+			n++
+		}
+	}
+	return n
+}
+
+// evicting returns a controller with bands 10 and -1 under MaxInFlight(n),
+// evicting as e says.
+func evicting(t *testing.T, n int, e flowcontrol.Eviction, rec *revocations, obs *recorder) *flowcontrol.FlowController {
+	t.Helper()
+	cfg := flowcontrol.Config{
+		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
+		FallbackPriority: 10,
+		Gate:             flowcontrol.MaxInFlight(n),
+		Eviction:         &e,
+	}
+	if rec != nil {
+		cfg.Revocations = rec.record
+	}
+	if obs != nil {
+		cfg.Observer = obs.observe
+	}
+	return mustNew(t, cfg)
+}
+
+func revoked(a *flowcontrol.Admission) bool {
+	select {
+	case <-a.Revoked():
+		return true
+	default:
+		return false
+	}
+}
+
+// A waiting interactive request revokes the most recently dispatched
+// batch admission; its holder hears of it, confirms with Done, and the
+// interactive request takes the slot.
+func TestEvictionRevokesTheNewestSheddable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &revocations{}
+		obs := &recorder{}
+		fc := evicting(t, 2, flowcontrol.Eviction{}, rec, obs)
+		ctx := context.Background()
+		older, err := fc.EnqueueAndWait(ctx, req("batch", -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		newer, err := fc.EnqueueAndWait(ctx, req("batch", -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chat := start(ctx, fc, req("chat", 10))
+		synctest.Wait()
+		if chat.finished() {
+			t.Fatal("chat started with the pool full")
+		}
+		if revoked(older) || !revoked(newer) {
+			t.Fatalf("revoked: older %v, newer %v; want the newer only", revoked(older), revoked(newer))
+		}
+		var rej *flowcontrol.RejectionError
+		if err := newer.Err(); !errors.As(err, &rej) || rej.Outcome != flowcontrol.OutcomeEvictedPriority || !errors.Is(err, flowcontrol.ErrEvictedPriority) {
+			t.Fatalf("Err = %v, want evicted-priority", err)
+		}
+		if rej.RetryAfter <= 0 {
+			t.Fatalf("RetryAfter = %v, want one", rej.RetryAfter)
+		}
+		if older.Err() != nil {
+			t.Fatalf("older.Err = %v", older.Err())
+		}
+		newer.Done()
+		synctest.Wait()
+		if chat.outcome(t) != flowcontrol.OutcomeDispatched {
+			t.Fatalf("chat: %v", chat.err)
+		}
+		if got := rec.count(flowcontrol.RevocationIssued); got != 1 {
+			t.Fatalf("issued %d", got)
+		}
+		if got := rec.count(flowcontrol.RevocationConfirmed); got != 1 {
+			t.Fatalf("confirmed %d", got)
+		}
+		if got := obs.count(flowcontrol.OutcomeEvictedPriority); got != 1 {
+			t.Fatalf("observer heard %d evictions", got)
+		}
+		newer.Done() // a second Done changes nothing
+		chat.adm.Done()
+		older.Done()
+		if n := fc.InFlight(); n != 0 {
+			t.Fatalf("in flight %d", n)
+		}
+		fc.Close()
+	})
+}
+
+// Bands at or above Below, and bands not below the waiting one, are never
+// revoked.
+func TestEvictionSparesBandsNotBelow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands:    []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -1}, {Priority: -5}},
+			Gate:     flowcontrol.MaxInFlight(2),
+			Eviction: &flowcontrol.Eviction{},
+		})
+		ctx := context.Background()
+		zero, _ := fc.EnqueueAndWait(ctx, req("z", 0))
+		minus1, _ := fc.EnqueueAndWait(ctx, req("m", -1))
+		if zero.Revoked() != nil {
+			t.Fatal("a band at 0 can be revoked")
+		}
+		low := start(ctx, fc, req("low", -5)) // below the victim: nothing to revoke for it
+		synctest.Wait()
+		if revoked(minus1) {
+			t.Fatal("a band -5 request revoked band -1")
+		}
+		chat := start(ctx, fc, req("chat", 10))
+		synctest.Wait()
+		if !revoked(minus1) || revoked(zero) {
+			t.Fatalf("revoked: band -1 %v, band 0 %v", revoked(minus1), revoked(zero))
+		}
+		minus1.Done()
+		synctest.Wait()
+		if chat.outcome(t) != flowcontrol.OutcomeDispatched {
+			t.Fatal(chat.err)
+		}
+		chat.adm.Done()
+		synctest.Wait()
+		if low.outcome(t) != flowcontrol.OutcomeDispatched {
+			t.Fatal(low.err)
+		}
+		low.adm.Done()
+		zero.Done()
+		fc.Close()
+	})
+}
+
+// A decision is paced: the next waits for the confirmation of the last,
+// or its timeout.
+func TestEvictionWaitsForConfirmationOrTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &revocations{}
+		fc := evicting(t, 3, flowcontrol.Eviction{MaxPerDecision: 1, Timeout: time.Second}, rec, nil)
+		ctx := context.Background()
+		var batch []*flowcontrol.Admission
+		for range 3 {
+			a, err := fc.EnqueueAndWait(ctx, req("b", -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch = append(batch, a)
+		}
+		c1 := start(ctx, fc, req("c1", 10))
+		synctest.Wait()
+		c2 := start(ctx, fc, req("c2", 10))
+		synctest.Wait()
+		if n := rec.count(flowcontrol.RevocationIssued); n != 1 {
+			t.Fatalf("issued %d before the first was confirmed, want 1", n)
+		}
+		time.Sleep(time.Second) // the timeout passes: the next decision may come
+		synctest.Wait()
+		if n := rec.count(flowcontrol.RevocationTimedOut); n != 1 {
+			t.Fatalf("timed out %d", n)
+		}
+		if n := rec.count(flowcontrol.RevocationIssued); n != 2 {
+			t.Fatalf("issued %d after the timeout, want 2", n)
+		}
+		if !revoked(batch[2]) || !revoked(batch[1]) || revoked(batch[0]) {
+			t.Fatal("wrong victims")
+		}
+		batch[2].Done() // after its timeout: not a confirmation
+		batch[1].Done()
+		synctest.Wait()
+		if n := rec.count(flowcontrol.RevocationConfirmed); n != 1 {
+			t.Fatalf("confirmed %d, want 1", n)
+		}
+		for _, c := range []*call{c1, c2} {
+			if c.outcome(t) != flowcontrol.OutcomeDispatched {
+				t.Fatal(c.err)
+			}
+			c.adm.Done()
+		}
+		batch[0].Done()
+		fc.Close()
+	})
+}
+
+// A band short of its guarantee takes it back from a band below that
+// borrowed it, never past its guarantee nor into the lender's own.
+func TestGuaranteeIsTakenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &revocations{}
+		fc := mustNew(t, flowcontrol.Config{
+			Bands:            []flowcontrol.BandConfig{{Priority: 10, Guarantee: 0.5}, {Priority: -1, Guarantee: 0.25}},
+			FallbackPriority: 10,
+			Gate:             flowcontrol.MaxInFlight(4),
+			Revocations:      rec.record,
+		})
+		ctx := context.Background()
+		var batch []*flowcontrol.Admission
+		for range 4 { // the idle guarantee is lent
+			a, err := fc.EnqueueAndWait(ctx, req("b", -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch = append(batch, a)
+		}
+		var chats []*call
+		for i := range 3 {
+			chats = append(chats, start(ctx, fc, req("c", 10)))
+			synctest.Wait()
+			// Each revocation is confirmed at once.
+			for _, a := range batch {
+				if revoked(a) {
+					if err := a.Err(); !errors.Is(err, flowcontrol.ErrEvicted) {
+						t.Fatalf("Err = %v, want evicted", err)
+					}
+					a.Done()
+				}
+			}
+			synctest.Wait()
+			if want := min(i+1, 2); rec.count(flowcontrol.RevocationConfirmed) != want {
+				t.Fatalf("after chat %d: %d confirmed, want %d", i, rec.count(flowcontrol.RevocationConfirmed), want)
+			}
+		}
+		if !chats[0].finished() || !chats[1].finished() || chats[2].finished() {
+			t.Fatal("want the first two chats started, the third waiting")
+		}
+		for _, c := range chats[:2] {
+			c.adm.Done()
+		}
+		synctest.Wait()
+		if chats[2].outcome(t) != flowcontrol.OutcomeDispatched {
+			t.Fatal(chats[2].err)
+		}
+		chats[2].adm.Done()
+		for _, a := range batch {
+			a.Done()
+		}
+		if n := fc.InFlight(); n != 0 {
+			t.Fatalf("in flight %d", n)
+		}
+		fc.Close()
+	})
+}
