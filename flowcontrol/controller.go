@@ -208,13 +208,13 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 		fair = GlobalStrict()
 	}
 	b := &band{
-		priority: bc.Priority,
-		policy:   q.Policy(),
-		kind:     q.Kind(),
+		priority:  bc.Priority,
+		policy:    q.Policy(),
+		kind:      q.Kind(),
 		fairness:  fair,
 		sched:     fair.NewScheduler(),
 		guarantee: bc.Guarantee,
-		flows:    make(map[string]*Flow),
+		flows:     make(map[string]*Flow),
 	}
 	if b.kind != ordering.QueueFIFO {
 		b.free = append(b.free, &Flow{band: b, queue: q})
