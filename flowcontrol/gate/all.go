@@ -23,8 +23,9 @@ import (
 // error fails the controller's New), and a [flowcontrol.EndpointGate]
 // that reports no endpoints when any of gates does; a
 // [flowcontrol.SaturationDetector] whose saturation is the largest of
-// those of gates that are one (0 when none is); and, when one of gates
-// is a [flowcontrol.FirstTokenGate], one too, telling each such gate.
+// those of gates that are one (0 when none is); a [flowcontrol.LagGate]
+// whose lag is the longest of theirs (0 when none lags); and, when one of
+// gates is a [flowcontrol.FirstTokenGate], one too, telling each such gate.
 //
 // All panics, naming the index, if one of gates is nil. With no gates it
 // admits every request. A gate that panics in TryAcquire leaves the slots
@@ -204,6 +205,18 @@ func (a *allGate) NoEndpoints() bool {
 		}
 	}
 	return false
+}
+
+// Lag returns the longest [flowcontrol.LagGate.Lag] of the gates, 0 when
+// none lags: how long a slot given back may go unseen by one of them.
+func (a *allGate) Lag() time.Duration {
+	var d time.Duration
+	for i := range a.children {
+		if l, ok := a.children[i].gate.(flowcontrol.LagGate); ok {
+			d = max(d, l.Lag())
+		}
+	}
+	return d
 }
 
 // Saturation returns the largest saturation of the gates, each read as 1

@@ -74,8 +74,10 @@ type policyBinder interface {
 // a [flowcontrol.BoundGate], which binds inner and refuses a second
 // controller; a [flowcontrol.EndpointGate] reporting inner's NoEndpoints;
 // a [flowcontrol.SaturationDetector] reporting inner's saturation, so
-// that ceilings nest; and a [flowcontrol.FirstTokenGate] when inner is
-// one. A saturation that is not a number in [0, 1] reads as 1, and a
+// that ceilings nest; a [flowcontrol.CeilingGate], whose BandCeiling
+// tells in-flight eviction how far the saturation stands above a band's
+// ceiling; a [flowcontrol.LagGate] with inner's lag; and a
+// [flowcontrol.FirstTokenGate] when inner is one. A saturation that is not a number in [0, 1] reads as 1, and a
 // ceiling that is not a number (NaN) refuses, so a gate or a policy gone
 // wrong fails closed.
 //
@@ -127,6 +129,23 @@ func (g *ceilingGate) TryAcquire(priority int) bool {
 // allows reports whether inner's saturation is below the ceiling of band
 // priority.
 func (g *ceilingGate) allows(priority int) bool {
+	s := g.children[0].load()
+	return s < g.ceiling(s, priority) // false for a NaN ceiling
+}
+
+// BandCeiling returns the ceiling of band priority at inner's saturation
+// now, for in-flight eviction to size its decisions
+// ([flowcontrol.CeilingGate]); 0 for a ceiling that is not a number.
+func (g *ceilingGate) BandCeiling(priority int) float64 {
+	c := g.ceiling(g.children[0].load(), priority)
+	if !(c >= 0) {
+		return 0
+	}
+	return min(c, 1)
+}
+
+// ceiling returns the policy's ceiling of band priority at saturation s.
+func (g *ceilingGate) ceiling(s float64, priority int) float64 {
 	var priorities []int
 	if fc := g.fc.Load(); fc != nil {
 		priorities = fc.Priorities()
@@ -136,8 +155,7 @@ func (g *ceilingGate) allows(priority int) bool {
 		g.lone[0] = priority
 		priorities, rank = g.lone[:], 0
 	}
-	s := g.children[0].load()
-	return s < g.policy.Ceiling(s, rank, priorities) // false for a NaN ceiling
+	return g.policy.Ceiling(s, rank, priorities)
 }
 
 // rankOf returns the index of p in priorities, which is sorted highest

@@ -312,3 +312,67 @@ func TestCeilingPanicsOnMisuse(t *testing.T) {
 		}()
 	}
 }
+
+// BandCeiling reports the policy's ceiling of each band at the saturation
+// now, and Lag the inner gate's, so that in-flight eviction sizes its
+// decision from how far the saturation stands above a refused band's
+// ceiling and waits out the inner gate's lag.
+func TestCeilingTellsEvictionItsCeilingsAndLag(t *testing.T) {
+	mif := flowcontrol.MaxInFlight(4)
+	g := gate.Ceiling(mif, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5}))
+	cg, ok := g.(flowcontrol.CeilingGate)
+	if !ok {
+		t.Fatal("Ceiling is not a flowcontrol.CeilingGate")
+	}
+	// Bands 10 and -1; the batch band's ceiling 0.5, so 2 of 4 slots.
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}}, FallbackPriority: 10,
+		Gate: g, Eviction: &flowcontrol.Eviction{MaxPerDecision: 8},
+	})
+	if c := cg.BandCeiling(10); c != 1 {
+		t.Errorf("band 10 ceiling %v, want 1", c)
+	}
+	if c := cg.BandCeiling(-1); c != 0.5 {
+		t.Errorf("band -1 ceiling %v, want 0.5", c)
+	}
+	if l, ok := g.(flowcontrol.LagGate); !ok || l.Lag() != 0 {
+		t.Errorf("Ceiling(MaxInFlight) lag: %v %v, want a LagGate of lag 0", ok, l)
+	}
+	sat, err := gate.Saturation(gate.SaturationConfig{MetricsStalenessThreshold: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := gate.Ceiling(sat, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})).(flowcontrol.LagGate).Lag(); l != 300*time.Millisecond {
+		t.Errorf("Ceiling(Saturation) lag %v, want its staleness threshold", l)
+	}
+
+	// Batch takes its 2 slots; chat fills the other 2 and a third chat
+	// waits: the pool is full, and nothing stands above chat's ceiling of
+	// 1 but the one waiting request, so one batch admission is revoked.
+	batch := submitN(fc, "b", -1, 3)
+	if started(batch) != 2 {
+		t.Fatalf("%d batch requests started, want 2", started(batch))
+	}
+	chat := submitN(fc, "c", 10, 3)
+	if started(chat) != 2 {
+		t.Fatalf("%d chat requests started, want 2", started(chat))
+	}
+	revoked := 0
+	for _, c := range batch[:2] {
+		select {
+		case <-c.adm.Revoked():
+			revoked++
+			c.adm.Done()
+			c.adm = nil
+		default:
+		}
+	}
+	if revoked != 1 {
+		t.Fatalf("%d batch admissions revoked, want 1", revoked)
+	}
+	if started(chat) != 3 {
+		t.Fatal("the third chat request did not take the revoked slot")
+	}
+	doneAll(chat)
+	doneAll(batch)
+}

@@ -249,6 +249,11 @@ func (g *SaturationGate) TryAcquire(int) bool {
 	return true
 }
 
+// Lag returns MetricsStalenessThreshold, for [flowcontrol.Eviction.Grace]
+// ([flowcontrol.LagGate]): the gate reads no metrics older than that, so a
+// slot a model server freed is in its view by then.
+func (g *SaturationGate) Lag() time.Duration { return g.stale }
+
 // Release hands back a start that TryAcquire granted and that was not used
 // (a composing gate refused the request).
 func (g *SaturationGate) Release(int) { g.started.Add(-1) }
