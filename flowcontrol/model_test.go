@@ -285,6 +285,12 @@ type modelReq struct {
 	displaced bool // a fairer flow's request displaced it: ErrDisplaced
 	done      bool // Done was called
 	callback  callbackMode
+
+	// In-flight eviction (see model_evict_test.go).
+	dispatchSeq int           // its place in the order of dispatches
+	revoked     bool          // its admission was revoked
+	revokedAt   time.Duration // when
+	timedOut    bool          // its revocation timed out unconfirmed
 }
 
 // callbackMode is what a Submit's done function does besides recording
@@ -315,6 +321,7 @@ type model struct {
 	inFlight     int
 	closed       bool
 	reqs         []*modelReq
+	evict        modelEviction
 }
 
 func (m *model) resolve(p int) *modelBand {
@@ -353,6 +360,8 @@ func (m *model) finish(r *modelReq, o flowcontrol.Outcome, queueTime time.Durati
 		r.done = true
 	default:
 		m.inFlight++
+		m.evict.dispatches++
+		r.dispatchSeq = m.evict.dispatches
 	}
 }
 
@@ -367,7 +376,11 @@ func (m *model) dispatch() int {
 				top = b
 			}
 		}
-		if top == nil || m.inFlight >= m.limit {
+		if top == nil {
+			return started
+		}
+		if m.inFlight >= m.limit {
+			m.reclaim(top)
 			return started
 		}
 		r := top.next()
@@ -576,7 +589,8 @@ func minPositive(a, b time.Duration) time.Duration {
 	return min(a, b)
 }
 
-// advance moves the clock by d, expiring requests in deadline order.
+// advance moves the clock by d, expiring requests in deadline order and
+// taking the eviction decisions its wake-ups take.
 func (m *model) advance(t *rapid.T, d time.Duration) {
 	target := m.now + d
 	for {
@@ -585,6 +599,11 @@ func (m *model) advance(t *rapid.T, d time.Duration) {
 			if r.queued && r.expireAt > 0 && r.expireAt <= target && (next == nil || r.expireAt < next.expireAt) {
 				next = r
 			}
+		}
+		if wake, ok := m.nextWake(target); ok && (next == nil || wake < next.expireAt) {
+			m.now = wake
+			m.dispatch()
+			continue
 		}
 		if next == nil {
 			break
@@ -727,6 +746,11 @@ func runModel(rt *rapid.T) {
 	cfg.Gate = gate
 	rec := &recorder{}
 	cfg.Observer = rec.observe
+	revs := &revocations{}
+	if e := m.drawEviction(rt); e != nil {
+		cfg.Eviction = e
+		cfg.Revocations = revs.record
+	}
 	cb := &modelCallbacks{}
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
@@ -808,6 +832,7 @@ func runModel(rt *rapid.T) {
 			}
 			r.done = true
 			m.inFlight--
+			m.ended(r)
 			m.dispatch()
 		},
 		"nudge": func(rt *rapid.T) {
@@ -870,6 +895,7 @@ func runModel(rt *rapid.T) {
 		"": func(rt *rapid.T) {
 			synctest.Wait()
 			checkModel(rt, fc, m, gate, rec, epoch)
+			checkEviction(rt, m, revs)
 		},
 	}
 	// rapid picks actions uniformly: weight the common ones by listing
@@ -983,7 +1009,10 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 	// Every outcome, also those the model has none of: an event the model
 	// never produced is as wrong as a missing one.
 	observed := map[flowcontrol.Outcome]int{}
-	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeRejectedNoEndpoints; o++ {
+	if m.evict.issued > 0 {
+		counts[flowcontrol.OutcomeEvictedPriority] = m.evict.issued
+	}
+	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeEvictedPriority; o++ {
 		if n := rec.count(o); n > 0 {
 			observed[o] = n
 		}

@@ -128,7 +128,11 @@ func (c *FlowController) endLease(l *lease) {
 		r.outstanding.unlink(l)
 		now := c.sinceEpoch(time.Time{})
 		r.cool(l, now)
-		r.noteEnded(c, l, RevocationConfirmed, now-l.revokedAt)
+		step := RevocationConfirmed
+		if now-l.revokedAt >= r.timeout {
+			step = RevocationTimedOut // too late; no decision has swept it yet
+		}
+		r.noteEnded(c, l, step, now-l.revokedAt)
 	}
 	l.state = leaseEnded
 }
@@ -297,6 +301,10 @@ func (c *FlowController) reclaimFor(b *band, now time.Time) {
 			c.revoke(v.running.tail, b, reason, credit, target, now)
 			taken++
 		}
+	}
+	if taken > 0 {
+		// Decide again when the timeout passes, if no Done comes first.
+		r.wake(c, at, at+r.timeout)
 	}
 }
 

@@ -176,8 +176,9 @@ var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); re
 // the request — cancel the call to the model server — and call Done, which
 // confirms the revocation and returns the slot. It returns nil, a channel
 // that never closes, for an admission that can never be revoked: the
-// controller evicts nothing and guarantees no share. It allocates the
-// channel at its first call; later calls return the same channel.
+// controller evicts nothing and guarantees no share, the admission's band
+// is not one eviction takes victims from, or Done was called. It allocates
+// the channel at its first call; later calls return the same channel.
 func (a *Admission) Revoked() <-chan struct{} {
 	l := a.lease
 	if l == nil || l.band == nil {
@@ -186,10 +187,13 @@ func (a *Admission) Revoked() <-chan struct{} {
 	c := a.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.ch == nil {
-		if l.state != leaseRunning {
-			return closedChan
-		}
+	switch {
+	case l.ch != nil:
+	case l.reason != OutcomeDispatched:
+		return closedChan // revoked before anyone asked
+	case l.state == leaseEnded:
+		return nil // Done: it can no longer be revoked
+	default:
 		l.ch = make(chan struct{})
 	}
 	return l.ch
