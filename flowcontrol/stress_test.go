@@ -53,8 +53,26 @@ func TestStressFlows(t *testing.T) {
 	}, 1000)
 }
 
+// TestStressEviction is TestStressExactlyOneOutcome with in-flight
+// eviction and a guarantee: revocations race the holders' Done, their
+// Revoked and Err, cancellations, expiries and Close. Every revoked
+// admission must be reported once to the Observer and once issued to
+// Revocations, and end confirmed or timed out.
+func TestStressEviction(t *testing.T) {
+	stress(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{
+			{Priority: 5, RequestCapacity: bounded(12), Guarantee: 0.5},
+			{Priority: 0, RequestCapacity: bounded(24), Policy: ordering.EDF()},
+			{Priority: -5, TTL: 2 * time.Millisecond},
+		},
+		RequestCapacity: bounded(30),
+		DefaultTTL:      50 * time.Millisecond,
+		Eviction:        &flowcontrol.Eviction{Below: 1, MaxPerDecision: 3, Grace: -1, Timeout: time.Millisecond},
+	}, 1)
+}
+
 // numOutcomes is the number of outcomes, for arrays indexed by outcome.
-const numOutcomes = int(flowcontrol.OutcomeRejectedNoEndpoints) + 1
+const numOutcomes = int(flowcontrol.OutcomeEvictedPriority) + 1
 
 // stress runs workers against a controller of cfg (its gate and observer
 // set here), drawing each request's flow among flows IDs.
@@ -67,9 +85,13 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 	// Every goroutine that exists now may outlive the test; no other may.
 	baseline := goleak.IgnoreCurrent()
 
-	var observed [numOutcomes]atomic.Int64
+	var (
+		observed [numOutcomes]atomic.Int64
+		steps    [4]atomic.Int64 // by RevocationStep
+	)
 	cfg.Gate = flowcontrol.MaxInFlight(slots)
 	cfg.Observer = func(ev flowcontrol.Event) { observed[ev.Outcome].Add(1) }
+	cfg.Revocations = func(r flowcontrol.Revocation) { steps[r.Step].Add(1) }
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +99,7 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 
 	var (
 		returned   [numOutcomes]atomic.Int64
+		revoked    [numOutcomes]atomic.Int64 // admissions whose Err, after Done, names a revocation
 		displacedN atomic.Int64 // returned rejected-saturated with ErrDisplaced
 		held       atomic.Int64 // admissions returned and not yet Done
 		overrun    atomic.Bool
@@ -126,8 +149,16 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 				if held.Add(1) > slots {
 					overrun.Store(true)
 				}
+				var stop <-chan struct{}
+				if rng.IntN(2) == 0 {
+					stop = a.Revoked() // racing the revocation
+				}
 				for range rng.IntN(20) {
-					runtime.Gosched()
+					select {
+					case <-stop:
+					default:
+						runtime.Gosched()
+					}
 				}
 				held.Add(-1)
 				a.Done()
@@ -135,6 +166,14 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 					a.Done()
 				}
 				returned[flowcontrol.OutcomeDispatched].Add(1)
+				if err := a.Err(); err != nil { // settled once Done
+					var rej *flowcontrol.RejectionError
+					if !errors.As(err, &rej) || rej.RetryAfter <= 0 {
+						t.Errorf("a revoked admission's Err: %v", err)
+						return
+					}
+					revoked[rej.Outcome].Add(1)
+				}
 				continue
 			}
 			var rej *flowcontrol.RejectionError
@@ -197,19 +236,27 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 	if overrun.Load() {
 		t.Error("more admissions held than the gate allows")
 	}
-	var total int64
+	var total, evictions int64
 	for o := range returned {
-		r, ob := returned[o].Load(), observed[o].Load()
+		r, ob := returned[o].Load()+revoked[o].Load(), observed[o].Load()
 		if r != ob {
-			t.Errorf("%v: %d returned, %d observed", flowcontrol.Outcome(o), r, ob)
+			t.Errorf("%v: %d returned or revoked, %d observed", flowcontrol.Outcome(o), r, ob)
 		}
-		total += r
+		total += returned[o].Load()
+		evictions += revoked[o].Load()
+	}
+	issued, ended := steps[flowcontrol.RevocationIssued].Load(), steps[flowcontrol.RevocationConfirmed].Load()+steps[flowcontrol.RevocationTimedOut].Load()
+	if issued != evictions || ended != evictions {
+		t.Errorf("%d admissions revoked; Revocations heard %d issued, %d ended", evictions, issued, ended)
+	}
+	if cfg.Eviction != nil && evictions == 0 {
+		t.Error("eviction under load revoked nothing")
 	}
 	if total != calls.Load() {
 		t.Errorf("%d calls, %d outcomes", calls.Load(), total)
 	}
 	for o := range returned {
-		t.Logf("%v: %d", flowcontrol.Outcome(o), returned[o].Load())
+		t.Logf("%v: %d returned, %d revoked", flowcontrol.Outcome(o), returned[o].Load(), revoked[o].Load())
 	}
 	if returned[flowcontrol.OutcomeRejectedShuttingDown].Load() == 0 {
 		t.Error("Close under load rejected nothing")
