@@ -100,8 +100,8 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 	var (
 		returned   [numOutcomes]atomic.Int64
 		revoked    [numOutcomes]atomic.Int64 // admissions whose Err, after Done, names a revocation
-		displacedN atomic.Int64 // returned rejected-saturated with ErrDisplaced
-		held       atomic.Int64 // admissions returned and not yet Done
+		displacedN atomic.Int64              // returned rejected-saturated with ErrDisplaced
+		held       atomic.Int64              // admissions returned and not yet Done
 		overrun    atomic.Bool
 		calls      atomic.Int64
 	)
