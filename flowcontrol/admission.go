@@ -189,13 +189,22 @@ func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
 }
 
 // started books a request of band b, key and tag, that has just taken the
-// slot the gate granted, and returns its lease, or nil when it needs none:
+// slot the gate granted (the caller counts it in inFlight), and returns its
+// lease, or nil when it needs none:
 // a MeteredGate hears its cost, its clock started, and a band the
 // controller may revoke lists it among its running admissions. now is the
 // time of the event, or the zero Time to read the clock. Called with mu
 // held.
 func (c *FlowController) started(b *band, key FlowKey, tag any, cost int64, now time.Time) *lease {
-	c.inFlight++
+	if c.metered == nil && c.reclaim == nil {
+		return nil // the common admission: inlined
+	}
+	return c.startLease(b, key, tag, cost, now)
+}
+
+// startLease is started for a controller whose admissions may need a
+// lease.
+func (c *FlowController) startLease(b *band, key FlowKey, tag any, cost int64, now time.Time) *lease {
 	track := c.reclaim != nil && c.reclaim.tracks(b)
 	if c.metered == nil && !track {
 		return nil

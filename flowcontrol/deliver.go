@@ -15,12 +15,22 @@ func (c *FlowController) unlock() {
 		c.decided, c.decidedTail = nil, nil
 	}
 	if c.notes {
-		n := c.takeNotes()
-		c.mu.Unlock()
-		defer c.announce(&n)
-	} else {
-		c.mu.Unlock()
+		c.unlockNoting(head, tail)
+		return
 	}
+	c.mu.Unlock()
+	if head != nil {
+		c.deliverAll(head, tail)
+	}
+}
+
+// unlockNoting is unlock when the critical section left notes (see
+// takeNotes): they are announced after the outcomes are delivered, also
+// when a delivery panics. Apart, so that unlock itself defers nothing.
+func (c *FlowController) unlockNoting(head, tail *waiter) {
+	n := c.takeNotes()
+	c.mu.Unlock()
+	defer c.announce(&n)
 	if head != nil {
 		c.deliverAll(head, tail)
 	}

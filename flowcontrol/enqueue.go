@@ -233,6 +233,7 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 		c.refusals.Add(1)
 		return nil, nil
 	}
+	c.inFlight++
 	l := c.started(b, key, tag, cost, time.Time{})
 	a := c.newAdmission()
 	*a = Admission{c: c, requested: key, effective: b.priority, lease: l}
@@ -261,6 +262,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 	first := c.isFirst(b)
 	if first {
 		if c.gate.TryAcquire(b.priority) {
+			c.inFlight++
 			l := c.started(b, w.requested, w.tag, w.cost, now)
 			a := c.newAdmission()
 			*a = Admission{c: c, requested: w.requested, effective: b.priority, lease: l}

@@ -202,8 +202,8 @@ func (a *Admission) Revoked() <-chan struct{} {
 // Err returns nil while the admission may run, and a [*RejectionError]
 // once it was revoked: its Outcome is [OutcomeEvictedPriority] or
 // [OutcomeEvicted], its RetryAfter when the request may come back, from
-// the drain of the victim's band. A Done before the revocation keeps it
-// nil.
+// the drain of the victim's band, and its QueueTime the admission's. A
+// Done before the revocation keeps it nil.
 func (a *Admission) Err() error {
 	l := a.lease
 	if l == nil || l.band == nil {
@@ -220,6 +220,7 @@ func (a *Admission) Err() error {
 		Requested:  a.requested,
 		Effective:  a.Effective(),
 		RetryAfter: l.retryAfter,
+		QueueTime:  a.queueTime,
 		limit:      limitRevoked,
 		limitVal:   int64(l.forPriority),
 	}
