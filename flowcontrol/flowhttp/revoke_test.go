@@ -189,15 +189,17 @@ func TestRevokedBeforeAnyByteThroughProxy(t *testing.T) {
 		if e := decodeError(t, res.body); e.code() != "evicted-priority" {
 			t.Errorf("body code %q, want evicted-priority", e.code())
 		}
+		if res := <-interactive; res.err != nil || res.status != http.StatusOK {
+			t.Errorf("interactive request: %d %v", res.status, res.err)
+		}
+		// The backend notices the proxy's cancelled call when its
+		// connection closes, some time after the client's answer.
+		synctest.Wait()
 		select {
 		case <-cancelled:
 		default:
 			t.Error("the backend's request did not end: the upstream call was not cancelled")
 		}
-		if res := <-interactive; res.err != nil || res.status != http.StatusOK {
-			t.Errorf("interactive request: %d %v", res.status, res.err)
-		}
-		synctest.Wait()
 		if n := fc.InFlight(); n != 0 {
 			t.Errorf("InFlight %d once both ended, want 0", n)
 		}
@@ -225,15 +227,29 @@ func TestRevokedMidStreamAbortsTheStream(t *testing.T) {
 					client = gw.Client
 				}
 
-				batch := goSend(t.Context(), client, -1)
-				<-up.started
-				interactive := goSend(t.Context(), client, 10)
-				res := <-batch
-				if res.status != http.StatusOK || !errors.Is(res.err, io.ErrUnexpectedEOF) {
-					t.Fatalf("revoked stream: status %d, error %v; want 200 cut short with io.ErrUnexpectedEOF", res.status, res.err)
+				// The client reads the first event before the request of
+				// band 10 is sent: the response has begun where it counts.
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/v1/completions", nil)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if res.body != "data: 1\n\n" {
-					t.Errorf("revoked stream: body %q, want the first event only", res.body)
+				req.Header.Set(priorityHeader, "-1")
+				resp, err := client.Do(req)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("batch stream: %v %v, want 200", resp, err)
+				}
+				defer resp.Body.Close()
+				first := make([]byte, len("data: 1\n\n"))
+				if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "data: 1\n\n" {
+					t.Fatalf("first event %q, %v", first, err)
+				}
+				interactive := goSend(t.Context(), client, 10)
+				rest, err := io.ReadAll(resp.Body)
+				if !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Errorf("revoked stream ended with %v, want io.ErrUnexpectedEOF (cut short, not a clean end)", err)
+				}
+				if len(rest) != 0 {
+					t.Errorf("after the first event the client read %q, want nothing more", rest)
 				}
 				if saw := <-up.saw; !proxied && !errors.Is(saw.cause, flowcontrol.ErrEvictedPriority) {
 					t.Errorf("upstream context cause %v, want ErrEvictedPriority", saw.cause)
