@@ -15,26 +15,31 @@
 // # Response-header contract
 //
 //	header                                meaning                                    absent when
-//	x-llm-d-flow-band-headroom-requests   request capacity − length of the band      not admitted; band unbounded,
-//	                                      that admitted the request, read when the   unresolved or unreadable
-//	                                      response headers are written
+//	x-llm-d-flow-band-headroom-requests   request capacity − length of the band      not admitted; revoked; band
+//	                                      that admitted the request, read when the   unbounded, unresolved or
+//	                                      response headers are written               unreadable
 //	x-llm-d-flow-band-headroom            the same value, under the provisional      as above; and unless
 //	                                      name llm-d-async's AIMD gate reads         Config.EmitProvisionalHeadroom
 //	x-llm-d-flow-queue-duration-ms        whole milliseconds the request waited in   refused before flow
 //	                                      EnqueueAndWait (0: no measurable wait),    control (400, 408, and
 //	                                      admitted or dropped                        413 for the body)
-//	x-llm-d-request-dropped-reason        why flow control dropped the request:      dispatched; refused before
+//	x-llm-d-request-dropped-reason        why flow control dropped the request:      served; refused before
 //	                                      rejected-saturated, rejected-ttl-expired,  flow control (400 from the
 //	                                      rejected-context-cancelled,                classifier or a body that
 //	                                      rejected-shutting-down,                    cannot be read, 413 for a
-//	                                      rejected-no-endpoints                      body over MaxBodyBytes)
-//	Retry-After                           whole seconds, rounded up, after which     dispatched; 413;
+//	                                      rejected-no-endpoints; or why it revoked   body over MaxBodyBytes); a
+//	                                      a dispatched one before its response       stream revoked once begun
+//	                                      began: evicted-priority, evicted (see      (it is cut, see Revocation)
+//	                                      Revocation)
+//	Retry-After                           whole seconds, rounded up, after which     served; 413;
 //	                                      the band should have room again (see       cancellation and
 //	                                      flowcontrol's Retry-After section): on     shutdown
 //	                                      capacity rejections, displacements,
-//	                                      expiries and rejected-no-endpoints
+//	                                      expiries, rejected-no-endpoints and
+//	                                      revocations
 //
-// Statuses of a request that is not dispatched:
+// Statuses of a request that is not dispatched, or is revoked before its
+// response began:
 //
 //	status                    when                                           dropped reason
 //	400 Bad Request           the classifier fails (a bad                    —
@@ -59,6 +64,9 @@
 //	                          band
 //	429 Too Many Requests     the queue-wait TTL expired; Retry-After as     rejected-ttl-expired
 //	                          for the full band
+//	429 Too Many Requests     dispatched, then revoked before the wrapped    evicted-priority, evicted
+//	                          handler wrote a status or a byte of the body
+//	                          (see Revocation)
 //	503 Service Unavailable   the client went away while queued              rejected-context-cancelled
 //	503 Service Unavailable   the controller shut down                       rejected-shutting-down
 //
@@ -79,8 +87,54 @@
 // set — from the header, from each informational (1xx) header, and from
 // the trailers (declared in a Trailer header or set through
 // http.TrailerPrefix, before or after the body). A backend cannot spoof
-// them; in particular a dispatched response never carries a dropped
+// them; in particular a response the backend answered never carries a dropped
 // reason.
+//
+// # Revocation
+//
+// A controller with in-flight eviction ([flowcontrol.Config.Eviction]) or
+// a guaranteed share ([flowcontrol.BandConfig.Guarantee]) may revoke a
+// request it dispatched, to give its slot to a request of a higher band
+// ([flowcontrol.Admission.Revoked]). The Handler then stops the request:
+//
+//   - It cancels the context the wrapped handler runs with, with a cause
+//     ([context.Cause]) wrapping [ErrRevoked] and the admission's error
+//     ([flowcontrol.Admission.Err]), so that a proxy's call to the model
+//     server is cancelled and upstream code can tell why:
+//     errors.Is(cause, flowcontrol.ErrEvictedPriority) for an eviction,
+//     flowcontrol.ErrEvicted for a guarantee taken back. From then on,
+//     nothing the wrapped handler writes reaches the client: its writes
+//     and flushes return the cause.
+//   - If the wrapped handler had not yet written a final status, a byte
+//     of the body or a flush, the client is answered as for a request
+//     flow control drops ([RejectionFor] of the admission's error): 429,
+//     x-llm-d-request-dropped-reason evicted-priority (or evicted),
+//     Retry-After from the victim band's drain, the time the request
+//     queued, and the OpenAI-shaped body; none of the headers the wrapped
+//     handler set, and no headroom (the request was dropped, as for any
+//     rejection). llm-d-router answers an evicted request 429 too.
+//   - If the response had begun (a streamed completion, most often), its
+//     status cannot change: the Handler cuts it once the wrapped handler
+//     returns, with panic(http.ErrAbortHandler), which net/http turns into
+//     a broken-off response, never a clean end: an HTTP/1 body short of
+//     its Content-Length or its last chunk (the client reads
+//     io.ErrUnexpectedEOF), an HTTP/2 stream reset. What the client
+//     received is a prefix of the answer, and it must treat it as failed.
+//     A server other than net/http's that serves the Handler must recover
+//     http.ErrAbortHandler the same way.
+//   - The admission is released when the wrapped handler returns, which
+//     confirms the revocation to the controller: the model server's work
+//     has stopped then, as far as the proxy can tell. The wrapped handler
+//     must therefore return once its context is done (an
+//     httputil.ReverseProxy does); until it does the slot stays held and
+//     the client waits (the controller stops waiting for the confirmation
+//     after [flowcontrol.Eviction.Timeout], but the slot still returns
+//     only then). A client that goes away releases it at once, as always.
+//
+// A revocation that comes after the wrapped handler returned changes
+// nothing: the response it wrote goes out whole. A watcher goroutine
+// waits for the revocation while the wrapped handler runs, only for an
+// admission that may be revoked; it ends before ServeHTTP returns.
 //
 // # Threat model
 //

@@ -126,9 +126,19 @@ type Config struct {
 //     and keeps the router-owned names out of the trailers.
 //     http.Flusher and http.ResponseController work through it, so streamed
 //     responses flush as the wrapped handler flushes;
+//   - if the controller revokes the admission while the wrapped handler
+//     runs ([flowcontrol.Admission.Revoked]), cancels the handler's
+//     context with a cause wrapping [ErrRevoked] and the admission's error,
+//     discards whatever the handler writes from then on, and answers 429
+//     with dropped reason evicted-priority (or evicted), Retry-After and
+//     the JSON body if the handler had written neither a status nor a
+//     byte, or else cuts the response it began (panic(http.ErrAbortHandler)
+//     once the handler returns); see the package documentation's
+//     Revocation section;
 //   - releases the admission exactly once: when the wrapped handler returns
-//     (after the whole body, streamed or not, was written), or when the
-//     request's context ends (the client went away), whichever is first.
+//     (after the whole body, streamed or not, was written; or, revoked,
+//     after it stopped), or when the request's context ends (the client
+//     went away), whichever is first.
 //
 // A handler that hijacks the connection writes its response headers itself,
 // past the wrapper: httputil.ReverseProxy does so for protocol upgrades
@@ -270,6 +280,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
 	if body != nil {
 		admitted.Body = replayBody{Reader: bytes.NewReader(body), Closer: r.Body}
+	}
+	if revoked := adm.Revoked(); revoked != nil {
+		h.serveRevocable(w, hw, admitted, adm, revoked, queueMillis)
+		return
 	}
 	h.next.ServeHTTP(hw, admitted)
 	// A handler that wrote nothing leaves net/http to send the header map

@@ -33,6 +33,17 @@
 //   - Refusals and expiries shrink the window once per flight: the
 //     refusals of requests sent before a decrease are answers to the same
 //     excess and are not counted again.
+//   - Evictions: a router that evicts in flight revokes a running request
+//     of a sheddable band when a higher band needs its room, and answers
+//     it 429 with evicted-priority (or evicted) and Retry-After. The
+//     window reads it as a refusal ([Evicted] acts as [Saturated]): it
+//     pauses until the Retry-After has passed, caps itself at what is in
+//     flight, and shrinks once per flight — the victims of one decision,
+//     often several of one dispatcher's requests, are one signal. The
+//     request is worth sending again then ([Signal.Retryable]). This rule
+//     was not measured (examples/consumers runs no eviction); it follows
+//     from what the answer means: a higher band holds the room, so
+//     sending as much again would only be evicted again.
 //   - Queue duration is a latency knob, not a capacity signal: a target
 //     ([Config.TargetQueueDelay]) shortens the queue the dispatcher keeps
 //     in the band, and with it the dispatcher's own goodput.

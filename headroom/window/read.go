@@ -35,6 +35,16 @@ const (
 	ReasonEvicted = "evicted-queue-pressure"
 	// ReasonExpired: the queue-wait TTL ran out: 429.
 	ReasonExpired = "rejected-ttl-expired"
+	// ReasonEvictedPriority: the request was dispatched, then revoked
+	// while it ran for a request of a higher band (in-flight eviction):
+	// 429 + Retry-After.
+	ReasonEvictedPriority = "evicted-priority"
+	// ReasonEvictedGeneric is llm-d's generic eviction reason, which a
+	// Sluice router sends when a band takes back its guaranteed share
+	// from a request that borrowed it: 429 + Retry-After. [Read] counts
+	// it, and every other evicted-* reason but the deprecated
+	// evicted-queue-pressure, [Evicted].
+	ReasonEvictedGeneric = "evicted"
 )
 
 // MaxRetryAfter bounds the Retry-After [Read] reports: a larger value, or
@@ -49,8 +59,12 @@ const MaxRetryAfter = time.Minute
 // dropped reason is rejected-saturated (a displacement by a fairer flow
 // included) or the deprecated evicted-queue-pressure, or when it is a 429
 // without a reason (a proxy in front of the router that is just as
-// full); [Expired] when the reason is rejected-ttl-expired; [Failed]
-// otherwise. The headroom is read with [headroom.Parse], under either name;
+// full); [Expired] when the reason is rejected-ttl-expired; [Evicted]
+// when it is evicted or any other evicted-* (evicted-priority): the
+// request ran and was revoked for a higher band; [Failed] otherwise. A
+// stream the router cut off because it was revoked once its response
+// had begun carries no reason (its status was 200): the caller sees its
+// body break off, and should read it as Failed, not Accepted. The headroom is read with [headroom.Parse], under either name;
 // a malformed value reads as unknown. The queue duration is read when it is
 // a plain decimal count of milliseconds. Retry-After is read as
 // delay-seconds or an HTTP date, clamped to [0, MaxRetryAfter].
@@ -63,6 +77,8 @@ func Read(status int, h http.Header, now time.Time) Feedback {
 		fb.Signal = Saturated
 	case fb.Reason == ReasonExpired:
 		fb.Signal = Expired
+	case fb.Reason == ReasonEvictedGeneric || strings.HasPrefix(fb.Reason, ReasonEvictedGeneric+"-"):
+		fb.Signal = Evicted
 	case fb.Reason == "" && status == http.StatusTooManyRequests:
 		fb.Signal = Saturated
 	}

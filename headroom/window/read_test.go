@@ -42,6 +42,18 @@ func TestRead(t *testing.T) {
 		{"expired with queue duration and Retry-After", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"},
 			"X-Llm-D-Flow-Queue-Duration-Ms": {"3000"}, "Retry-After": {"4"}},
 			window.Feedback{Signal: window.Expired, Reason: "rejected-ttl-expired", QueueDelay: 3 * time.Second, QueueDelayKnown: true, RetryAfter: 4 * time.Second}},
+		// In-flight eviction: the request ran, and a higher band took its
+		// room. Any evicted-* but the deprecated displacement reads so.
+		{"evicted-priority", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-priority"}, "Retry-After": {"3"}, "X-Llm-D-Flow-Queue-Duration-Ms": {"0"}},
+			window.Feedback{Signal: window.Evicted, Reason: "evicted-priority", RetryAfter: 3 * time.Second, QueueDelayKnown: true}},
+		{"evicted (a guarantee taken back)", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted"}, "Retry-After": {"1"}},
+			window.Feedback{Signal: window.Evicted, Reason: "evicted", RetryAfter: time.Second}},
+		{"evicted as a 503", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-priority"}},
+			window.Feedback{Signal: window.Evicted, Reason: "evicted-priority"}},
+		{"an evicted-* reason of the future", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-slo"}},
+			window.Feedback{Signal: window.Evicted, Reason: "evicted-slo"}},
+		{"not an evicted-* reason", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evictedpriority"}},
+			window.Feedback{Signal: window.Failed, Reason: "evictedpriority"}},
 		{"no endpoints", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-no-endpoints"}, "Retry-After": {"1"}},
 			window.Feedback{Signal: window.Failed, Reason: "rejected-no-endpoints", RetryAfter: time.Second}},
 		{"shutting down", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-shutting-down"}},

@@ -27,9 +27,17 @@ const (
 	// transport error). The window frees the request's slot and infers
 	// nothing else.
 	Failed
+	// Evicted: the router dispatched the request, then revoked it while
+	// it ran to give its room to a request of a higher band (evicted,
+	// evicted-priority: in-flight eviction, or a band taking back its
+	// guaranteed share). The window treats it as [Saturated]: the room
+	// the band's requests held was wanted, as when the band refuses for
+	// want of it.
+	Evicted
 )
 
-// String returns "accepted", "saturated", "expired" or "failed".
+// String returns "accepted", "saturated", "expired", "failed" or
+// "evicted".
 func (s Signal) String() string {
 	switch s {
 	case Accepted:
@@ -40,8 +48,22 @@ func (s Signal) String() string {
 		return "expired"
 	case Failed:
 		return "failed"
+	case Evicted:
+		return "evicted"
 	}
 	return fmt.Sprintf("Signal(%d)", int(s))
+}
+
+// Retryable reports whether a request answered with s should be sent
+// again once the window lets it ([Window.TryAcquire], which waits out the
+// response's Retry-After): true for [Saturated], [Expired] and [Evicted],
+// the router's own refusals and evictions (429), after which the same
+// request may succeed when the band has room again. A [Failed] request is
+// not: nothing is known of why it failed (a cancellation, a shutdown, a
+// server error, a stream cut off), so whether to send it again is the
+// dispatcher's own policy. An [Accepted] one is done.
+func (s Signal) Retryable() bool {
+	return s == Saturated || s == Expired || s == Evicted
 }
 
 // Feedback is what one response told the dispatcher. [Read] builds it from
@@ -208,11 +230,14 @@ func (w *Window) TryAcquire(now time.Time) (Ticket, bool) {
 //     counts as headroom 0, even when it carries a headroom header with
 //     room: the header is the band's room, and a capacity wider than the
 //     band (the controller's) may be the one that was full.
-//   - Saturated and Expired multiply the window by Backoff; an accepted
-//     request that queued longer than TargetQueueDelay multiplies it by 0.9;
-//     each at most once per flight (the requests sent before the previous
-//     decrease). Any other accepted request grows it, unless the headroom cap
-//     binds. Failed changes nothing but the count in flight.
+//   - Evicted counts as Saturated in all of this: a higher band took the
+//     room the request held, so there is none for a new one.
+//   - Saturated, Evicted and Expired multiply the window by Backoff; an
+//     accepted request that queued longer than TargetQueueDelay multiplies
+//     it by 0.9; each at most once per flight (the requests sent before
+//     the previous decrease). Any other accepted request grows it, unless
+//     the headroom cap binds. Failed changes nothing but the count in
+//     flight.
 func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -226,14 +251,16 @@ func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 		}
 	}
 
+	refused := fb.Signal == Saturated || fb.Signal == Evicted
 	switch {
-	case fb.Signal == Saturated && (w.capped || fb.HeadroomKnown):
+	case refused && (w.capped || fb.HeadroomKnown):
 		// A refusal for want of room is itself an observation: there was
 		// none, whatever a headroom header on it says. The header is the
 		// band's room only (llm-d's definition), and a controller-wide
 		// capacity can be full while the band still has room, so the
-		// refusal wins. A window that never saw headroom stays uncapped:
-		// its AIMD decrease answers the refusal.
+		// refusal wins. An eviction says the same: a higher band needed
+		// the room this band's request held. A window that never saw
+		// headroom stays uncapped: its AIMD decrease answers the refusal.
 		w.capLimit = int64(w.inFlight)
 		w.capped = true
 	case fb.HeadroomKnown:
@@ -253,7 +280,7 @@ func (w *Window) Done(now time.Time, t Ticket, fb Feedback) {
 		} else {
 			w.grow()
 		}
-	case Saturated, Expired:
+	case Saturated, Evicted, Expired:
 		w.decrease(t, w.cfg.Backoff)
 	}
 }

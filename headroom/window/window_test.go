@@ -395,7 +395,7 @@ func TestWindowInvariants(t *testing.T) {
 				continue
 			}
 			i := rapid.IntRange(0, len(flight)-1).Draw(rt, "which")
-			fb := window.Feedback{Signal: rapid.SampledFrom([]window.Signal{window.Accepted, window.Saturated, window.Expired, window.Failed}).Draw(rt, "signal")}
+			fb := window.Feedback{Signal: rapid.SampledFrom([]window.Signal{window.Accepted, window.Saturated, window.Evicted, window.Expired, window.Failed}).Draw(rt, "signal")}
 			if rapid.Bool().Draw(rt, "headroom known") {
 				fb.Headroom, fb.HeadroomKnown = rapid.Int64Range(-2, 20).Draw(rt, "headroom"), true
 			}
@@ -430,7 +430,7 @@ func TestWindowInvariants(t *testing.T) {
 			}
 			slow := fb.QueueDelayKnown && fb.QueueDelay > time.Second
 			switch {
-			case fb.Signal == window.Saturated || fb.Signal == window.Expired || (fb.Signal == window.Accepted && slow):
+			case fb.Signal == window.Saturated || fb.Signal == window.Evicted || fb.Signal == window.Expired || (fb.Signal == window.Accepted && slow):
 				if st.CongestionWindow > before.CongestionWindow {
 					rt.Fatalf("%v (slow %v) widened the window from %.2f to %.2f", fb.Signal, slow, before.CongestionWindow, st.CongestionWindow)
 				}
