@@ -11,10 +11,13 @@
 // The response headers are where the headroom is read: at that moment, from
 // the band that really handled the request, which may not be the band it
 // asked for. The response trailers are where router-owned names a backend
-// sends as trailers are removed. The filter must send the request and
-// response headers, and should send the response trailers; it need not send
-// bodies (a streamed response body only moves the release to the body's
-// end). envoy.yaml in this module's directory is a complete example.
+// sends as trailers are removed. A request whose admission the controller
+// revokes while it runs (in-flight eviction) is answered with an
+// ImmediateResponse 429 carrying the evicted reason, which makes Envoy
+// reset it. The filter must send the request and response headers, and
+// should send the response trailers; it need not send bodies (a streamed
+// response body only moves the release to the body's end). envoy.yaml in
+// this module's directory is a complete example.
 //
 // Header case. Envoy keeps header names in lowercase (HTTP/2 requires it and
 // its HTTP/1 codec lowercases what it reads), sends them to the processor in

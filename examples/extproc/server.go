@@ -87,9 +87,16 @@ type Config struct {
 // proxy_100_continue off (as envoy.yaml does) and Envoy answers an
 // Expect: 100-continue itself instead of forwarding a backend's 100. The
 // request's slot is released exactly once: when Envoy reports the response
-// complete or ends the stream, or when the stream fails or is cancelled. A
-// request's byte size is its Content-Length: bodies are not sent to the
-// processor.
+// complete or ends the stream, or when the stream fails or is cancelled.
+// When the controller revokes an admission ([flowcontrol.Eviction], a
+// band's [flowcontrol.BandConfig.Guarantee]) before the response is
+// complete, the stream is answered with an ImmediateResponse, the answer
+// [flowhttp.RejectionFor] gives [flowcontrol.Admission.Err] (429, the
+// dropped reason evicted-priority or evicted, Retry-After), so that Envoy
+// resets the request to the model server; then the slot is released and
+// the stream ends. A revocation after the response is complete changes
+// nothing. A request's byte size is its Content-Length: bodies are not
+// sent to the processor.
 //
 // Register it with extprocv3.RegisterExternalProcessorServer. A Server is
 // safe for concurrent use; each stream's state belongs to that stream.
@@ -135,8 +142,10 @@ func NewServer(cfg Config) (*Server, error) {
 // Only the goroutine running Process touches it.
 type stream struct {
 	seenRequestHeaders bool
-	// admission is non-nil from dispatch until release.
+	// admission is non-nil from dispatch until release; revoked is its
+	// Revoked channel until then (nil when it can never be revoked).
 	admission *flowcontrol.Admission
+	revoked   <-chan struct{}
 	// effective and queueTime outlive release: a late response-headers
 	// message (after a response body end, say) still reports the band that
 	// handled the request.
@@ -150,18 +159,30 @@ func (st *stream) release() {
 	if st.admission != nil {
 		st.admission.Done()
 		st.admission = nil
+		st.revoked = nil
 	}
 }
 
 // Process serves one ext_proc stream: one HTTP request as Envoy sees it.
+// While the stream holds an admission that can be revoked, a goroutine
+// reads the stream for it; that goroutine ends when the stream's context
+// is cancelled, which gRPC does once Process returns.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := srv.Context()
 	var st stream
 	// Stream error, cancellation, end of stream and a panic in a handler all
 	// leave through here.
 	defer st.release()
+	in := inbox{srv: srv}
 	for {
-		req, err := srv.Recv()
+		req, revoked, err := in.next(ctx, st.revoked)
+		if revoked {
+			// Once the response is complete the slot is released and
+			// revoked is nil, so a revocation that comes later is never
+			// seen (llm-d ignores it likewise): an ImmediateResponse then
+			// would break a response the client already has.
+			return s.evict(srv, &st)
+		}
 		if errors.Is(err, io.EOF) {
 			// Envoy closed its side: there is nothing more to process.
 			return nil
@@ -171,9 +192,8 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			return err
 		}
 		var (
-			resp         *extprocv3.ProcessingResponse
-			last         bool // the stream is finished once resp is sent
-			responseDone bool // the HTTP response is complete once resp is sent
+			resp *extprocv3.ProcessingResponse
+			last bool // the stream is finished once resp is sent
 		)
 		switch r := req.GetRequest().(type) {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
@@ -198,7 +218,6 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 					HeaderMutation: s.responseMutation(&st, r.ResponseHeaders.GetHeaders()),
 				}},
 			}}
-			responseDone = r.ResponseHeaders.GetEndOfStream()
 		case *extprocv3.ProcessingRequest_RequestBody:
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 				RequestBody: &extprocv3.BodyResponse{},
@@ -207,7 +226,6 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
 				ResponseBody: &extprocv3.BodyResponse{},
 			}}
-			responseDone = r.ResponseBody.GetEndOfStream()
 		case *extprocv3.ProcessingRequest_RequestTrailers:
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 				RequestTrailers: &extprocv3.TrailersResponse{},
@@ -216,7 +234,6 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
 				ResponseTrailers: &extprocv3.TrailersResponse{HeaderMutation: trailerMutation()},
 			}}
-			responseDone = true
 		default:
 			s.log.Warn("ext_proc protocol error", "error", fmt.Sprintf("unsupported message %T", r))
 			return status.Errorf(codes.InvalidArgument, "extproc: unsupported processing request %T", r)
@@ -224,7 +241,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if err := srv.Send(resp); err != nil {
 			return err
 		}
-		if responseDone {
+		if endsResponse(req) {
 			// The headers (sampled above) are on their way; the model server
 			// has finished with this request.
 			st.release()
@@ -272,6 +289,7 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 		return rejection(err), true, nil
 	}
 	st.admission = adm
+	st.revoked = adm.Revoked()
 	st.admitted = true
 	st.effective = adm.Effective()
 	st.queueTime = adm.QueueTime()
@@ -281,6 +299,20 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
 	}}, false, nil
+}
+
+// evict answers a revoked admission with its ImmediateResponse, confirms
+// the revocation with Done (which returns the slot) and ends the stream.
+func (s *Server) evict(srv extprocv3.ExternalProcessor_ProcessServer, st *stream) error {
+	resp := evicted(st)
+	s.log.Debug("admission revoked", "flow", st.effective.ID, "priority", st.effective.Priority,
+		"reason", resp.GetImmediateResponse().GetDetails())
+	err := srv.Send(resp)
+	// Done once the answer is on its way: Envoy resets the request to the
+	// model server when it reads it. If Send failed, the stream is gone
+	// and so is the request.
+	st.release()
+	return err
 }
 
 // rejection builds the ImmediateResponse for an EnqueueAndWait error: the
