@@ -57,7 +57,7 @@ func (g *asyncGate) done(now time.Time, _ window.Ticket, fb window.Feedback) {
 		} else {
 			g.cwnd = min(g.cwnd+1/g.cwnd, g.max)
 		}
-	case window.Saturated:
+	case window.Saturated, window.Evicted:
 		g.scale(0.5)
 	case window.Expired:
 		g.scale(0.9)

@@ -68,6 +68,10 @@ func liveFlags(fs *flag.FlagSet) *liveConfig {
 // liveStats counts what the live dispatcher saw.
 type liveStats struct {
 	Sent, Accepted, Saturated, Failed int
+	// Evicted counts the requests a higher band's traffic revoked while
+	// they ran (429 evicted-*): resent after their Retry-After, as a
+	// capacity rejection is.
+	Evicted int
 	// OtherReasons counts failed responses by x-llm-d-request-dropped-reason
 	// (or "status NNN", or "transport").
 	OtherReasons map[string]int
@@ -123,6 +127,8 @@ func runLive(ctx context.Context, cfg liveConfig, client *http.Client, out io.Wr
 			stats.QueueTotal += fb.QueueDelay
 		case window.Saturated:
 			stats.Saturated++
+		case window.Evicted:
+			stats.Evicted++
 		default:
 			stats.Failed++
 			stats.OtherReasons[reason]++
@@ -205,8 +211,8 @@ func runLive(ctx context.Context, cfg liveConfig, client *http.Client, out io.Wr
 }
 
 func printLiveSummary(out io.Writer, s liveStats, st window.State) {
-	fmt.Fprintf(out, "done in %.1fs: sent %d, accepted %d (%.1f/s), capacity rejections %d, other failures %d",
-		s.Elapsed.Seconds(), s.Sent, s.Accepted, float64(s.Accepted)/max(s.Elapsed.Seconds(), 1e-9), s.Saturated, s.Failed)
+	fmt.Fprintf(out, "done in %.1fs: sent %d, accepted %d (%.1f/s), capacity rejections %d, evictions %d, other failures %d",
+		s.Elapsed.Seconds(), s.Sent, s.Accepted, float64(s.Accepted)/max(s.Elapsed.Seconds(), 1e-9), s.Saturated, s.Evicted, s.Failed)
 	for _, reason := range slices.Sorted(maps.Keys(s.OtherReasons)) {
 		fmt.Fprintf(out, " [%s: %d]", reason, s.OtherReasons[reason])
 	}
@@ -251,7 +257,7 @@ func dispatchOne(ctx context.Context, cfg liveConfig, client *http.Client, url s
 	}
 	fb = window.Read(status, h, time.Now())
 	switch {
-	case fb.Signal == window.Accepted, fb.Signal == window.Saturated:
+	case fb.Signal == window.Accepted, fb.Signal == window.Saturated, fb.Signal == window.Evicted:
 	case fb.Reason != "":
 		reason = fb.Reason
 	case copyErr != nil:

@@ -116,7 +116,7 @@ func TestLiveCompletesEveryJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("headroom %v: sent %d, accepted %d, saturated %d, failed %d, max at band %d", useHeadroom, stats.Sent, stats.Accepted, stats.Saturated, stats.Failed, band.maxInFlight)
-			if stats.Accepted != 200 || stats.Sent != stats.Accepted+stats.Saturated+stats.Failed {
+			if stats.Accepted != 200 || stats.Sent != stats.Accepted+stats.Saturated+stats.Evicted+stats.Failed {
 				t.Errorf("headroom %v: %+v: want 200 accepted and every send accounted for", useHeadroom, stats)
 			}
 			if stats.Saturated != len(band.rejections) {
@@ -200,6 +200,8 @@ func TestDispatchOneClassifies(t *testing.T) {
 			window.Accepted, "", 0, false, true, 0, 0},
 		{"saturated", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-saturated"}, "Retry-After": {"2"}},
 			window.Saturated, "", 0, false, false, 0, 2 * time.Second},
+		{"evicted while running", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-priority"}, "Retry-After": {"3"}},
+			window.Evicted, "", 0, false, false, 0, 3 * time.Second},
 		{"429 without a reason", 429, http.Header{},
 			window.Saturated, "", 0, false, false, 0, 0},
 		{"ttl expired", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"}},
