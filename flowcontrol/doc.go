@@ -22,6 +22,8 @@
 //	OutcomeRejectedContextCancelled  ErrRejectedContextCancelled  503
 //	OutcomeRejectedShuttingDown      ErrRejectedShuttingDown      503
 //	OutcomeRejectedNoEndpoints       ErrRejectedNoEndpoints       503 + RetryAfter (1s)
+//	OutcomeEvictedPriority           ErrEvictedPriority           429 + RetryAfter (revoked while running)
+//	OutcomeEvicted                   ErrEvicted                   429 + RetryAfter (a guarantee taken back)
 //
 // OutcomeRejectedSaturated covers every capacity — of the band, the flow or
 // the controller; in requests, bytes or cost — and, with
@@ -32,7 +34,10 @@
 // rule, rejected-* means the request never reached a model server, a
 // queued one included; evicted-* is kept for a request dispatched and then
 // killed, so the deprecated [OutcomeEvictedQueuePressure] ends no request
-// any more. OutcomeRejectedNoEndpoints
+// any more. The two evicted outcomes are never the result of a call: they
+// come after OutcomeDispatched, from [Admission.Err] and as a second event
+// to the Observer, when an admission is revoked (see "What runs can give
+// way", below). OutcomeRejectedNoEndpoints
 // is a request that waited [Config.NoEndpointsTTL] while its gate reported
 // no model server at all, or whose TTL ran out while it did (see
 // [EndpointGate]).
@@ -181,6 +186,40 @@
 //
 // Give the lower bands TTLs (or bounded capacities) so that starved callers
 // learn it quickly rather than waiting indefinitely.
+//
+// # What runs can give way
+//
+// Strict priority decides who starts next; it does not free a slot that a
+// running request holds, so an interactive request waits behind the batch
+// generations that filled the pool. Three mechanisms change that, each
+// usable alone:
+//
+//   - Band ceilings (package gate's Ceiling, with llm-d-router's usage-limit
+//     policies) keep a band from starting while the gate's saturation is at
+//     or above its ceiling: room is held back for the bands above, idle or
+//     not.
+//   - In-flight eviction ([Config.Eviction]): when the gate refuses the
+//     head of a band, running admissions of sheddable bands strictly below
+//     it are revoked, the lowest band and the most recently dispatched
+//     first, sized from the waiting demand and paced by confirmation; see
+//     [Eviction].
+//   - Guarantees ([BandConfig.Guarantee]): a band's share, lent to any
+//     band while it is idle, taken back by revocation from the bands below
+//     when it is wanted. A band short of its guarantee is offered before
+//     the bands above it that are not, the one exception to strict
+//     priority.
+//
+// A revocation reaches the holder of the [Admission] through
+// [Admission.Revoked]; the holder stops the request and confirms with
+// [Admission.Done], which returns the slot once, whenever it comes. The
+// controller never frees a slot behind the holder's back: a revocation not
+// confirmed within [Eviction.Timeout] stops holding the next decision back,
+// but keeps its slot until its Done. Victims always come from bands
+// strictly below the band they make room for; a band's own guarantee is
+// never revoked. [Config.Revocations] hears each step, for llm-d-router's
+// revocation metrics. The deciding costs a few list operations under the
+// lock and allocates nothing there (BenchmarkRevocation); examples/crossband
+// compares the three on a simulated pool.
 //
 // # TTL, cancellation and the grant race
 //

@@ -8,9 +8,10 @@ import (
 )
 
 // Gate decides whether one more request may start. The controller asks its
-// gate for the head of the highest waiting band only; a refusal stops
-// dispatch until the next event (a Done, an enqueue, an expiry or
-// cancellation, or [FlowController.Nudge]).
+// gate for the head of the highest waiting band only (or, with guarantees,
+// of the highest band short of its guarantee: see [BandConfig.Guarantee]);
+// a refusal stops dispatch until the next event (a Done, an enqueue, an
+// expiry or cancellation, or [FlowController.Nudge]).
 //
 // The controller calls both methods with its lock held, so they must be fast,
 // must not block, must not panic and must not call back into the controller.
@@ -26,8 +27,8 @@ type Gate interface {
 	Release(priority int)
 }
 
-// A gate may also implement any of four optional interfaces; the
-// controller discovers the first three once, in [New]:
+// A gate may also implement any of six optional interfaces; the
+// controller discovers them once, in [New]:
 //   - [MeteredGate], to learn the cost of the request each slot carries and
 //     how each admission used it (its time to first token, its hold time) —
 //     a token budget or a gate that learns its limit from latency;
@@ -37,10 +38,14 @@ type Gate interface {
 //   - [EndpointGate], to say that there is nothing to send requests to, so
 //     that they end [OutcomeRejectedNoEndpoints] after
 //     [Config.NoEndpointsTTL] instead of waiting out their TTL;
-//   - [SaturationDetector], to say how full it is, which the controller
-//     does not read but a gate composed around it does: a band ceiling
+//   - [SaturationDetector], to say how full it is: a band ceiling
 //     (package gate's Ceiling) refuses a band once the saturation reaches
-//     the band's ceiling.
+//     the band's ceiling, and eviction and guarantees count a running
+//     admission's footprint in it;
+//   - [CeilingGate], to tell eviction how far the saturation stands above
+//     a refused band's ceiling;
+//   - [LagGate], to say how long a slot given back may go unseen, the
+//     default grace between eviction decisions.
 //
 // Package [github.com/sluicegate/sluice/flowcontrol/gate] holds gates built on them.
 
