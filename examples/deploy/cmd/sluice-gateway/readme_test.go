@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -98,7 +99,7 @@ func TestREADMEEvictionExample(t *testing.T) {
 	default:
 		t.Fatal("the batch request holding the slot was not revoked for the interactive one")
 	}
-	if err := batch.Err(); !strings.Contains(err.Error(), "evicted-priority") {
+	if err := batch.Err(); !errors.Is(err, flowcontrol.ErrEvictedPriority) {
 		t.Errorf("the revoked admission's error %v, want evicted-priority", err)
 	}
 	if got := gathered(t, g, "flow_control_revocations_issued_total", "priority", "10"); got != 1 {
