@@ -46,9 +46,9 @@ type Effective struct {
 // over the same configuration print the same bytes and a diff of two
 // outputs is a diff of what two configurations run: the listeners, the
 // backends and how they are read, the controller-wide capacities and
-// TTLs, each band as it runs (its capacities, its queue-wait TTL with the
-// default applied, its ordering, queue and fairness), the gate, and the
-// warnings. Durations are Go durations ("none" for no TTL), capacities a
+// TTLs, in-flight eviction with its defaults applied, each band as it
+// runs (its capacities, its queue-wait TTL with the default applied, its
+// ordering, queue, fairness and guarantee), the gate, and the warnings. Durations are Go durations ("none" for no TTL), capacities a
 // whole number or "unbounded".
 func (e Effective) Write(w io.Writer) error {
 	var b strings.Builder
@@ -90,6 +90,20 @@ func (e Effective) Write(w io.Writer) error {
 	line(1, "fallbackPriority: %d", f.FallbackPriority)
 	line(1, "neverPromote: %t", f.NeverPromote)
 	line(1, "displacement: %t", !f.NoDisplacement)
+	if e := f.Eviction; e == nil {
+		line(1, "eviction: none # a running request keeps its slot until it ends")
+	} else {
+		below, maxPer, grace, timeout := evictionSettings(e)
+		line(1, "eviction:")
+		line(2, "sheddableBelow: %d", below)
+		line(2, "maxRevocationsPerDecision: %d", maxPer)
+		if grace == "gate" {
+			line(2, "confirmationGrace: gate # the gate's own lag, none for a gate that counts its slots")
+		} else {
+			line(2, "confirmationGrace: %s", grace)
+		}
+		line(2, "confirmationTimeout: %s", timeout)
+	}
 	line(1, "bands:")
 	for _, bc := range f.Bands {
 		// A band's wait is bounded by the smaller of its TTL and the
@@ -107,6 +121,7 @@ func (e Effective) Write(w io.Writer) error {
 		line(2, "ordering: %s", PolicyName(bc.Policy))
 		line(2, "queue: %s", queueKind(bc))
 		line(2, "fairness: %s", fairnessOf(bc).TypeName())
+		line(2, "guarantee: %s", strconv.FormatFloat(bc.Guarantee, 'g', -1, 64))
 	}
 
 	g := e.Gate

@@ -79,7 +79,7 @@ type File struct {
 	Gate Gate
 	// Warnings lists what the file asks for and Sluice accepts but does
 	// not do — llm-d-router's scheduling plugins and profiles, its
-	// admitters, in-flight eviction — each at its place in the file and
+	// admitters — each at its place in the file and
 	// saying what is lost, in file order. A binary should log them.
 	Warnings []Warning
 	// Source is where the file wrote each value, for the problems a

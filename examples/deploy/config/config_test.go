@@ -93,6 +93,7 @@ func TestSluiceFileMapsEveryField(t *testing.T) {
 			DefaultTTL:      30 * time.Second,
 			NoEndpointsTTL:  10 * time.Second,
 			NoDisplacement:  true,
+			Eviction:        &flowcontrol.Eviction{MaxPerDecision: 4, Grace: 300 * time.Millisecond, Timeout: 5 * time.Second},
 			Bands: []flowcontrol.BandConfig{
 				{
 					Priority:        10,
@@ -101,6 +102,7 @@ func TestSluiceFileMapsEveryField(t *testing.T) {
 					TTL:             5 * time.Second,
 					Policy:          ordering.SLODeadline(),
 					Fairness:        flowcontrol.RoundRobin(),
+					Guarantee:       0.25,
 				},
 				{
 					Priority:            0,
@@ -743,7 +745,6 @@ func TestWarnings(t *testing.T) {
 	}{
 		{"flowControl:\n  maxRequests: 5\n", `line 1, column 1: flowControl: llm-d-router applies this section only with the "flowControl" feature gate`},
 		{"featureGates: [\"flowControl=false\"]\nflowControl:\n  maxRequests: 5\n", "feature gate"},
-		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n", "line 3, column 3: flowControl.enableEviction: accepted and unused"},
 		{"featureGates: [flowControl]\nflowControl:\n  noEndpointRequestTTL: 5m\n", "Sluice never lengthens a request's TTL"},
 		{"plugins: [{type: utilization-detector, parameters: {headroom: 0.2}}]\n", "plugins[0].parameters.headroom: accepted and unused"},
 	} {

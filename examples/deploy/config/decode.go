@@ -46,7 +46,7 @@ type Warning struct {
 	// from 1, as [Error]'s do.
 	Line, Column int
 	// Path names the value in the file's own spelling, e.g.
-	// "plugins[0]" or "flowControl.enableEviction".
+	// "plugins[0]" or "schedulingProfiles".
 	Path string
 	// Msg says what is not done and what that loses.
 	Msg string

@@ -46,10 +46,12 @@ type Change struct {
 // Diff compares what a binary runs with what a reloaded file gives. Bands
 // may be added, their capacities and TTLs changed, and the backends and
 // the grace period and drain delay replaced while the binary runs; everything else — a
-// band removed, a band's ordering, queue or fairness, the controller-wide
-// capacities and TTLs, the fallback, displacement, the gate, the scrape
-// interval and timeout, and the number of backends when a per-endpoint
-// concurrency budget multiplies by it — takes a restart.
+// band removed, a band's ordering, queue, fairness or guarantee, the
+// controller-wide capacities and TTLs, the fallback, displacement,
+// in-flight eviction, the gate, the scrape interval and timeout, and the
+// number of backends when a per-endpoint concurrency budget multiplies by
+// it — takes a restart. A new band may have a guarantee only if a running
+// band has one: a controller started with none tracks none.
 func Diff(old, next Running) Change {
 	c := diffFlow(old.Flow, next.Flow)
 	var restart []string
@@ -128,6 +130,15 @@ func diffFlow(old, next flowcontrol.Config) Change {
 	if old.NoDisplacement != next.NoDisplacement {
 		restart("displacement %t → %t", !old.NoDisplacement, !next.NoDisplacement)
 	}
+	if !reflect.DeepEqual(old.Eviction, next.Eviction) {
+		restart("eviction %s → %s", evictionString(old.Eviction), evictionString(next.Eviction))
+	}
+	// Guarantees are shared out once: moving one band's to another, band
+	// by band, could pass through a sum above 1, which the controller
+	// refuses halfway through a reload. So they change only at a restart,
+	// but for a new band's, which a controller that tracks guarantees
+	// takes within the file's checked sum.
+	lending := anyGuarantee(old.Bands)
 
 	band := func(bands []flowcontrol.BandConfig, p int) (flowcontrol.BandConfig, bool) {
 		i := slices.IndexFunc(bands, func(b flowcontrol.BandConfig) bool { return b.Priority == p })
@@ -144,6 +155,10 @@ func diffFlow(old, next flowcontrol.Config) Change {
 	for _, nb := range next.Bands {
 		ob, ok := band(old.Bands, nb.Priority)
 		if !ok {
+			if nb.Guarantee != 0 && !lending {
+				restart("band %d added with guarantee %v: the controller, started with no guarantee, tracks none", nb.Priority, nb.Guarantee)
+				continue
+			}
 			c.Provision = append(c.Provision, nb)
 			c.Added = append(c.Added, nb.Priority)
 			live("band %d added (maxRequests %s, ttl %s, %s)", nb.Priority, nb.RequestCapacity, nb.TTL, PolicyName(nb.Policy))
@@ -157,6 +172,9 @@ func diffFlow(old, next flowcontrol.Config) Change {
 		}
 		if a, b := fairnessOf(ob), fairnessOf(nb); !reflect.DeepEqual(a, b) {
 			restart("band %d fairness %s → %s (or its weights or quantum)", nb.Priority, a.TypeName(), b.TypeName())
+		}
+		if ob.Guarantee != nb.Guarantee {
+			restart("band %d guarantee %v → %v", nb.Priority, ob.Guarantee, nb.Guarantee)
 		}
 		changed := false
 		bandLimit := func(name string, a, b capacity.Limit) {

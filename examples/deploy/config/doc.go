@@ -51,6 +51,11 @@
 //	  fallbackPriority: 0             # FallbackPriority; default 0
 //	  neverPromote: false             # NeverPromote
 //	  displacement: true              # fair admission; false sets NoDisplacement
+//	  eviction:                       # Eviction: in-flight eviction; default none; true: the defaults
+//	    sheddableBelow: 0             # Below: victims from bands below it; default 0
+//	    maxRevocationsPerDecision: 2  # MaxPerDecision; default 2
+//	    confirmationGrace: 500ms      # Grace; default the gate's own lag; 0: none
+//	    confirmationTimeout: 10s      # Timeout; default 10s
 //	  bands:                          # default: one unbounded FCFS band at fallbackPriority
 //	    - priority: 10                # required, distinct
 //	      maxRequests: 100            # RequestCapacity; default unbounded
@@ -61,6 +66,7 @@
 //	      ordering: slo-deadline-ordering-policy   # Policy; default FCFS
 //	      queue: heap                 # Queue: fifo or heap; default the policy's
 //	      fairness: round-robin-fairness-policy    # Fairness; default global strict
+//	      guarantee: 0.5              # Guarantee: share of the gate; default 0
 //	    - priority: 0
 //	      fairness:                   # deficit round robin with its parameters
 //	        type: deficit-round-robin-fairness-policy
@@ -107,6 +113,20 @@
 // "usageLimit: soft-reflective-ceiling-policy", will do).
 // The scrape interval must be shorter than the saturation gate's
 // metricsStalenessThreshold, or every endpoint would read as stale.
+//
+// eviction turns on in-flight eviction ([flowcontrol.Eviction]): when the
+// gate refuses a band's head, the most recently dispatched requests of
+// bands below both it and sheddableBelow (0: the negative bands, as in
+// llm-d-router) are revoked, at most maxRevocationsPerDecision at a time;
+// the next decision waits until they are confirmed (their requests
+// stopped) and confirmationGrace has passed, or confirmationTimeout has.
+// "eviction: true" is llm-d-router's enableEviction with its defaults. A
+// confirmationGrace left out is the gate's own lag (its
+// [flowcontrol.LagGate]), none for a gate that counts its slots; 0 is
+// none. A band's guarantee is its share of the gate's capacity
+// ([flowcontrol.BandConfig.Guarantee]), a fraction in [0, 1], lent to
+// other bands while it is idle and taken back by revoking the borrowers'
+// requests; the guarantees of all bands add up to at most 1.
 //
 // # llm-d-router's form
 //
@@ -184,8 +204,21 @@
 //     ceilings: llm-d-router's default, a static threshold of 1, stops
 //     nothing the gate does not. The gate section may carry it instead,
 //     but not both.
-//   - enableEviction is accepted with a warning: Sluice evicts nothing in
-//     flight.
+//   - enableEviction: true turns on in-flight eviction with
+//     llm-d-router's defaults ([flowcontrol.Eviction]'s zero value):
+//     when the gate refuses a band, the most recently dispatched requests
+//     of the sheddable bands (priority below 0) below it are revoked, at
+//     most 2 a decision, each decision waiting for the last one's
+//     confirmation (or its 10s timeout) and the gate's own lag. A revoked
+//     request ends evicted-priority (429).
+//   - Sluice's extensions, which are not llm-d-router's keys (its strict
+//     loader refuses a file that has them): flowControl.eviction, the
+//     mapping of Sluice's controller.eviction (sheddableBelow,
+//     maxRevocationsPerDecision, confirmationGrace, confirmationTimeout),
+//     tunes what enableEviction: true turns on, and is an error without
+//     it; priorityBands[].guarantee is a listed band's guarantee, as in
+//     Sluice's form (a template, defaultPriorityBand or
+//     defaultNegativePriorityBand, may not have one).
 //
 // A policy reference names a plugin, as in llm-d-router: the plugins entry
 // of that name (an entry without a name is named by its type), whose type

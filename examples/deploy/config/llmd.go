@@ -44,6 +44,7 @@ type llmdBand struct {
 	maxBytes    int64 // 0: the default
 	ordering    ref
 	fairness    ref
+	guarantee   float64 // Sluice's key; a listed band's only
 }
 
 // ref is a reference to a plugin, by name, as a file writes it.
@@ -117,6 +118,7 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 	var defaultBand, negativeBand *llmdBand
 	var noEndpointTTL *time.Duration
 	evict := false
+	var knobs *flowcontrol.Eviction // Sluice's flowControl.eviction
 	hasQueueing := false
 	if n := top["flowControl"]; n != nil {
 		const p0 = "flowControl"
@@ -134,16 +136,16 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 				}
 			}},
 			{"defaultPriorityBand", func(n *yaml.Node, p string) {
-				b := d.llmdBand(n, p)
+				b := d.llmdBand(n, p, false)
 				defaultBand = &b
 			}},
 			{"defaultNegativePriorityBand", func(n *yaml.Node, p string) {
-				b := d.llmdBand(n, p)
+				b := d.llmdBand(n, p, false)
 				negativeBand = &b
 			}},
 			{"priorityBands", func(n *yaml.Node, p string) {
 				d.sequence(n, p, func(_ int, item *yaml.Node, p string) {
-					bands = append(bands, d.llmdBand(item, p))
+					bands = append(bands, d.llmdBand(item, p, true))
 				})
 			}},
 			{"usageLimitPolicyPluginRef", func(n *yaml.Node, p string) {
@@ -157,16 +159,25 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 				}
 			}},
 			{"enableEviction", func(n *yaml.Node, p string) { evict, _ = d.boolean(n, p) }},
+			{"eviction", func(n *yaml.Node, p string) { knobs = d.evictionKnobs(n, p) }},
 		})
 		for _, k := range []string{"maxBytes", "maxRequests", "defaultRequestTTL", "noEndpointRequestTTL",
-			"defaultPriorityBand", "defaultNegativePriorityBand", "priorityBands", "usageLimitPolicyPluginRef", "enableEviction"} {
+			"defaultPriorityBand", "defaultNegativePriorityBand", "priorityBands", "usageLimitPolicyPluginRef", "enableEviction", "eviction"} {
 			hasQueueing = hasQueueing || d.at[join(p0, k)] != nil
 		}
 		if hasQueueing && !gates[flowControlFeatureGate] {
 			d.warnf(keys["flowControl"], p0, "llm-d-router applies this section only with the %q feature gate, which this file does not enable; Sluice applies it regardless", flowControlFeatureGate)
 		}
-		if evict {
-			d.warnf(d.at[join(p0, "enableEviction")], join(p0, "enableEviction"), "accepted and unused: Sluice does not evict requests in flight")
+		// enableEviction turns in-flight eviction on, with llm-d-router's
+		// defaults (the zero Eviction); Sluice's eviction mapping tunes it.
+		switch {
+		case evict && knobs != nil:
+			fc.Eviction = knobs
+		case evict:
+			fc.Eviction = &flowcontrol.Eviction{}
+		case knobs != nil:
+			p := join(p0, "eviction")
+			d.errorf(d.at[p], p, "tunes in-flight eviction, which is off: set enableEviction: true")
 		}
 	}
 
@@ -199,6 +210,7 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 		paths = append(paths, bands[i].path)
 	}
 	d.checkPriorities(fc.Bands, paths)
+	d.checkGuarantees(fc.Bands, paths)
 	if !hasPriority(fc.Bands, 0) {
 		// llm-d-router would provision band 0 from the template on the
 		// first request of priority 0; Sluice provisions it at start and
@@ -240,8 +252,10 @@ func (d *decoder) llmdGlobal(n *yaml.Node, p string) capacity.Limit {
 	return capacity.Bounded(v)
 }
 
-// llmdBand reads one PriorityBandConfig.
-func (d *decoder) llmdBand(n *yaml.Node, path string) llmdBand {
+// llmdBand reads one PriorityBandConfig: one of priorityBands when
+// listed, else a template (defaultPriorityBand,
+// defaultNegativePriorityBand), which may not have Sluice's guarantee.
+func (d *decoder) llmdBand(n *yaml.Node, path string, listed bool) llmdBand {
 	b := llmdBand{path: path}
 	d.mapping(n, path, []field{
 		{"priority", func(n *yaml.Node, p string) { b.priority, _ = d.intValue(n, p, math.MinInt32, math.MaxInt32) }},
@@ -256,6 +270,13 @@ func (d *decoder) llmdBand(n *yaml.Node, path string) llmdBand {
 			if s, ok := d.str(n, p); ok {
 				b.fairness = ref{name: s, node: n, path: p}
 			}
+		}},
+		{"guarantee", func(n *yaml.Node, p string) {
+			if !listed {
+				d.errorf(d.at[p], p, "a guarantee belongs to a band of priorityBands: each band this template provisions would take it again")
+				return
+			}
+			d.guarantee(&b.guarantee)(n, p)
 		}},
 	})
 	return b
@@ -281,6 +302,7 @@ func (d *decoder) resolveBand(plugins map[string]*plugin, b *llmdBand, priority 
 	if b.maxBytes > 0 {
 		bc.ByteCapacity = capacity.Bounded(b.maxBytes)
 	}
+	bc.Guarantee = b.guarantee
 	if b.ordering.node != nil {
 		if typ, _, ok := d.resolveRef(plugins, b.ordering, "ordering policy", OrderingPolicies); ok {
 			bc.Policy, _ = d.orderingPolicy(b.ordering.node, b.ordering.path, typ)

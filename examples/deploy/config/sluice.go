@@ -155,6 +155,7 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 				displacement = v
 			}
 		}},
+		{"eviction", func(n *yaml.Node, p string) { cfg.Eviction = d.eviction(n, p) }},
 		{"bands", func(n *yaml.Node, p string) {
 			bandsSet = true
 			before := d.problems()
@@ -184,6 +185,7 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 		return cfg // the bands' own problems are reported; the rest would mislead
 	}
 	d.checkPriorities(bands, bandPaths)
+	d.checkGuarantees(bands, bandPaths)
 	if cfg.NeverPromote && cfg.FallbackPriority != 0 {
 		d.errorf(d.pos(join(path, "fallbackPriority")), join(path, "fallbackPriority"),
 			"must be left unset with neverPromote: true (the fallback band is then unused)")
@@ -234,6 +236,7 @@ func (d *decoder) band(n *yaml.Node, path string) (flowcontrol.BandConfig, bool)
 			}
 		}},
 		{"fairness", func(n *yaml.Node, p string) { bc.Fairness, _ = d.fairness(n, p) }},
+		{"guarantee", d.guarantee(&bc.Guarantee)},
 	})
 	if n.Kind == yaml.MappingNode && !prioritySet {
 		d.errorf(n, path, "priority is required")

@@ -9,10 +9,11 @@
 // saturation, stale endpoints or limit), so the request path pays only for two histogram
 // observations and one counter increment. [Metrics.Waiting], the
 // controller's [flowcontrol.Config.Waiting] hook, counts a request as it
-// starts to wait:
+// starts to wait; [Metrics.Revocations], its [flowcontrol.Config.Revocations]
+// hook, counts in-flight eviction:
 //
 //	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
-//	cfg.Observer, cfg.Waiting = m.Observe, m.Waiting
+//	cfg.Observer, cfg.Waiting, cfg.Revocations = m.Observe, m.Waiting, m.Revocations
 //	c, err := flowcontrol.New(cfg)
 //	...
 //	m.Watch(c, cfg)
@@ -47,6 +48,11 @@
 //	flow_control_pool_saturation                       gauge      stage="effective"               the func given to PoolSaturation
 //	flow_control_stale_endpoints                       gauge      detector                        the func given to StaleEndpoints
 //	flow_control_gate_limit                            gauge                                      the func given to GateLimit; Sluice
+//	flow_control_revocations_issued_total              counter    priority                        admissions revoked, by the band revoked for
+//	flow_control_revocations_total                     counter    outcome                         revocations ended: confirmed or timed_out
+//	flow_control_reclaim_target                        gauge                                      what the last decision set out to free (saturation units)
+//	flow_control_pending_reclaim                       gauge                                      what revocations not yet seen by the gate free
+//	flow_control_revocation_confirmation_seconds       histogram                                  issue to confirmation; buckets 5ms-10s
 //	datalayer_poll_errors_total                        counter    source_type                     PollError calls (model-server scrape failures)
 //
 // queue_size and queue_bytes are read at scrape time: for each watched
@@ -121,15 +127,15 @@
 //	flow_control_dispatch_cycle_duration_seconds       histogram  llm-d   -
 //	                                                   —          Sluice
 //	flow_control_revocations_issued_total              counter    llm-d   priority inference_pool
-//	                                                   —          Sluice
+//	                                                   counter    Sluice  priority inference_pool
 //	flow_control_revocations_total                     counter    llm-d   outcome inference_pool
-//	                                                   —          Sluice
+//	                                                   counter    Sluice  outcome inference_pool
 //	flow_control_reclaim_target                        gauge      llm-d   inference_pool
-//	                                                   —          Sluice
+//	                                                   gauge      Sluice  inference_pool
 //	flow_control_pending_reclaim                       gauge      llm-d   inference_pool
-//	                                                   —          Sluice
+//	                                                   gauge      Sluice  inference_pool
 //	flow_control_revocation_confirmation_seconds       histogram  llm-d   inference_pool
-//	                                                   —          Sluice
+//	                                                   histogram  Sluice  inference_pool
 //	flow_control_queue_cost                            —          llm-d
 //	                                                   gauge      Sluice  priority inference_pool
 //	flow_control_capacity_utilization_cost             —          llm-d
@@ -160,9 +166,16 @@
 //     here; llm-d-router provisions a band for each priority asked, so
 //     its requested and effective priorities are one.
 //   - dispatch_cycle_duration_seconds times llm-d-router's ticker-driven
-//     dispatch loop, which Sluice does not have (dispatch is event-driven);
-//     the revocation and reclaim families are llm-d-router's in-flight
-//     eviction, which Sluice does not do.
+//     dispatch loop, which Sluice does not have (dispatch is event-driven).
+//   - The revocation families count Sluice's in-flight eviction
+//     ([flowcontrol.Eviction]) with llm-d-router's meanings, and also
+//     the revocations that take back a band's guarantee
+//     ([flowcontrol.BandConfig.Guarantee]), which llm-d-router does not
+//     have. reclaim_target is set by the decisions that revoke something;
+//     llm-d-router also sets it for a decision that finds its target
+//     already pending. pending_reclaim is written at each step, and
+//     llm-d-router also writes it when a grace ends: see
+//     [Metrics.Revocations].
 //
 // priority is the band that handled the request (its effective priority),
 // capped at [Options.MaxPriorities] distinct values
@@ -191,10 +204,20 @@
 //	EvictedNoEndpoints         rejected-no-endpoints after queueing
 //	EvictedContextCancelled    rejected-context-cancelled after queueing
 //	EvictedOther               rejected-shutting-down after queueing
+//	(not counted again)        evicted-priority, evicted: revoked after its dispatch
 //
 // A displacement never reached a model server, so it is counted as llm-d
 // counts a request refused for capacity, RejectedCapacity (rejected-saturated
-// under DroppedReasons), not as a metric of its own.
+// under DroppedReasons), not as a metric of its own. A request revoked
+// while it runs (in-flight eviction, or a band taking back its guarantee)
+// was counted Dispatched at its dispatch; llm-d-router's outcome set has
+// no value for what happens after, and it counts the revocation in the
+// revocation families only, so with the llm-d values the revocation
+// changes no outcome series. With DroppedReasons, whose values are
+// llm-d-router's dropped reasons, evicted-priority and evicted among
+// them, it is counted once more in flow_control_requests_total under the
+// dropped reason its client is answered with, in the band it ran in; the
+// histograms observe it once, at its dispatch.
 //
 // A utilisation is absent for an unbounded capacity, and may exceed 1 after
 // ProvisionBand shrinks a capacity below what waits. The global ones sum the

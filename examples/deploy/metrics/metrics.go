@@ -125,6 +125,12 @@ type Metrics struct {
 	modelNames     cowMap[string, string]
 	modelsFull     atomic.Bool
 	maxModels      int
+	// evictions holds the requests counter's series of evicted requests
+	// (DroppedReasons only): see revocations.go.
+	evictions cowMap[evictionKey, prometheus.Counter]
+
+	// rev holds the families of in-flight eviction.
+	rev revocations
 
 	watched atomic.Pointer[watched]
 	// tracked holds each flow seen in each watched band, for the per-flow
@@ -238,6 +244,7 @@ func New(opts Options) *Metrics {
 			Help: "Failed polls of a model-server data source, by source type.",
 		}, []string{"source_type"}),
 	}
+	m.rev.init(constLabels)
 	// The empty id and the overflow value have their own series from the
 	// start, so that neither takes a place under the cap.
 	m.flows.loadOrMake("", func(int) (*flowSeries, bool) { return &flowSeries{}, true })
@@ -285,7 +292,17 @@ func New(opts Options) *Metrics {
 // value past a cap is "other", so the series are bounded whatever clients
 // send. Observe allocates nothing once an event's series exist, nor for an
 // event counted under "other" once those series exist.
+//
+// The second event of a request revoked after its dispatch
+// ([flowcontrol.OutcomeEvictedPriority] or [flowcontrol.OutcomeEvicted])
+// is counted as llm-d-router counts such a request: not again with
+// [LLMDOutcomes], once more under its dropped reason with
+// [DroppedReasons]. Its revocation is counted by [Metrics.Revocations].
 func (m *Metrics) Observe(ev flowcontrol.Event) {
+	if isEviction(ev.Outcome) {
+		m.observeEviction(ev)
+		return
+	}
 	f := m.flowFor(ev.Effective.ID)
 	ml := m.modelsOf(ev.Tag)
 	s := m.seriesFor(f, ev.Effective.Priority, ev.Outcome, ev.Queued || ev.QueueTime > 0, ml)
@@ -396,6 +413,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.enqueueTime.Describe(ch)
 	m.requests.Describe(ch)
 	m.pollErrors.Describe(ch)
+	m.rev.describe(ch)
 	for _, d := range []*prometheus.Desc{
 		m.queueSize, m.queueBytes, m.queueCost,
 		m.utilRequests, m.utilBytes, m.utilCost,
@@ -414,6 +432,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.enqueueTime.Collect(ch)
 	m.requests.Collect(ch)
 	m.pollErrors.Collect(ch)
+	m.rev.collect(ch)
 	if w := m.watched.Load(); w != nil {
 		m.collectBands(ch, w)
 	}

@@ -182,8 +182,11 @@ func value(s *dto.Metric) float64 {
 
 // Every outcome, queued or not, gets the label llm-d-router gives it; an
 // outcome unknown to the mapping is Rejected/EvictedOther; DroppedReasons
-// gives the outcome's own name.
+// gives the outcome's own name. The outcomes of a request revoked after
+// its dispatch, which llm-d-router's outcome set has no value for, add no
+// llm-d series: the request was counted Dispatched.
 func TestOutcomeLabels(t *testing.T) {
+	afterDispatch := map[string]bool{"evicted": true, "evicted-priority": true}
 	llmd := map[string][2]string{ // reason: never queued, queued
 		"dispatched":                 {"Dispatched", "Dispatched"},
 		"rejected-saturated":         {"RejectedCapacity", "RejectedCapacity"},
@@ -210,6 +213,18 @@ func TestOutcomeLabels(t *testing.T) {
 	seen := map[string]bool{}
 	for o := flowcontrol.Outcome(0); o < 32; o++ {
 		reason := o.String()
+		if afterDispatch[reason] {
+			seen[reason] = true
+			m := metrics.New(metrics.Options{})
+			m.Observe(event("f", 3, o, 0))
+			require.Empty(t, counts(t, m, requestsTotal), "%s", reason)
+			require.Empty(t, counts(t, m, queueDuration), "%s", reason)
+			m = metrics.New(metrics.Options{Outcomes: metrics.DroppedReasons})
+			m.Observe(event("f", 3, o, 0))
+			require.Equal(t, map[string]float64{"outcome=" + reason + ",priority=3": 1}, counts(t, m, requestsTotal))
+			require.Empty(t, counts(t, m, queueDuration), "%s", reason)
+			continue
+		}
 		want, known := llmd[reason]
 		if !known {
 			require.True(t, strings.HasPrefix(reason, "Outcome("), "outcome %d (%s) is missing from the table", int(o), reason)
@@ -227,7 +242,7 @@ func TestOutcomeLabels(t *testing.T) {
 		}
 	}
 	for _, reason := range []string{"dispatched", "rejected-saturated", "rejected-ttl-expired",
-		"rejected-context-cancelled", "rejected-shutting-down", "evicted-queue-pressure"} {
+		"rejected-context-cancelled", "rejected-shutting-down", "evicted-queue-pressure", "evicted", "evicted-priority"} {
 		require.True(t, seen[reason], "flowcontrol has no outcome %q", reason)
 	}
 }

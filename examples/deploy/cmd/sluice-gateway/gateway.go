@@ -103,6 +103,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	cfg.Gate = gates.Gate
 	cfg.Observer = g.metrics.Observe
 	cfg.Waiting = g.metrics.Waiting
+	cfg.Revocations = g.metrics.Revocations // in-flight eviction, when the file turns it on
 	if g.fc, err = flowcontrol.New(cfg); err != nil {
 		return nil, err
 	}

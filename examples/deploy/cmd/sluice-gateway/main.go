@@ -65,6 +65,14 @@
 // would provision on first sight; other unlisted priorities go to the
 // fallback band.
 //
+// With in-flight eviction on (llm-d-router's flowControl.enableEviction,
+// or Sluice's controller.eviction), a request of a sheddable band
+// (priority below 0) that is running may be revoked for a waiting request
+// of a higher band: its call to the backend is cancelled, and it is
+// answered 429 with x-llm-d-request-dropped-reason evicted-priority and
+// Retry-After, or cut off if its response had begun; /metrics counts the
+// revocations under llm-d-router's flow_control_revocations_* names.
+//
 // # Load balancing
 //
 // Each admitted request goes to a backend that is up — one is down until a
@@ -107,14 +115,16 @@
 //     [flowcontrol.FlowController.ProvisionBand]: the new limits apply to
 //     requests enqueued from then on, and requests already queued stay
 //     queued even above a smaller capacity;
-//   - new bands, which take requests of their priority from then on.
+//   - new bands, which take requests of their priority from then on (with
+//     a guarantee only if a running band has one).
 //
 // Only a restart changes gateway.listen, gateway.scrapeInterval and
 // gateway.scrapeTimeout; removing a band, or a band's ordering, queue or
 // fairness policy (with its weights and quantum), since requests wait in
 // the band's queues; the controller-wide capacities, defaultTTL,
-// noEndpointsTTL, fallbackPriority, neverPromote and displacement, which
-// the controller fixes when it is made; the gate (which gates there are and
+// noEndpointsTTL, fallbackPriority, neverPromote and displacement,
+// in-flight eviction (enableEviction, eviction) and a band's guarantee,
+// which the controller fixes when it is made; the gate (which gates there are and
 // their thresholds), which the controller calls under its lock and cannot
 // swap; and the flags, among them -log-level.
 //
