@@ -20,7 +20,7 @@ func checkConfig(opts options, stdout, stderr io.Writer) int {
 	quiet := slog.New(slog.DiscardHandler)
 	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: quiet})
 	cfg := opts.controller
-	cfg.Observer = m.Observe
+	cfg.Observer, cfg.Revocations = m.Observe, m.Revocations
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice-extproc: %s%v\n", where(opts.configPath), err)

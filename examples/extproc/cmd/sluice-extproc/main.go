@@ -73,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: logger})
 	opts.enqueued = m.Enqueued
 	cfg := opts.controller
-	cfg.Observer, cfg.Waiting = m.Observe, m.Waiting
+	cfg.Observer, cfg.Waiting, cfg.Revocations = m.Observe, m.Waiting, m.Revocations
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s%v\nRun sluice-extproc -h for usage.\n", where(opts.configPath), err)
