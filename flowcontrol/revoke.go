@@ -226,6 +226,26 @@ func (a *Admission) Err() error {
 	}
 }
 
+// PendingReclaim returns what revocations issued and not yet seen by the
+// gate free, in the gate's saturation units (llm-d-router's
+// flow_control_pending_reclaim), as [Revocation.Pending] reports it at
+// each step, but now: a grace that has passed since the last step is
+// counted as over. It is 0 for a controller that neither evicts nor
+// guarantees. It takes the controller's lock briefly, as InFlight does.
+func (c *FlowController) PendingReclaim() float64 {
+	c.mu.Lock()
+	defer c.unlock()
+	r := c.reclaim
+	if r == nil {
+		return 0
+	}
+	if r.cooling > 0 && c.sinceEpoch(time.Time{}) >= r.coolUntil {
+		r.pending = max(r.pending-r.cooling, 0)
+		r.cooling = 0
+	}
+	return r.pending
+}
+
 // checkEviction validates cfg.Eviction and the bands' guarantees.
 func checkEviction(e *Eviction) error {
 	if e == nil {

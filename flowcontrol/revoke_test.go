@@ -271,3 +271,37 @@ func TestGuaranteeIsTakenBack(t *testing.T) {
 		fc.Close()
 	})
 }
+
+// PendingReclaim counts a revocation's footprint from its issue until the
+// grace after its confirmation has passed, without a step to say so.
+func TestPendingReclaimEndsWithTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := evicting(t, 4, flowcontrol.Eviction{Grace: time.Second}, nil, nil)
+		ctx := context.Background()
+		var batch []*flowcontrol.Admission
+		for range 4 {
+			a, _ := fc.EnqueueAndWait(ctx, req("b", -1))
+			batch = append(batch, a)
+		}
+		chat := start(ctx, fc, req("c", 10))
+		synctest.Wait()
+		if p := fc.PendingReclaim(); p != 0.25 {
+			t.Fatalf("pending %v after one revocation at saturation 1 over 4, want 0.25", p)
+		}
+		batch[3].Done()
+		synctest.Wait()
+		if p := fc.PendingReclaim(); p != 0.25 {
+			t.Fatalf("pending %v within the grace, want 0.25", p)
+		}
+		time.Sleep(time.Second)
+		if p := fc.PendingReclaim(); p != 0 {
+			t.Fatalf("pending %v after the grace, want 0", p)
+		}
+		<-chat.done
+		chat.adm.Done()
+		for _, a := range batch[:3] {
+			a.Done()
+		}
+		fc.Close()
+	})
+}

@@ -432,8 +432,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.enqueueTime.Collect(ch)
 	m.requests.Collect(ch)
 	m.pollErrors.Collect(ch)
-	m.rev.collect(ch)
-	if w := m.watched.Load(); w != nil {
+	w := m.watched.Load()
+	var c *flowcontrol.FlowController
+	if w != nil {
+		c = w.c
+	}
+	m.rev.collect(ch, c)
+	if w != nil {
 		m.collectBands(ch, w)
 	}
 	for i := range m.funcs {

@@ -29,8 +29,11 @@ type revocations struct {
 	// revocation's end before its issue (see flowcontrol.Revocation); an
 	// issue heard after its own end (open back at 0 or below) carries
 	// an older pending value than the end did, and is not written.
-	mu   sync.Mutex
-	open int
+	// heard is set by the first step: from then on a scrape of a
+	// watched controller reads its pending reclaim.
+	mu    sync.Mutex
+	open  int
+	heard bool
 }
 
 // init makes rv's families, each with constLabels.
@@ -55,7 +58,7 @@ func (rv *revocations) init(constLabels prometheus.Labels) {
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: Prefix + "flow_control_pending_reclaim",
 			Help: "What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, " +
-				"in the gate's saturation units, as of the last revocation step.",
+				"in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.",
 			ConstLabels: constLabels,
 		}, nil),
 		confirmation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -81,11 +84,12 @@ func (rv *revocations) init(constLabels prometheus.Labels) {
 // flow_control_pending_reclaim to the pending reclaim it reports, except
 // an issue heard after its own end, whose value is older.
 //
-// The gauges hold the value of the last step heard. The controller frees
-// a confirmed revocation's pending reclaim when its grace has passed, and
-// reports no step then, so with a grace (a gate that lags, see
-// [flowcontrol.Eviction]) the gauge reads that share until the next step;
-// steps of concurrent revocations may also be heard out of order.
+// The gauges hold the value of the last step heard, but for the pending
+// reclaim of a controller the metrics [Metrics.Watch]: a scrape reads it
+// from [flowcontrol.FlowController.PendingReclaim], since the controller
+// frees a confirmed revocation's share when its grace has passed and
+// reports no step then, and steps of concurrent revocations may be heard
+// out of order.
 func (m *Metrics) Revocations(r flowcontrol.Revocation) {
 	rv := &m.rev
 	issued := false
@@ -104,6 +108,7 @@ func (m *Metrics) Revocations(r flowcontrol.Revocation) {
 	}
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
+	rv.heard = true
 	if issued {
 		rv.open++
 		if rv.open <= 0 {
@@ -159,7 +164,14 @@ func (rv *revocations) describe(ch chan<- *prometheus.Desc) {
 	rv.confirmation.Describe(ch)
 }
 
-func (rv *revocations) collect(ch chan<- prometheus.Metric) {
+// collect collects the families; with c, the watched controller, the
+// pending reclaim is read from it now rather than from the last step.
+func (rv *revocations) collect(ch chan<- prometheus.Metric, c *flowcontrol.FlowController) {
+	rv.mu.Lock()
+	if c != nil && rv.heard {
+		rv.pending.WithLabelValues().Set(c.PendingReclaim())
+	}
+	rv.mu.Unlock()
 	rv.issued.Collect(ch)
 	rv.ended.Collect(ch)
 	rv.target.Collect(ch)

@@ -102,7 +102,7 @@ func TestRevocationConfirmedMetrics(t *testing.T) {
 	batch, chat := e.revokeBatch(t)
 
 	const issued = `
-# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units, as of the last revocation step.
+# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
 # TYPE llm_d_epp_flow_control_pending_reclaim gauge
 llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} 1
 # HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
@@ -121,7 +121,7 @@ llm_d_epp_flow_control_revocations_issued_total{inference_pool="pool-a",priority
 	chat.adm.Done()
 
 	const confirmed = `
-# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units, as of the last revocation step.
+# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
 # TYPE llm_d_epp_flow_control_pending_reclaim gauge
 llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} 0
 # HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
@@ -196,7 +196,7 @@ func TestRevocationTimedOutMetrics(t *testing.T) {
 	e.clock.Advance(time.Millisecond) // the timeout: the controller's wake-up retires it
 
 	const timedOut = `
-# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units, as of the last revocation step.
+# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
 # TYPE llm_d_epp_flow_control_pending_reclaim gauge
 llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} 0
 # HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
@@ -255,4 +255,21 @@ func TestRevocationPriorityIsBounded(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"priority=0": 1, "priority=1": 1, "priority=other": 3},
 		counts(t, m, metrics.Prefix+"flow_control_revocations_issued_total"))
+}
+
+// With the controller watched, a scrape reads the pending reclaim from it:
+// a confirmed revocation's share is pending through its grace, and gone
+// once the grace has passed, though no step says so.
+func TestRevocationPendingReadAtScrape(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	e := newEvicting(t, m, flowcontrol.Eviction{Grace: time.Second})
+	m.Watch(e.c, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}}, FallbackPriority: 10})
+	batch, chat := e.revokeBatch(t)
+	batch.Done()
+	require.NotNil(t, chat.adm)
+	pending := metrics.Prefix + "flow_control_pending_reclaim"
+	require.Equal(t, map[string]float64{"": 1}, counts(t, m, pending), "within the grace")
+	e.clock.Advance(time.Second)
+	require.Equal(t, map[string]float64{"": 0}, counts(t, m, pending), "once the grace has passed")
+	chat.adm.Done()
 }
