@@ -173,8 +173,9 @@
 //     ([flowcontrol.BandConfig.Guarantee]), which llm-d-router does not
 //     have. reclaim_target is set by the decisions that revoke something;
 //     llm-d-router also sets it for a decision that finds its target
-//     already pending. pending_reclaim is written at each step, and
-//     llm-d-router also writes it when a grace ends: see
+//     already pending. pending_reclaim is written at each step and, for
+//     a watched controller, read from it at each scrape, so that a grace
+//     that has ended shows as llm-d-router's does: see
 //     [Metrics.Revocations].
 //
 // priority is the band that handled the request (its effective priority),
