@@ -38,14 +38,23 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		}
 		if !c.gate.TryAcquire(b.priority) {
 			c.refusals.Add(1)
-			// Strict priority: nothing below a refused band starts.
-			if c.endpoints != nil {
-				c.checkEndpoints(now)
-			}
 			if c.reclaim != nil {
 				c.reclaimFor(b, now)
 			}
-			return
+			// A band short of its guarantee that the gate refuses (a
+			// ceiling holding it back, say) does not hold back the band
+			// strict priority would offer.
+			if b == desc[i] || !c.gate.TryAcquire(desc[i].priority) {
+				if b != desc[i] {
+					c.refusals.Add(1)
+				}
+				// Strict priority: nothing below a refused band starts.
+				if c.endpoints != nil {
+					c.checkEndpoints(now)
+				}
+				return
+			}
+			b = desc[i]
 		}
 		if c.endpoints != nil {
 			c.emptySince = time.Time{} // a granted slot means endpoints

@@ -305,3 +305,41 @@ func TestPendingReclaimEndsWithTheGrace(t *testing.T) {
 		fc.Close()
 	})
 }
+
+// A band short of its guarantee goes before the bands above it; but when
+// the gate refuses it for a reason of its own, the band strict priority
+// would offer still starts.
+func TestGuaranteedBandRefusedDoesNotHoldBackTheTop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &switchGate{}
+		g.set(1)
+		fc := mustNew(t, flowcontrol.Config{
+			Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1, Guarantee: 0.5}},
+			FallbackPriority: 10,
+			Gate:             g,
+		})
+		ctx := context.Background()
+		first, err := fc.EnqueueAndWait(ctx, req("c", 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := start(ctx, fc, req("b", -1)) // short of its guarantee
+		chat := start(ctx, fc, req("c", 10))
+		synctest.Wait()
+		g.set(2, -1) // room, but not for band -1
+		fc.Nudge()
+		synctest.Wait()
+		if chat.outcome(t) != flowcontrol.OutcomeDispatched || batch.finished() {
+			t.Fatal("the refused guaranteed band held back the band above it")
+		}
+		g.set(2)
+		first.Done()
+		synctest.Wait()
+		if batch.outcome(t) != flowcontrol.OutcomeDispatched {
+			t.Fatal(batch.err)
+		}
+		chat.adm.Done()
+		batch.adm.Done()
+		fc.Close()
+	})
+}
