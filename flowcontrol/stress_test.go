@@ -91,7 +91,15 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 	)
 	cfg.Gate = flowcontrol.MaxInFlight(slots)
 	cfg.Observer = func(ev flowcontrol.Event) { observed[ev.Outcome].Add(1) }
-	cfg.Revocations = func(r flowcontrol.Revocation) { steps[r.Step].Add(1) }
+	var badVictim atomic.Value
+	cfg.Revocations = func(r flowcontrol.Revocation) {
+		steps[r.Step].Add(1)
+		// Never a victim at or above the band it makes room for, and
+		// eviction's only from the sheddable bands.
+		if r.Victim.Priority >= r.For || r.Outcome == flowcontrol.OutcomeEvictedPriority && cfg.Eviction != nil && r.Victim.Priority >= cfg.Eviction.Below {
+			badVictim.Store(r)
+		}
+	}
 	fc, err := flowcontrol.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +256,9 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 	issued, ended := steps[flowcontrol.RevocationIssued].Load(), steps[flowcontrol.RevocationConfirmed].Load()+steps[flowcontrol.RevocationTimedOut].Load()
 	if issued != evictions || ended != evictions {
 		t.Errorf("%d admissions revoked; Revocations heard %d issued, %d ended", evictions, issued, ended)
+	}
+	if r := badVictim.Load(); r != nil {
+		t.Errorf("a victim at or above the band it was revoked for, or not sheddable: %+v", r)
 	}
 	if cfg.Eviction != nil && evictions == 0 {
 		t.Error("eviction under load revoked nothing")
