@@ -89,6 +89,7 @@ var Columns = []struct {
 	{"batch served/s", "%.2f", true, func(r Run) float64 { return r.BatchPerSecond }},
 	{"wasted batch tokens", "%.0f", true, func(r Run) float64 { return float64(r.WastedTokens) }},
 	{"revocations", "%.0f", true, func(r Run) float64 { return float64(r.Revocations) }},
+	{"most revoked request", "%.0f", true, func(r Run) float64 { return float64(r.MostRevoked) }},
 }
 
 // Print writes the scenario, the table, then the frontier.

@@ -300,6 +300,9 @@ type Run struct {
 	// attempts sent again after one, GaveUp the batch requests that
 	// ended unserved (none: the dispatcher retries until served).
 	WastedTokens, Revocations, Retries, GaveUp int
+	// MostRevoked is the most revocations one batch request went
+	// through.
+	MostRevoked int
 	// ChatRevoked counts the chat attempts revoked: none, since no band
 	// is above chat's.
 	ChatRevoked int
@@ -358,13 +361,16 @@ func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
 	chat := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == chatTenant })
 	batch := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == batchTenant })
 	var ttfts []time.Duration
-	completed := 0
+	completed, mostRevoked := 0, 0
 	for _, r := range recs {
 		switch ttft, served := r.TTFT(); {
 		case r.Tenant == chatTenant && served:
 			ttfts = append(ttfts, ttft)
 		case r.Tenant == batchTenant && served && r.End <= simDuration:
 			completed++
+		}
+		if r.Tenant == batchTenant {
+			mostRevoked = max(mostRevoked, r.Aborts)
 		}
 	}
 	slices.Sort(ttfts)
@@ -380,6 +386,7 @@ func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
 		BatchPerSecond: float64(completed) / simDuration.Seconds(),
 		WastedTokens:   batch.WastedTokens,
 		Revocations:    batch.Aborts,
+		MostRevoked:    mostRevoked,
 		Retries:        batch.Retries,
 		GaveUp:         batch.GaveUp + (len(recs) - chat.Requests - batch.Requests),
 		ChatRevoked:    chat.Aborts,

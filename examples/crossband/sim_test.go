@@ -223,6 +223,18 @@ func TestGivingWayMeetsTheSLOAndWastesTheRest(t *testing.T) {
 		}
 	}
 
+	// The newest admission goes first, and a revoked request comes back
+	// as the newest: some batch request is revoked at least 3 times on
+	// every seed, so a client that gives up after the OpenAI SDKs' 3
+	// attempts would lose it.
+	for v, va := range c.Variants {
+		for i, r := range c.Runs[v] {
+			if va.Reclaims() && r.MostRevoked < 3 {
+				t.Errorf("%s, seed %d: at most %d revocations of one request; the README says 3 or more", va.Name, c.Seeds[i], r.MostRevoked)
+			}
+		}
+	}
+
 	// On the frontier: only rows that make batch give way.
 	rows, beaten := c.Frontier()
 	for k, v := range rows {
