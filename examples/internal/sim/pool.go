@@ -511,10 +511,10 @@ func (p *Pool) unhold(j *job) {
 // admission was revoked, the eviction as its Rejection (with the
 // Retry-After that comes with it; Record.Drops counts it); its admission
 // is released (Done), which confirms a revocation and lets the controller
-// dispatch. The work already
-// done is lost: r counts the output tokens decoded so far in WastedTokens
-// (those of its current run: a run lost earlier to a KV-cache preemption
-// is not counted) and the time its prefill ran in WastedPrefill. Abort
+// dispatch. The work already done is lost: r counts the output tokens
+// decoded so far in WastedTokens (those of its current run: a run lost
+// earlier to a KV-cache preemption is not counted) and the time its
+// prefill ran in WastedPrefill. Abort
 // returns false, and does nothing, when the pool holds no attempt of r
 // (it was not admitted yet, or has ended).
 func (p *Pool) Abort(r *Record) bool {

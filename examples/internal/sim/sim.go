@@ -112,12 +112,12 @@ type Record struct {
 	// attempts but the first) that were not served either.
 	Attempts, Wasted int
 	// Drops counts the attempts the controller dropped, per outcome
-	// (indexed by flowcontrol.Outcome; OutcomeDispatched stays 0) — those
-	// it revoked after their admission (evicted, evicted-priority) too —,
-	// and
-	// Failures those that failed on a server. Displaced counts the drops
-	// displaced from their queue by a fairer flow (flowcontrol.ErrDisplaced),
-	// which Drops counts as rejected-saturated.
+	// (indexed by flowcontrol.Outcome; OutcomeDispatched stays 0), those
+	// it revoked after their admission (evicted, evicted-priority)
+	// included, and Failures those that failed on a server. Displaced
+	// counts the drops displaced from their queue by a fairer flow
+	// (flowcontrol.ErrDisplaced), which Drops counts as
+	// rejected-saturated.
 	Drops     [NumOutcomes]int
 	Failures  int
 	Displaced int
