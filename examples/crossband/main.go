@@ -1,16 +1,20 @@
-// Command crossband shows what strict priority and band ceilings do when
-// the requests that run must give way across bands: a batch backlog of
-// long generations (120 closed-loop clients at priority −1, 1,000-token
-// prompts and outputs) beside bursty interactive chat at priority 10
-// (Poisson 3 req/s for 20 s, then 12 req/s for 10 s, repeating; 500-token
-// prompts, 150-token outputs, a 1 s time-to-first-token SLO), on 4 servers
-// of 16 slots behind a gate of MaxInFlight(64), for 5 simulated minutes.
-// Each row runs the real controller with its gate — strict priority, chat
-// alone, or gate.Ceiling with one of llm-d's usage-limit policies over
-// MaxInFlight(64) — on the shared simulator, for each seed; every cell is
-// the median over the seeds with the minimum and maximum. A last table
-// gives the frontier of the ceiling rows: SLO met against batch
-// throughput.
+// Command crossband shows what strict priority, band ceilings, lending and
+// in-flight eviction do when the requests that run must give way across
+// bands: a batch backlog of long generations (120 closed-loop clients at
+// priority −1, 1,000-token prompts and outputs) beside bursty interactive
+// chat at priority 10 (Poisson 3 req/s for 20 s, then 12 req/s for 10 s,
+// repeating; 500-token prompts, 150-token outputs, a 1 s
+// time-to-first-token SLO), on 4 servers of 16 slots behind a gate of
+// MaxInFlight(64), for 5 simulated minutes. Each row runs the real
+// controller with its gate — strict priority, chat alone, gate.Ceiling
+// with one of llm-d's usage-limit policies over MaxInFlight(64), a
+// guaranteed share for chat (lending), in-flight eviction, or both — on
+// the shared simulator, for each seed; every cell is the median over the
+// seeds with the minimum and maximum. A revoked batch request is aborted
+// on its server, its decoded tokens lost, and its client sends it again
+// after the Retry-After of its 429. A second table gives the frontier:
+// SLO met against batch throughput. Then a few rows run behind other
+// routers: gate.Saturation over scraped metrics, and two replicas.
 //
 //	go run ./examples/crossband                 # seeds 1–20
 //	go run ./examples/crossband -from 1 -to 3
@@ -36,7 +40,7 @@ func main() {
 	from := flag.Uint64("from", 1, "first seed")
 	to := flag.Uint64("to", 20, "last seed")
 	seed := flag.Uint64("seed", 0, "with -detail: the seed shown second by second")
-	detail := flag.Bool("detail", false, "show one seed (-seed) second by second instead of the table")
+	detail := flag.Bool("detail", false, "show one seed (-seed) second by second instead of the tables")
 	flag.Parse()
 	if *detail {
 		if *seed == 0 {
@@ -53,12 +57,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "crossband: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
 		os.Exit(2)
 	}
-	c, err := Compare(Variants, sim.SeedRange(*from, *to))
+	seeds := sim.SeedRange(*from, *to)
+	c, err := Compare(MainSetup, Variants, seeds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	c.Print(os.Stdout)
+	for _, setup := range Setups {
+		c, err := Compare(setup, setup.Rows, seeds)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println()
+		c.PrintSetup(os.Stdout)
+	}
 }
 
 // Columns are the figures the table prints, each as the median over the
@@ -75,22 +89,40 @@ var Columns = []struct {
 	{"batch served/s", "%.2f", true, func(r Run) float64 { return r.BatchPerSecond }},
 	{"wasted batch tokens", "%.0f", true, func(r Run) float64 { return float64(r.WastedTokens) }},
 	{"revocations", "%.0f", true, func(r Run) float64 { return float64(r.Revocations) }},
+	{"most revoked request", "%.0f", true, func(r Run) float64 { return float64(r.MostRevoked) }},
 }
 
-// Print writes the table, then the frontier of the ceiling rows.
+// Print writes the scenario, the table, then the frontier.
 func (c *Comparison) Print(out io.Writer) {
 	fmt.Fprintf(out, "%d servers × %d slots (%v + %v per prompt token, %v per output token), gate MaxInFlight(%d)\n",
 		servers, slotsPerServer, base, perPromptToken, perOutputToken, maxInFlight)
 	fmt.Fprintf(out, "chat (band %d): Poisson %d req/s for %v, then %d req/s for %v, repeating; %d-token prompts, %d-token outputs; TTFT SLO %v\n",
 		chatBand, quietRate, quietFor, busyRate, busyFor, chatPrompt, chatOutput, chatSLO)
-	fmt.Fprintf(out, "batch (band %d): %d closed-loop clients thinking %v on average, %d-token prompts, %d-token outputs\n",
+	fmt.Fprintf(out, "batch (band %d): %d closed-loop clients thinking %v on average, %d-token prompts, %d-token outputs; an evicted request is sent again after its Retry-After\n",
 		batchBand, batchClients, batchThink, batchPrompt, batchOutput)
 	fmt.Fprintf(out, "%v simulated per run; seeds %d–%d; cells: median [min–max] over the seeds\n\n",
 		simDuration, c.Seeds[0], c.Seeds[len(c.Seeds)-1])
+	c.printTable(out, false)
+	c.PrintFrontier(out)
+}
+
+// PrintSetup writes the table of a setup other than the main one, with
+// each row's batch throughput as a share of strict priority's and whether
+// it meets the goal.
+func (c *Comparison) PrintSetup(out io.Writer) {
+	fmt.Fprintf(out, "behind %s; seeds %d–%d\n\n", c.Setup.Name, c.Seeds[0], c.Seeds[len(c.Seeds)-1])
+	c.printTable(out, true)
+}
+
+// printTable writes the rows, with the share and goal columns if goal.
+func (c *Comparison) printTable(out io.Writer, goal bool) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "gate\t")
 	for _, col := range Columns {
 		fmt.Fprintf(tw, "%s\t", col.Name)
+	}
+	if goal {
+		fmt.Fprint(tw, "batch % of strict\tmeets the goal\t")
 	}
 	fmt.Fprintln(tw)
 	for v, va := range c.Variants {
@@ -104,21 +136,32 @@ func (c *Comparison) Print(out io.Writer) {
 			f := col.Format
 			fmt.Fprintf(tw, f+" ["+f+"–"+f+"]\t", sp.Median, sp.Min, sp.Max)
 		}
+		if goal {
+			share := c.BatchShare(v)
+			fmt.Fprintf(tw, "%.0f [%.0f–%.0f]\t%s\t", 100*share.Median, 100*share.Min, 100*share.Max, yes(c.MeetsGoal(v)))
+		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	c.PrintFrontier(out)
 }
 
-// Frontier returns the ceiling rows, in falling order of their median
-// batch throughput, each with whether another ceiling row beats it on
-// both medians (SLO met and batch throughput): the rows not beaten are
-// the frontier.
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// Frontier returns the rows that trade chat's SLO for batch throughput —
+// those with a ceiling, and those that make running batch requests give
+// way — in falling order of their median batch throughput as a share of
+// strict priority's, each with whether another of them beats it on both
+// medians (SLO met and that share): the rows not beaten are the frontier.
 func (c *Comparison) Frontier() (rows []int, beaten []bool) {
 	slo := func(v int) float64 { return c.Spread(v, func(r Run) float64 { return r.SLOMet }).Median }
-	batch := func(v int) float64 { return c.Spread(v, func(r Run) float64 { return r.BatchPerSecond }).Median }
+	batch := func(v int) float64 { return c.BatchShare(v).Median }
 	for v, va := range c.Variants {
-		if va.Ceiling {
+		if va.Ceiling || va.Reclaims() {
 			rows = append(rows, v)
 		}
 	}
@@ -158,10 +201,10 @@ func (c *Comparison) MeetsGoal(v int) bool {
 	return c.Spread(v, func(r Run) float64 { return r.SLOMet }).Min >= GoalSLO && c.BatchShare(v).Min >= GoalBatch
 }
 
-// PrintFrontier writes the ceiling rows' trade of SLO met against batch
-// throughput.
+// PrintFrontier writes the trade of SLO met against batch throughput of
+// the rows that make one.
 func (c *Comparison) PrintFrontier(out io.Writer) {
-	fmt.Fprintf(out, "\nfrontier of the ceiling rows: chat SLO met against batch throughput (%% of strict priority's, seed by seed)\n")
+	fmt.Fprintf(out, "\nfrontier: chat SLO met against batch throughput (%% of strict priority's, seed by seed)\n")
 	fmt.Fprintf(out, "goal: SLO met >= %.0f%% on every seed with batch >= %.0f%% of strict priority's\n\n", 100*GoalSLO, 100*GoalBatch)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "gate\tchat SLO met %\tbatch % of strict\ton the frontier\tmeets the goal\t\n")
@@ -169,27 +212,20 @@ func (c *Comparison) PrintFrontier(out io.Writer) {
 	for k, v := range rows {
 		slo := c.Spread(v, func(r Run) float64 { return 100 * r.SLOMet })
 		share := c.BatchShare(v)
-		frontier, goal := "yes", "no"
-		if beaten[k] {
-			frontier = "no"
-		}
-		if c.MeetsGoal(v) {
-			goal = "yes"
-		}
 		fmt.Fprintf(tw, "%s\t%.1f [%.1f–%.1f]\t%.0f [%.0f–%.0f]\t%s\t%s\t\n", c.Variants[v].Name,
-			slo.Median, slo.Min, slo.Max, 100*share.Median, 100*share.Min, 100*share.Max, frontier, goal)
+			slo.Median, slo.Min, slo.Max, 100*share.Median, 100*share.Min, 100*share.Max, yes(!beaten[k]), yes(c.MeetsGoal(v)))
 	}
 	tw.Flush()
 }
 
-// PrintDetail runs every variant on seed and writes, second by second,
-// how many batch requests were running and how many chat requests were
-// waiting, under each gate.
+// PrintDetail runs every variant behind the main setup on seed and
+// writes, second by second, how many batch requests were running and how
+// many chat requests were waiting, under each gate.
 func PrintDetail(out io.Writer, variants []Variant, seed uint64) error {
 	runs := make([]Run, len(variants))
 	err := sim.Parallel(len(variants), func(v int) error {
 		var err error
-		runs[v], err = Simulate(variants[v], seed)
+		runs[v], err = Simulate(MainSetup, variants[v], seed)
 		return err
 	})
 	if err != nil {
@@ -214,15 +250,16 @@ func PrintDetail(out io.Writer, variants []Variant, seed uint64) error {
 		fmt.Fprintf(tw, "%d\t%d\t", int(t.Seconds()), rate)
 		for _, r := range runs {
 			running, waiting := 0, 0
-			for _, rec := range r.records {
-				// One attempt each, and the gate is the pool's 64
-				// slots: a request runs from the instant it leaves
-				// its band to its end.
-				start := rec.Arrival + rec.QueueTime
-				switch {
-				case rec.Tenant == batchTenant && start <= t && t < rec.End:
+			// The gate is the pool's 64 slots: a batch attempt runs from
+			// the instant it leaves its band to its revocation or its end.
+			for _, sp := range r.spans {
+				if sp.from <= t && t < sp.to {
 					running++
-				case rec.Tenant == chatTenant && rec.Arrival <= t && t < start:
+				}
+			}
+			// A chat request, never revoked, has one attempt.
+			for _, rec := range r.records {
+				if rec.Tenant == chatTenant && rec.Arrival <= t && t < rec.Arrival+rec.QueueTime {
 					waiting++
 				}
 			}

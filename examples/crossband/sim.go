@@ -37,20 +37,63 @@ const (
 	batchThink   = 2 * time.Second
 	batchPrompt  = 1000
 	batchOutput  = 1000
+
+	// scrapeInterval is how often the router reads the servers' metrics
+	// in the runs with gate.Saturation, examples/gates' interval.
+	scrapeInterval = 100 * time.Millisecond
 )
+
+// batchRetry is the batch clients' dispatcher: an evicted request is sent
+// again after the Retry-After its 429 carries (up to a minute, as the
+// OpenAI SDKs honour it), or after a backoff without one, until it is
+// served. Nothing else drops a batch request in this scenario (no band
+// has a capacity or a TTL), so without revocations it never retries.
+var batchRetry = sim.Retry{MaxAttempts: 1000, Backoff: time.Second, MaxBackoff: 8 * time.Second, MaxRetryAfter: time.Minute}
 
 // Variant is one row of the table: how the gate in front of the pool treats
 // the two bands.
 type Variant struct {
 	Name string
-	// Policy, if set, puts gate.Ceiling with it over MaxInFlight(64);
-	// otherwise the gate is MaxInFlight(64) alone: strict priority.
+	// Policy, if set, puts gate.Ceiling with it over the setup's gate
+	// (MaxInFlight(64)); otherwise that gate is alone: strict priority.
 	Policy func() (gate.UsageLimitPolicy, error)
 	// ChatAlone runs the chat tenant without the batch clients: the bound
 	// every other row is measured against.
 	ChatAlone bool
-	// Ceiling marks the rows of the frontier: those with a ceiling policy.
+	// Ceiling marks the rows with a ceiling policy.
 	Ceiling bool
+	// Eviction, if set, turns on the controller's in-flight eviction
+	// with these knobs: chat, when the gate refuses it, revokes running
+	// batch requests.
+	Eviction *flowcontrol.Eviction
+	// ChatGuarantee and BatchGuarantee are the bands' guaranteed shares
+	// of the gate (BandConfig.Guarantee): chat, short of its share,
+	// revokes batch requests beyond batch's own share until it has it.
+	ChatGuarantee, BatchGuarantee float64
+}
+
+// Reclaims reports whether v makes running batch requests give way:
+// eviction, or a guarantee taken back.
+func (v Variant) Reclaims() bool { return v.Eviction != nil || v.ChatGuarantee > 0 }
+
+// Setup is the router in front of the pool: the gate, and how many
+// replicas share the pool.
+type Setup struct {
+	Name string
+	// Saturation replaces MaxInFlight(64) with gate.Saturation (llm-d's
+	// defaults but QueueDepthThreshold) over the servers' metrics,
+	// scraped every scrapeInterval;
+	// admitted requests then wait in the queue of the server they are
+	// sent to (sim.PoolConfig.ServerQueues), whose depth the gate reads.
+	Saturation bool
+	// QueueDepthThreshold is the saturation gate's; 0 means llm-d's
+	// default, 5.
+	QueueDepthThreshold int
+	// Replicas routers share the pool, each with its own controller and
+	// MaxInFlight(64 / Replicas); attempts go to them in turn. 0 means 1.
+	Replicas int
+	// Rows are the variants it runs, strict priority first.
+	Rows []Variant
 }
 
 func static(threshold float64) func() (gate.UsageLimitPolicy, error) {
@@ -63,11 +106,44 @@ func holdback(minCeiling float64) func() (gate.UsageLimitPolicy, error) {
 	}
 }
 
-// Variants are the rows available while in-flight eviction and lending
-// are not built. With two bands, priority-holdback gives chat the ceiling
-// 1 and batch MinCeiling, so its rows are the issue's "batch ≤ x% of
-// slots"; static-usage-limit gives both bands the same ceiling, as llm-d's
-// policy does.
+// The knobs of the rows that make running batch requests give way.
+var (
+	// llmdEviction is llm-d-router's eviction as it ships: at most 2
+	// revocations per decision, 500 ms of grace after each confirmation.
+	llmdEviction = flowcontrol.Eviction{MaxPerDecision: 2, Grace: 500 * time.Millisecond}
+	// tunedEviction is the eviction this scenario calls for. Grace is
+	// the chat SLO's slack, less a margin: a chat request that finds the
+	// pool full waits at most one grace for the next decision, and the
+	// first token comes a 75 ms prefill after that, within the 1 s SLO,
+	// while slots that free meanwhile serve it without a revocation.
+	// MaxPerDecision then must cover the chat requests that can queue in
+	// one grace: at a burst's 12 req/s, 9.6 on average, more than 16 in
+	// about 2% of graces (Poisson).
+	tunedEviction = flowcontrol.Eviction{MaxPerDecision: 16, Grace: 800 * time.Millisecond}
+)
+
+// Guarantees. Alone, chat's share must cover a burst's need (12 req/s ×
+// 3.075 s of service ≈ 37 of the 64 slots) and its Poisson swings: 0.7
+// (45 slots) is the least of 0.5, 0.6, 0.65, 0.7 and 0.75 that meets the
+// SLO on every seed. Beside eviction a chat share changes nothing, since
+// eviction takes from the sheddable band whatever chat waits for; what
+// lending adds there is batch's share, the floor eviction may not take:
+// 0.2, what is left beside chat's burst and two of its standard
+// deviations (37 + 2×√37 ≈ 49 slots, a share of 0.8).
+const (
+	lendingChat                 = 0.7
+	evictionChat, evictionBatch = 0.8, 0.2
+)
+
+// Variants are the rows of the table. With two bands, priority-holdback
+// gives chat the ceiling 1 and batch MinCeiling, so its rows are the
+// issue's "batch ≤ x% of slots"; static-usage-limit gives both bands the
+// same ceiling, as llm-d's policy does. The last rows make running batch
+// requests give way: lending (chat's guaranteed share, taken back by
+// revocation; paced as Eviction's zero value paces it, with no grace
+// behind MaxInFlight), eviction with Sluice's defaults (those of
+// llm-d-router but the grace, which is the gate's lag: none for
+// MaxInFlight), with llm-d-router's and tuned, and both together.
 var Variants = []Variant{
 	{Name: "strict priority"},
 	{Name: "chat alone (the bound)", ChatAlone: true},
@@ -77,7 +153,47 @@ var Variants = []Variant{
 	{Name: "priority-holdback min 0.5", Policy: holdback(0.5), Ceiling: true},
 	{Name: "priority-holdback min 0.25", Policy: holdback(0.25), Ceiling: true},
 	{Name: "soft-reflective-ceiling", Policy: func() (gate.UsageLimitPolicy, error) { return gate.SoftReflectiveCeiling(), nil }, Ceiling: true},
+	{Name: "lending, chat guarantee 0.7", ChatGuarantee: lendingChat},
+	{Name: "eviction, Sluice defaults (2, no grace)", Eviction: &flowcontrol.Eviction{}},
+	{Name: "eviction, llm-d defaults (2, 500ms)", Eviction: &llmdEviction},
+	{Name: "eviction, tuned (16, 800ms)", Eviction: &tunedEviction},
+	{Name: "lending 0.8/0.2 + eviction (16, 800ms)", ChatGuarantee: evictionChat, BatchGuarantee: evictionBatch, Eviction: &tunedEviction},
 }
+
+// row returns the row of Variants named name.
+func row(name string) Variant {
+	for _, v := range Variants {
+		if v.Name == name {
+			return v
+		}
+	}
+	panic("crossband: no row " + name)
+}
+
+// MainSetup is the table's router: one, with MaxInFlight(64).
+var MainSetup = Setup{Name: "one router, MaxInFlight(64)"}
+
+// Setups are the other routers the scenario runs behind, each with a few
+// rows: a saturation gate over scraped metrics, with llm-d's defaults and
+// with a queue-depth threshold of 1, and two replicas. Behind a
+// saturation gate, Sluice's default eviction has the grace of the scrape
+// interval (see Variant.config), and lending alone shows what a guarantee
+// does behind a gate whose view lags.
+var Setups = []Setup{
+	{Name: "one router, gate.Saturation (llm-d defaults), metrics scraped every 100ms", Saturation: true,
+		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
+			row("lending 0.8/0.2 + eviction (16, 800ms)"), row("lending, chat guarantee 0.7")}},
+	{Name: "one router, gate.Saturation with QueueDepthThreshold 1, metrics scraped every 100ms", Saturation: true, QueueDepthThreshold: 1,
+		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
+			row("lending 0.8/0.2 + eviction (16, 800ms)")}},
+	{Name: "two router replicas, MaxInFlight(32) each", Replicas: 2,
+		Rows: []Variant{row("strict priority"), row("eviction, llm-d defaults (2, 500ms)"), row("eviction, tuned (16, 800ms)"),
+			row("lending 0.8/0.2 + eviction (16, 800ms)")}},
+}
+
+// scrapeGraceEviction is Sluice's default eviction behind a saturation
+// gate: its grace, 0, becomes the scrape interval there.
+var scrapeGraceEviction = Variant{Name: "eviction, Sluice defaults (2, grace = scrape interval 100ms)", Eviction: &flowcontrol.Eviction{}}
 
 // Tenants' indices in the scenario.
 const (
@@ -85,72 +201,167 @@ const (
 	batchTenant
 )
 
-// config is the scenario of v for seed.
-func (v Variant) config(seed uint64) (sim.Config, error) {
-	g := flowcontrol.MaxInFlight(maxInFlight)
-	if v.Policy != nil {
+// config is the scenario of v behind setup for seed. With Saturation the
+// gates are made by the simulation and appended to *gates, for the
+// scraper to feed.
+func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate) (sim.Config, error) {
+	replicas := max(setup.Replicas, 1)
+	ceiling := func(g flowcontrol.Gate) (flowcontrol.Gate, error) {
+		if v.Policy == nil {
+			return g, nil
+		}
 		p, err := v.Policy()
 		if err != nil {
-			return sim.Config{}, fmt.Errorf("crossband: %s: %w", v.Name, err)
+			return nil, fmt.Errorf("crossband: %s: %w", v.Name, err)
 		}
-		g = gate.Ceiling(g, p)
+		return gate.Ceiling(g, p), nil
+	}
+	satConfig := func(clock flowcontrol.Clock, replica int) gate.SaturationConfig {
+		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold}
+	}
+	// What can fail is tried once here, so that making each replica's
+	// gate, in sim.New, cannot.
+	if _, err := ceiling(flowcontrol.MaxInFlight(maxInFlight)); err != nil {
+		return sim.Config{}, err
+	}
+	if _, err := gate.Saturation(satConfig(nil, 0)); setup.Saturation && err != nil {
+		return sim.Config{}, fmt.Errorf("crossband: %s: %w", setup.Name, err)
+	}
+	makeGate := func(p *sim.Pool, replica int) flowcontrol.Gate {
+		var g flowcontrol.Gate = flowcontrol.MaxInFlight(maxInFlight / replicas)
+		if setup.Saturation {
+			sg, err := gate.Saturation(satConfig(p.Clock(), replica))
+			if err != nil {
+				panic(err) // tried above
+			}
+			*gates = append(*gates, sg)
+			g = sg
+		}
+		g, err := ceiling(g)
+		if err != nil {
+			panic(err) // tried above
+		}
+		return g
+	}
+	eviction := v.Eviction
+	var sg *gate.SaturationGate
+	if _, lags := any(sg).(flowcontrol.LagGate); eviction != nil && setup.Saturation && eviction.Grace == 0 && !lags {
+		// gate.Saturation is no flowcontrol.LagGate: it does not say
+		// that it sees a slot given back only at its next scrape, so
+		// the default grace, the gate's lag, is set to the scrape
+		// interval here.
+		e := *eviction
+		e.Grace = scrapeInterval
+		eviction = &e
 	}
 	clients := batchClients
 	if v.ChatAlone {
 		clients = 0
 	}
-	return sim.Config{
+	cfg := sim.Config{
 		Seed:     seed,
 		Duration: simDuration,
+		Replicas: replicas,
 		Controller: flowcontrol.Config{
-			Bands:            []flowcontrol.BandConfig{{Priority: chatBand}, {Priority: batchBand}},
+			Bands: []flowcontrol.BandConfig{
+				{Priority: chatBand, Guarantee: v.ChatGuarantee},
+				{Priority: batchBand, Guarantee: v.BatchGuarantee},
+			},
 			FallbackPriority: batchBand,
-			Gate:             g,
+			Eviction:         eviction,
 		},
+		ReplicaGate: makeGate,
 		Pool: sim.PoolConfig{Servers: servers, Slots: slotsPerServer, Base: base,
-			PerPromptToken: perPromptToken, PerOutputToken: perOutputToken},
+			PerPromptToken: perPromptToken, PerOutputToken: perOutputToken, ServerQueues: setup.Saturation},
 		Tenants: []sim.Tenant{
 			chatTenant: {Name: "chat", Priority: chatBand, SLO: chatSLO,
 				PromptTokens: sim.Tokens{Mean: chatPrompt}, OutputTokens: sim.Tokens{Mean: chatOutput},
 				Phases: []sim.Phase{{Rate: quietRate, For: quietFor}, {Rate: busyRate, For: busyFor}}},
 			batchTenant: {Name: "batch", Priority: batchBand, Clients: clients, Think: batchThink,
-				PromptTokens: sim.Tokens{Mean: batchPrompt}, OutputTokens: sim.Tokens{Mean: batchOutput}},
+				PromptTokens: sim.Tokens{Mean: batchPrompt}, OutputTokens: sim.Tokens{Mean: batchOutput},
+				Retry: batchRetry},
 		},
-	}, nil
+	}
+	return cfg, nil
 }
 
 // Run is what one variant did on one seed.
 type Run struct {
 	// SLOMet is the share of chat requests whose first token came within
-	// the SLO; P95 and P99 are percentiles of the chat TTFTs.
-	SLOMet   float64
-	P95, P99 time.Duration
+	// the SLO; P95, P99 and MaxTTFT are percentiles of the chat TTFTs.
+	SLOMet            float64
+	P95, P99, MaxTTFT time.Duration
 	// BatchPerSecond is the batch requests completed within the
 	// simulated minutes, per second of them.
 	BatchPerSecond float64
 	// WastedTokens counts the output tokens the batch requests had
-	// decoded when an abort lost them, and Revocations the batch attempts
-	// aborted after their admission: none in these rows, which revoke
-	// nothing.
-	WastedTokens, Revocations int
-	// records, kept for the detail view.
+	// decoded when a revocation aborted them, and Revocations the batch
+	// attempts revoked after their admission. Retries counts the batch
+	// attempts sent again after one, GaveUp the batch requests that
+	// ended unserved (none: the dispatcher retries until served).
+	WastedTokens, Revocations, Retries, GaveUp int
+	// MostRevoked is the most revocations one batch request went
+	// through.
+	MostRevoked int
+	// ChatRevoked counts the chat attempts revoked: none, since no band
+	// is above chat's.
+	ChatRevoked int
+	// InFlight is what the controllers hold at the end: 0, since every
+	// slot returns once.
+	InFlight int
+	// records and spans, kept for the detail view: each batch
+	// attempt's run, from its dispatch to its end or its revocation.
 	records []*sim.Record
+	spans   []span
 }
 
-// Simulate runs v on seed.
-func Simulate(v Variant, seed uint64) (Run, error) {
-	cfg, err := v.config(seed)
+// span is one batch attempt's time in a slot.
+type span struct {
+	from, to time.Duration
+	revoked  bool
+}
+
+// Simulate runs v behind setup on seed.
+func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
+	var gates []*gate.SaturationGate
+	cfg, err := v.config(setup, seed, &gates)
 	if err != nil {
 		return Run{}, err
 	}
-	recs, err := sim.Run(cfg)
+	// The batch attempts' runs: from each dispatch to the attempt's
+	// revocation, or to the request's end.
+	var spans []span
+	started := map[*sim.Record]time.Duration{}
+	cfg.Observe = func(s *sim.Sim, ev flowcontrol.Event) {
+		r, ok := ev.Tag.(*sim.Record)
+		if !ok || r.Tenant != batchTenant {
+			return
+		}
+		switch now := s.Clock().Elapsed(); ev.Outcome {
+		case flowcontrol.OutcomeDispatched:
+			started[r] = now
+		case flowcontrol.OutcomeEvicted, flowcontrol.OutcomeEvictedPriority:
+			spans = append(spans, span{started[r], now, true})
+			delete(started, r)
+		}
+	}
+	s, err := sim.New(cfg)
 	if err != nil {
 		return Run{}, err
+	}
+	if setup.Saturation {
+		scrape(s, gates)
+	}
+	recs := s.Run()
+	for _, r := range recs {
+		if from, ok := started[r]; ok && r.Served {
+			spans = append(spans, span{from, r.End, false})
+		}
 	}
 	chat := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == chatTenant })
 	batch := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == batchTenant })
 	var ttfts []time.Duration
-	completed := 0
+	completed, mostRevoked := 0, 0
 	for _, r := range recs {
 		switch ttft, served := r.TTFT(); {
 		case r.Tenant == chatTenant && served:
@@ -158,37 +369,88 @@ func Simulate(v Variant, seed uint64) (Run, error) {
 		case r.Tenant == batchTenant && served && r.End <= simDuration:
 			completed++
 		}
+		if r.Tenant == batchTenant {
+			mostRevoked = max(mostRevoked, r.Aborts)
+		}
 	}
 	slices.Sort(ttfts)
+	inFlight := 0
+	for _, fc := range s.Controllers() {
+		inFlight += fc.InFlight()
+	}
 	return Run{
 		SLOMet:         chat.SLOShare(),
 		P95:            sim.Percentile(ttfts, 95),
 		P99:            sim.Percentile(ttfts, 99),
+		MaxTTFT:        sim.Percentile(ttfts, 100),
 		BatchPerSecond: float64(completed) / simDuration.Seconds(),
 		WastedTokens:   batch.WastedTokens,
 		Revocations:    batch.Aborts,
+		MostRevoked:    mostRevoked,
+		Retries:        batch.Retries,
+		GaveUp:         batch.GaveUp + (len(recs) - chat.Requests - batch.Requests),
+		ChatRevoked:    chat.Aborts,
+		InFlight:       inFlight,
 		records:        recs,
+		spans:          spans,
 	}, nil
 }
 
-// Comparison holds every variant's runs: Runs[variant][seed index].
+// scrape reads every server's metrics into the saturation gates every
+// scrapeInterval, all at the same instant, as examples/gates does, until
+// the arrivals have stopped and every request has ended.
+func scrape(s *sim.Sim, gates []*gate.SaturationGate) {
+	pool, clock := s.Pool(), s.Clock()
+	names := make([]string, pool.Servers())
+	for i := range names {
+		names[i] = fmt.Sprint("vllm-", i)
+	}
+	var read func()
+	read = func() {
+		for i, name := range names {
+			m := pool.Metrics(i)
+			for _, g := range gates {
+				g.Update(name, gate.Metrics{Waiting: m.Waiting, Running: m.Running, ReadAt: clock.Now()})
+			}
+		}
+		if clock.Elapsed() < simDuration || !ended(s.Records()) {
+			clock.After(scrapeInterval, read)
+		}
+	}
+	clock.At(0, read)
+}
+
+// ended reports whether every record has ended.
+func ended(recs []*sim.Record) bool {
+	for _, r := range slices.Backward(recs) {
+		if !r.Done {
+			return false
+		}
+	}
+	return true
+}
+
+// Comparison holds every variant's runs behind one setup:
+// Runs[variant][seed index].
 type Comparison struct {
+	Setup    Setup
 	Variants []Variant
 	Seeds    []uint64
 	Runs     [][]Run
 }
 
-// Compare runs every variant on every seed, spread over the CPUs.
-func Compare(variants []Variant, seeds []uint64) (*Comparison, error) {
-	c := &Comparison{Variants: variants, Seeds: seeds, Runs: make([][]Run, len(variants))}
+// Compare runs every variant behind setup on every seed, spread over the
+// CPUs.
+func Compare(setup Setup, variants []Variant, seeds []uint64) (*Comparison, error) {
+	c := &Comparison{Setup: setup, Variants: variants, Seeds: seeds, Runs: make([][]Run, len(variants))}
 	for v := range variants {
 		c.Runs[v] = make([]Run, len(seeds))
 	}
 	err := sim.Parallel(len(variants)*len(seeds), func(j int) error {
 		v, i := j/len(seeds), j%len(seeds)
 		var err error
-		c.Runs[v][i], err = Simulate(variants[v], seeds[i])
-		c.Runs[v][i].records = nil // the table needs the figures only
+		c.Runs[v][i], err = Simulate(setup, variants[v], seeds[i])
+		c.Runs[v][i].records, c.Runs[v][i].spans = nil, nil // the table needs the figures only
 		return err
 	})
 	return c, err

@@ -141,3 +141,81 @@ func TestAbortFromTheResponseFindsNothing(t *testing.T) {
 		t.Fatalf("Abort from the response: %v; record %+v, %d in flight: want false, served, nothing aborted", aborted, *r, s.Controller().InFlight())
 	}
 }
+
+// With in-flight eviction, the attempt whose admission the controller
+// revokes stops at once: the pool aborts it at the revocation's issue, its
+// decoded tokens count as wasted, its client hears the eviction (429
+// evicted-priority, with the Retry-After the scenario's policy gives) and,
+// as its retry policy says, sends it again; the chat request takes the
+// freed slot at that instant.
+func TestRevokedAttemptIsAbortedAndRetried(t *testing.T) {
+	var steps []flowcontrol.RevocationStep
+	var heldAtIssue bool
+	var outcomes []flowcontrol.Outcome
+	var s *Sim
+	s, err := New(Config{
+		Seed: 1, Duration: time.Hour,
+		Controller: flowcontrol.Config{
+			Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
+			FallbackPriority: -1,
+			Gate:             flowcontrol.MaxInFlight(2),
+			Eviction:         &flowcontrol.Eviction{},
+			Revocations: func(rv flowcontrol.Revocation) {
+				steps = append(steps, rv.Step)
+				if rv.Step == flowcontrol.RevocationIssued {
+					heldAtIssue = rv.Tag.(*Record).held != 0
+				}
+			},
+		},
+		RetryAfter: func(_ *Sim, rej *flowcontrol.RejectionError) time.Duration {
+			outcomes = append(outcomes, rej.Outcome)
+			return 200 * time.Millisecond
+		},
+		Pool: PoolConfig{Servers: 1, Slots: 2, Base: 10 * time.Millisecond, PerOutputToken: time.Millisecond},
+		Tenants: []Tenant{
+			{Name: "chat", Priority: 10},
+			{Name: "batch", Priority: -1, Retry: Retry{MaxAttempts: 3, Backoff: time.Second, MaxRetryAfter: time.Minute}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newAt := func(tenant int, at time.Duration, output int) *Record {
+		r := s.NewRecord(tenant)
+		r.OutputTokens = output
+		s.Clock().At(at, func() { s.Request(r, nil) })
+		return r
+	}
+	older := newAt(1, 0, 100)
+	newer := newAt(1, time.Millisecond, 100)
+	evictAt := 50*time.Millisecond + 500*time.Microsecond
+	chat := newAt(0, evictAt, 5)
+	s.Run()
+
+	if len(steps) != 2 || steps[0] != flowcontrol.RevocationIssued || steps[1] != flowcontrol.RevocationConfirmed || !heldAtIssue {
+		t.Fatalf("revocation steps %v, victim held when issued %v: want issued (still held), then confirmed", steps, heldAtIssue)
+	}
+	if len(outcomes) != 1 || outcomes[0] != flowcontrol.OutcomeEvictedPriority {
+		t.Fatalf("drops with a Retry-After: %v; want one evicted-priority", outcomes)
+	}
+	// The newest batch request was the victim: 49.5 ms into its run, 39.5
+	// tokens' time into its decode.
+	if older.Aborts != 0 || !older.Served || older.Attempts != 1 {
+		t.Errorf("older batch request %+v: want served untouched", *older)
+	}
+	if newer.Aborts != 1 || newer.WastedTokens != 39 || newer.WastedPrefill != 10*time.Millisecond ||
+		newer.Drops[flowcontrol.OutcomeEvictedPriority] != 1 || newer.Attempts != 2 || !newer.Served || newer.GaveUp {
+		t.Errorf("evicted batch request %+v: want 1 abort, 39 tokens and 10ms of prefill wasted, 1 evicted-priority drop, served on its second attempt", *newer)
+	}
+	// Its retry, 200 ms after the eviction, finds chat's slot free again
+	// (chat ends 15 ms after it started) and runs whole.
+	if want := evictAt + 200*time.Millisecond + 110*time.Millisecond; newer.End != want {
+		t.Errorf("evicted batch request ended at %v; want %v (retried after its Retry-After)", newer.End, want)
+	}
+	if ttft, _ := chat.TTFT(); !chat.Served || ttft != 10*time.Millisecond {
+		t.Errorf("chat: served %v, TTFT %v; want the bare prefill, 10ms: it took the revoked slot at once", chat.Served, ttft)
+	}
+	if s.Controller().InFlight() != 0 || s.Pool().Running() != 0 {
+		t.Errorf("%d in flight, %d running at the end", s.Controller().InFlight(), s.Pool().Running())
+	}
+}

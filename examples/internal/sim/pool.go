@@ -100,6 +100,9 @@ type Pool struct {
 	held   []*job
 	vacant []int
 	nudge  func() // the controllers' Nudge, once they exist
+	// revoked counts, for Abort, the revocation of an attempt of a
+	// record and returns its client's response (Sim.rejection).
+	revoked func(*Record, error) Response
 }
 
 type server struct {
@@ -504,11 +507,14 @@ func (p *Pool) unhold(j *job) {
 // running or waiting for a slot — as a server does a request whose client
 // went away, or whose admission the router revoked: a running attempt
 // stops generating and its slot goes at once to the next attempt waiting
-// for one; its client gets a Response with Aborted set; its admission is
-// released (Done), which lets the controller dispatch. The work already
-// done is lost: r counts the output tokens decoded so far in WastedTokens
-// (those of its current run: a run lost earlier to a KV-cache preemption
-// is not counted) and the time its prefill ran in WastedPrefill. Abort
+// for one; its client gets a Response with Aborted set, and, if its
+// admission was revoked, the eviction as its Rejection (with the
+// Retry-After that comes with it; Record.Drops counts it); its admission
+// is released (Done), which confirms a revocation and lets the controller
+// dispatch. The work already done is lost: r counts the output tokens
+// decoded so far in WastedTokens (those of its current run: a run lost
+// earlier to a KV-cache preemption is not counted) and the time its
+// prefill ran in WastedPrefill. Abort
 // returns false, and does nothing, when the pool holds no attempt of r
 // (it was not admitted yet, or has ended).
 func (p *Pool) Abort(r *Record) bool {
@@ -518,7 +524,11 @@ func (p *Pool) Abort(r *Record) bool {
 	j := p.held[r.held-1]
 	p.unhold(j)
 	r.Aborts++
-	resp := Response{Aborted: true, QueueTime: j.adm.QueueTime(), Effective: j.adm.Effective().Priority}
+	var resp Response
+	if err := j.adm.Err(); err != nil && p.revoked != nil {
+		resp = p.revoked(r, err)
+	}
+	resp.Aborted, resp.QueueTime, resp.Effective = true, j.adm.QueueTime(), j.adm.Effective().Priority
 	if !p.running(j) {
 		p.unqueue(j)
 		j.respond(resp)

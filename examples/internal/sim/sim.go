@@ -50,6 +50,12 @@ type Config struct {
 	// Controller configures the controller. Clock must be nil: the
 	// simulation sets its own. Gate nil means the pool's gate
 	// ([Pool.Gate]). An Observer is called as configured, before Observe.
+	// Each attempt's Request.Tag is its *Record. With Eviction or a band's
+	// Guarantee, the controller may revoke an admission: the pool then
+	// aborts that attempt at once, at the revocation's issue ([Pool.Abort];
+	// a Revocations hook is called as configured, before), and its client
+	// gets the eviction ([Response.Rejection]), as a server stops a
+	// request whose admission the router revoked.
 	Controller flowcontrol.Config
 	// Gate, if set, makes the gate from the pool instead; it overrides
 	// Controller.Gate. A new gate is needed for every run.
@@ -106,10 +112,12 @@ type Record struct {
 	// attempts but the first) that were not served either.
 	Attempts, Wasted int
 	// Drops counts the attempts the controller dropped, per outcome
-	// (indexed by flowcontrol.Outcome; OutcomeDispatched stays 0), and
-	// Failures those that failed on a server. Displaced counts the drops
-	// displaced from their queue by a fairer flow (flowcontrol.ErrDisplaced),
-	// which Drops counts as rejected-saturated.
+	// (indexed by flowcontrol.Outcome; OutcomeDispatched stays 0), those
+	// it revoked after their admission (evicted, evicted-priority)
+	// included, and Failures those that failed on a server. Displaced
+	// counts the drops displaced from their queue by a fairer flow
+	// (flowcontrol.ErrDisplaced), which Drops counts as
+	// rejected-saturated.
 	Drops     [NumOutcomes]int
 	Failures  int
 	Displaced int
@@ -130,7 +138,7 @@ type Record struct {
 // NumOutcomes bounds the flowcontrol outcomes a Record counts: the length
 // of Record.Drops. It leaves room for outcomes the controller may add; a
 // test fails when it no longer does.
-const NumOutcomes = 8
+const NumOutcomes = 10
 
 // Latency returns the end-to-end latency: from the first attempt to the
 // end of the last.
@@ -147,7 +155,10 @@ type Response struct {
 	Served    bool
 	QueueTime time.Duration
 	Effective int
-	// Rejection is the controller's error when it dropped the attempt.
+	// Rejection is the controller's error when it dropped the attempt:
+	// at the door or in its queue, or, with Aborted, by revoking its
+	// admission (its Outcome evicted or evicted-priority, from
+	// [flowcontrol.Admission.Err]).
 	Rejection *flowcontrol.RejectionError
 	// RetryAfter comes with a drop that may carry one
 	// ([RetryAfterOutcome]): Config.RetryAfter's, or the controller's; 0
@@ -156,7 +167,8 @@ type Response struct {
 	// Failed: the server failed while running the attempt.
 	Failed bool
 	// Aborted: the attempt was admitted, then aborted before it
-	// completed ([Pool.Abort]).
+	// completed ([Pool.Abort]); Rejection is set too when its admission
+	// had been revoked.
 	Aborted bool
 }
 
@@ -215,6 +227,18 @@ func New(cfg Config) (*Sim, error) {
 		if _, ok := fcfg.Gate.(flowcontrol.MeteredGate); ok {
 			s.pool.firstToken = true
 		}
+		// A revocation is issued on the simulation's one goroutine, in the
+		// event that took it: the victim stops at that instant, and its
+		// Done, from within the hook, confirms it.
+		revocations := fcfg.Revocations
+		fcfg.Revocations = func(rv flowcontrol.Revocation) {
+			if revocations != nil {
+				revocations(rv)
+			}
+			if r, ok := rv.Tag.(*Record); ok && rv.Step == flowcontrol.RevocationIssued {
+				s.pool.Abort(r)
+			}
+		}
 		if cfg.Observe != nil {
 			user := fcfg.Observer
 			fcfg.Observer = func(ev flowcontrol.Event) {
@@ -231,6 +255,7 @@ func New(cfg Config) (*Sim, error) {
 		s.fcs = append(s.fcs, fc)
 	}
 	s.fc = s.fcs[0]
+	s.pool.revoked = s.rejection
 	s.pool.nudge = func() {
 		for _, fc := range s.fcs {
 			fc.Nudge()
@@ -376,6 +401,7 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 		ByteSize: int64(r.PromptTokens) * bytesPerToken,
 		Header:   s.headers[r.Tenant],
 		TTL:      t.TTL,
+		Tag:      r,
 	}
 	if s.cfg.Cost != nil {
 		req.Cost = s.cfg.Cost(r)
@@ -387,35 +413,44 @@ func (s *Sim) Send(r *Record, respond func(Response)) {
 			s.pool.take(&job{rec: r, adm: a, respond: respond})
 			return
 		}
-		var rej *flowcontrol.RejectionError
-		if !errors.As(err, &rej) {
-			panic(fmt.Sprintf("sim: Submit failed with %T %v, not a RejectionError", err, err))
-		}
-		r.Drops[rej.Outcome]++
-		if errors.Is(rej, flowcontrol.ErrDisplaced) {
-			r.Displaced++
-		}
-		resp := Response{Rejection: rej, Effective: rej.Effective.Priority}
-		if RetryAfterOutcome(rej.Outcome) {
-			resp.RetryAfter = rej.RetryAfter
-			if s.cfg.RetryAfter != nil {
-				resp.RetryAfter = s.cfg.RetryAfter(s, rej)
-			}
-		}
-		respond(resp)
+		respond(s.rejection(r, err))
 	})
 	if s.cfg.Submitted != nil {
 		s.cfg.Submitted(s, r)
 	}
 }
 
+// rejection counts the drop of an attempt of r by err, a
+// *flowcontrol.RejectionError — at the door, in its queue, or by revoking
+// its admission — and returns the response its client gets.
+func (s *Sim) rejection(r *Record, err error) Response {
+	var rej *flowcontrol.RejectionError
+	if !errors.As(err, &rej) {
+		panic(fmt.Sprintf("sim: an attempt was dropped with %T %v, not a RejectionError", err, err))
+	}
+	r.Drops[rej.Outcome]++
+	if errors.Is(rej, flowcontrol.ErrDisplaced) {
+		r.Displaced++
+	}
+	resp := Response{Rejection: rej, Effective: rej.Effective.Priority}
+	if RetryAfterOutcome(rej.Outcome) {
+		resp.RetryAfter = rej.RetryAfter
+		if s.cfg.RetryAfter != nil {
+			resp.RetryAfter = s.cfg.RetryAfter(s, rej)
+		}
+	}
+	return resp
+}
+
 // RetryAfterOutcome reports whether a drop with outcome o may come with a
 // Retry-After: a capacity rejection (a displacement included), an
-// expiry or an empty pool, the drops after which the client may come back. A client honours
-// the value whatever the outcome, as the OpenAI SDKs do.
+// expiry, an empty pool or an eviction, the drops after which the client
+// may come back. A client honours the value whatever the outcome, as the
+// OpenAI SDKs do.
 func RetryAfterOutcome(o flowcontrol.Outcome) bool {
 	switch o {
-	case flowcontrol.OutcomeRejectedSaturated, flowcontrol.OutcomeRejectedTTLExpired, flowcontrol.OutcomeRejectedNoEndpoints:
+	case flowcontrol.OutcomeRejectedSaturated, flowcontrol.OutcomeRejectedTTLExpired, flowcontrol.OutcomeRejectedNoEndpoints,
+		flowcontrol.OutcomeEvicted, flowcontrol.OutcomeEvictedPriority:
 		return true
 	}
 	return false
