@@ -176,9 +176,9 @@ var MainSetup = Setup{Name: "one router, MaxInFlight(64)"}
 // Setups are the other routers the scenario runs behind, each with a few
 // rows: a saturation gate over scraped metrics, with llm-d's defaults and
 // with a queue-depth threshold of 1, and two replicas. Behind a
-// saturation gate, Sluice's default eviction has the grace of the scrape
-// interval (see Variant.config), and lending alone shows what a guarantee
-// does behind a gate whose view lags.
+// saturation gate, Sluice's default eviction has the grace of the gate's
+// lag (flowcontrol.LagGate: its staleness threshold, 200ms), and lending
+// alone shows a guarantee behind a gate whose view lags, paced the same.
 var Setups = []Setup{
 	{Name: "one router, gate.Saturation (llm-d defaults), metrics scraped every 100ms", Saturation: true,
 		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
@@ -192,8 +192,9 @@ var Setups = []Setup{
 }
 
 // scrapeGraceEviction is Sluice's default eviction behind a saturation
-// gate: its grace, 0, becomes the scrape interval there.
-var scrapeGraceEviction = Variant{Name: "eviction, Sluice defaults (2, grace = scrape interval 100ms)", Eviction: &flowcontrol.Eviction{}}
+// gate: its grace, 0, is the gate's lag there, the 200ms staleness
+// threshold past which it reads no metrics.
+var scrapeGraceEviction = Variant{Name: "eviction, Sluice defaults (2, grace = the gate's lag, 200ms)", Eviction: &flowcontrol.Eviction{}}
 
 // Tenants' indices in the scenario.
 const (
@@ -244,16 +245,6 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 		return g
 	}
 	eviction := v.Eviction
-	var sg *gate.SaturationGate
-	if _, lags := any(sg).(flowcontrol.LagGate); eviction != nil && setup.Saturation && eviction.Grace == 0 && !lags {
-		// gate.Saturation is no flowcontrol.LagGate: it does not say
-		// that it sees a slot given back only at its next scrape, so
-		// the default grace, the gate's lag, is set to the scrape
-		// interval here.
-		e := *eviction
-		e.Grace = scrapeInterval
-		eviction = &e
-	}
 	clients := batchClients
 	if v.ChatAlone {
 		clients = 0
