@@ -39,7 +39,7 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		if !c.gate.TryAcquire(b.priority) {
 			c.refusals.Add(1)
 			if c.reclaim != nil {
-				c.reclaimFor(b, now)
+				c.reclaimFor(b, now, 0)
 			}
 			// A band short of its guarantee that the gate refuses (a
 			// ceiling holding it back, say) does not hold back the band

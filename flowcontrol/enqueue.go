@@ -273,7 +273,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 			defer c.checkEndpoints(now) // once w is queued
 		}
 		if c.reclaim != nil {
-			defer c.reclaimFor(b, now) // once w is queued, and counted in the demand
+			c.reclaimFor(b, now, 1) // w, about to queue, is in the demand
 		}
 	}
 	c.queue(w, now)

@@ -247,11 +247,13 @@ func guaranteed(b *band, credit float64) int {
 }
 
 // reclaimFor takes a revocation decision for band b, whose head the gate
-// has just refused at now (the zero Time to read the clock): see Eviction
-// and BandConfig.Guarantee. Called with mu held.
-func (c *FlowController) reclaimFor(b *band, now time.Time) {
+// has just refused at now (the zero Time to read the clock), with arriving
+// requests about to join its queue besides those in it: see Eviction and
+// BandConfig.Guarantee. Called with mu held.
+func (c *FlowController) reclaimFor(b *band, now time.Time, arriving int64) {
 	r := c.reclaim
-	if c.inFlight == 0 || b.queued.requests == 0 || c.closing.Load() {
+	waiting := b.queued.requests + arriving
+	if c.inFlight == 0 || waiting == 0 || c.closing.Load() {
 		return
 	}
 	if now.IsZero() {
@@ -263,7 +265,7 @@ func (c *FlowController) reclaimFor(b *band, now time.Time) {
 	}
 	s := r.saturation()
 	credit := s / float64(c.inFlight)
-	demand := int(min(b.queued.requests, int64(c.inFlight)))
+	demand := int(min(waiting, int64(c.inFlight)))
 	if r.ceilings != nil {
 		if ceiling := r.ceilings.BandCeiling(b.priority); ceiling < s {
 			demand += int(math.Floor((s-ceiling)/credit + 1e-9))
