@@ -50,10 +50,7 @@ func (h *Handler) serveRevocable(w http.ResponseWriter, hw *headroom.HeaderWrite
 		}
 		err := adm.Err()
 		if err == nil {
-			// Revoked reports a closed channel for an admission that
-			// ended (its client went away) before it was asked: nothing
-			// was revoked.
-			return
+			return // a closed channel with no revocation: nothing to answer
 		}
 		cause := fmt.Errorf("%w: %w", ErrRevoked, err)
 		if rw.revoke(cause) {
