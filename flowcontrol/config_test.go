@@ -2,6 +2,7 @@ package flowcontrol_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,18 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 			[]string{"FallbackPriority 7", "no band"}, nil},
 		{"fallback-with-never-promote", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0, {Priority: 7}}, FallbackPriority: 7, NeverPromote: true},
 			[]string{"FallbackPriority 7", "NeverPromote"}, nil},
+		{"guarantee-above-1", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 1.5}}},
+			[]string{"Bands[0].Guarantee 1.5", "fraction"}, nil},
+		{"guarantee-negative", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: -0.1}}},
+			[]string{"Bands[0].Guarantee -0.1", "fraction"}, nil},
+		{"guarantee-nan", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: math.NaN()}}},
+			[]string{"Bands[0].Guarantee NaN", "fraction"}, nil},
+		{"guarantees-past-1", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.6}, {Priority: -1, Guarantee: 0.5}}},
+			[]string{"Bands[1].Guarantee 0.5", "past 1"}, nil},
+		{"negative-max-per-decision", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0}, Eviction: &flowcontrol.Eviction{MaxPerDecision: -1}},
+			[]string{"Eviction.MaxPerDecision -1", "negative"}, nil},
+		{"negative-revocation-timeout", flowcontrol.Config{Bands: []flowcontrol.BandConfig{band0}, Eviction: &flowcontrol.Eviction{Timeout: -time.Second}},
+			[]string{"Eviction.Timeout -1s", "negative"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,5 +159,27 @@ func TestProvisionBandRejectsBadConfiguration(t *testing.T) {
 	}
 	if _, err := fc.CapacitySnapshot(3); err == nil {
 		t.Fatal("a rejected ProvisionBand created band 3")
+	}
+}
+
+// A guarantee can be provisioned only on a controller that tracks them,
+// and all of them together stay within 1.
+func TestProvisionBandChecksGuarantees(t *testing.T) {
+	plain := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}})
+	if err := plain.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.2}); err == nil || !strings.Contains(err.Error(), "BandConfig.Guarantee 0.2") {
+		t.Errorf("a guarantee on a controller created with none: %v", err)
+	}
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}})
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.6}); err == nil || !strings.Contains(err.Error(), "past 1") {
+		t.Errorf("guarantees past 1: %v", err)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 0, Guarantee: 0.9}); err != nil {
+		t.Errorf("changing band 0's own guarantee to 0.9: %v", err)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.2}); err == nil {
+		t.Error("0.9 and 0.2 accepted")
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.1}); err != nil {
+		t.Errorf("0.9 and 0.1: %v", err)
 	}
 }
