@@ -209,6 +209,16 @@
 //     the bands above it that are not, the one exception to strict
 //     priority.
 //
+// Guarantees start from Kubernetes API Priority and Fairness: a nominal
+// share per level, a lendable part and a borrowing limit. APF has to cap
+// what it lends because it can take a share back only as the borrowers'
+// requests end, which for an LLM generation is tens of seconds. Here a
+// borrowed slot is revoked when its owner wants it, so the whole of an
+// idle guarantee is lent, no borrowing limit is needed, and the owner gets
+// its share back within one revocation's confirmation (bounded by
+// [Eviction.Timeout] for the next decision's sake). A band's own
+// guarantee is what eviction may not take from it: a floor for batch.
+//
 // A revocation reaches the holder of the [Admission] through
 // [Admission.Revoked]; the holder stops the request and confirms with
 // [Admission.Done], which returns the slot once, whenever it comes. The
