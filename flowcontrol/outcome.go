@@ -209,8 +209,10 @@ type RejectionError struct {
 	// OutcomeRejectedSaturated, a displaced request's included — from the
 	// [PriorServiceTime] prior until that scope has a measured drain rate
 	// — but never for a request that can never fit; on
-	// OutcomeRejectedTTLExpired of a queued request, from its band; and to
-	// 1s on OutcomeRejectedNoEndpoints. Otherwise it is 0 (none).
+	// OutcomeRejectedTTLExpired of a queued request, from its band; to 1s
+	// on OutcomeRejectedNoEndpoints; and on an evicted admission's
+	// [Admission.Err], to 1s while its band has room to queue it and from
+	// the band otherwise. Otherwise it is 0 (none).
 	RetryAfter time.Duration
 	// QueueTime is how long the request waited in its band before it was
 	// dropped; 0 for a request that was never queued.

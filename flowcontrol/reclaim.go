@@ -319,7 +319,7 @@ func (c *FlowController) revoke(l *lease, b *band, reason Outcome, credit, targe
 	v.running.unlink(l)
 	l.state, l.reason, l.forPriority = leaseRevoked, reason, b.priority
 	l.revokedAt, l.credit = c.sinceEpoch(now), credit
-	l.retryAfter = v.drain.retryAfter(now, c.inFlight)
+	l.retryAfter = c.evictedRetryAfter(v, now)
 	r.outstanding.push(l)
 	r.pending += credit
 	if l.ch != nil {
@@ -333,6 +333,18 @@ func (c *FlowController) revoke(l *lease, b *band, reason Outcome, credit, targe
 	}
 	r.issuedTail = l
 	c.notes = true
+}
+
+// evictedRetryAfter is the Retry-After of a request revoked from band v
+// at now: 1s, the least, while v and the controller have room to queue
+// it — it may come back at once and wait its turn, as the requests it
+// would queue behind do; otherwise the band's next promised return, as
+// for a capacity rejection. Called with mu held.
+func (c *FlowController) evictedRetryAfter(v *band, now time.Time) time.Duration {
+	if c.fitsAll(v, v.limits.Load(), nil, 0, 1) {
+		return time.Second
+	}
+	return v.drain.retryAfter(now, c.inFlight)
 }
 
 // noteEnded lists l, whose revocation ended with step after waited, for

@@ -201,9 +201,10 @@ func (a *Admission) Revoked() <-chan struct{} {
 
 // Err returns nil while the admission may run, and a [*RejectionError]
 // once it was revoked: its Outcome is [OutcomeEvictedPriority] or
-// [OutcomeEvicted], its RetryAfter when the request may come back, from
-// the drain of the victim's band, and its QueueTime the admission's. A
-// Done before the revocation keeps it nil.
+// [OutcomeEvicted], its RetryAfter when the request may come back (1s
+// while its band has room to queue it, the band's next promise when it is
+// full: see the package doc's Retry-After section), and its QueueTime the
+// admission's. A Done before the revocation keeps it nil.
 func (a *Admission) Err() error {
 	l := a.lease
 	if l == nil || l.band == nil {

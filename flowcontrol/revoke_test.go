@@ -92,8 +92,8 @@ func TestEvictionRevokesTheNewestSheddable(t *testing.T) {
 		if err := newer.Err(); !errors.As(err, &rej) || rej.Outcome != flowcontrol.OutcomeEvictedPriority || !errors.Is(err, flowcontrol.ErrEvictedPriority) {
 			t.Fatalf("Err = %v, want evicted-priority", err)
 		}
-		if rej.RetryAfter <= 0 {
-			t.Fatalf("RetryAfter = %v, want one", rej.RetryAfter)
+		if rej.RetryAfter != time.Second {
+			t.Fatalf("RetryAfter = %v, want 1s: the band has room to queue it", rej.RetryAfter)
 		}
 		if older.Err() != nil {
 			t.Fatalf("older.Err = %v", older.Err())
@@ -340,6 +340,47 @@ func TestGuaranteedBandRefusedDoesNotHoldBackTheTop(t *testing.T) {
 		}
 		chat.adm.Done()
 		batch.adm.Done()
+		fc.Close()
+	})
+}
+
+// A request evicted from a full band is told the band's next promise, as
+// a refusal of the band is; from a band with room, 1s.
+func TestEvictedFromAFullBandWaitsItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1, RequestCapacity: bounded(1)}},
+			FallbackPriority: 10,
+			Gate:             flowcontrol.MaxInFlight(1),
+			Eviction:         &flowcontrol.Eviction{},
+		})
+		ctx := context.Background()
+		running, err := fc.EnqueueAndWait(ctx, req("b", -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued := start(ctx, fc, req("b", -1)) // the band is full
+		synctest.Wait()
+		// Two refusals take the band's first two promises: 1s and 2s
+		// (the prior: one admission in flight per second).
+		for want := time.Second; want <= 2*time.Second; want += time.Second {
+			_, err := fc.EnqueueAndWait(ctx, req("b", -1))
+			var rej *flowcontrol.RejectionError
+			if !errors.As(err, &rej) || rej.RetryAfter != want {
+				t.Fatalf("refusal: %v, want Retry-After %v", err, want)
+			}
+		}
+		chat := start(ctx, fc, req("c", 10))
+		synctest.Wait()
+		var rej *flowcontrol.RejectionError
+		if !errors.As(running.Err(), &rej) || rej.RetryAfter != 3*time.Second {
+			t.Fatalf("evicted from a full band: %v, want the next promise, 3s", running.Err())
+		}
+		running.Done()
+		synctest.Wait()
+		chat.adm.Done()
+		synctest.Wait()
+		queued.adm.Done()
 		fc.Close()
 	})
 }
