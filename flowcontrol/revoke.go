@@ -15,7 +15,8 @@ import (
 // generations that filled the pool. The zero value is llm-d-router's
 // enableEviction: victims only from sheddable bands (priority below 0), at
 // most 2 revocations per decision, decisions paced by confirmation, a 10s
-// confirmation timeout.
+// confirmation timeout; but for the grace after a confirmation, which is
+// the gate's own lag (see Grace) where llm-d waits a fixed 500ms.
 //
 // A decision is taken when the gate refuses the head of band p, no earlier
 // revocation is awaiting its confirmation and the grace after the last one
