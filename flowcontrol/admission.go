@@ -153,7 +153,7 @@ func (c *FlowController) release(a *Admission) {
 	}
 	a.done = true
 	c.inFlight--
-	if l := a.lease; l != nil && l.band != nil {
+	if l := a.lease.tracked(); l != nil {
 		c.endLease(l)
 	}
 	if a.inCallback {

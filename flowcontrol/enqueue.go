@@ -345,7 +345,7 @@ func (c *FlowController) withdraw(w *waiter) {
 	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
 		c.inFlight--
-		if l := w.lease; l != nil && l.band != nil {
+		if l := w.lease.tracked(); l != nil {
 			c.endLease(l)
 		}
 		if c.metered != nil {

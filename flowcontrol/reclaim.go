@@ -117,6 +117,15 @@ func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
 // the sheddable bands' with eviction alone.
 func (r *reclaimer) tracks(b *band) bool { return r.lending || b.priority < r.below }
 
+// tracked returns l when it is tracked — its admission may be revoked —
+// and nil otherwise, a nil l included.
+func (l *lease) tracked() *lease {
+	if l == nil || l.band == nil {
+		return nil
+	}
+	return l
+}
+
 // endLease ends tracked lease l, whose admission is Done: a confirmation
 // if it was revoked. Called with mu held.
 func (c *FlowController) endLease(l *lease) {

@@ -181,8 +181,8 @@ var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); re
 // is not one eviction takes victims from, or Done was called. It allocates
 // the channel at its first call; later calls return the same channel.
 func (a *Admission) Revoked() <-chan struct{} {
-	l := a.lease
-	if l == nil || l.band == nil {
+	l := a.lease.tracked()
+	if l == nil {
 		return nil
 	}
 	c := a.c
@@ -207,8 +207,8 @@ func (a *Admission) Revoked() <-chan struct{} {
 // full: see the package doc's Retry-After section), and its QueueTime the
 // admission's. A Done before the revocation keeps it nil.
 func (a *Admission) Err() error {
-	l := a.lease
-	if l == nil || l.band == nil {
+	l := a.lease.tracked()
+	if l == nil {
 		return nil
 	}
 	c := a.c
