@@ -381,8 +381,14 @@ func TestBinaryDrainsOnSIGTERM(t *testing.T) {
 	}
 
 	// After the drain: new requests are refused, the one in flight
-	// finishes, /metrics and the probes still answer.
+	// finishes, /metrics and the probes still answer. They go on new
+	// connections, as a client that finds its idle ones closed does: the
+	// gateway closes the idle keep-alive connections as it stops taking
+	// requests, and a request sent on one as it closes reads EOF, which
+	// net/http does not retry for a POST.
 	waitFor(t, "the drain delay to end", func() bool { return !draining() })
+	client = newClient(t)
+	client.Transport.(*http.Transport).DisableKeepAlives = true
 	d := <-send(client, p.url, "d")
 	if d.err != nil || d.status != http.StatusServiceUnavailable || d.header.Get("x-llm-d-request-dropped-reason") != "rejected-shutting-down" {
 		t.Errorf("a completion after the drain: %d %v, dropped reason %q; want 503 rejected-shutting-down",
