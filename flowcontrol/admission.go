@@ -18,9 +18,11 @@ type Admission struct {
 	// revocation; nil unless the controller needs either, so that the
 	// common admission stays small.
 	lease *lease
-	// Guarded by c.mu.
-	done       bool
-	inCallback bool // its Submit callback is running
+	// done is set by the first Done. It is atomic for the admissions that
+	// end without c.mu (see releaseFast); the others set it under c.mu.
+	done atomic.Bool
+	// inCallback is set while its Submit callback runs; guarded by c.mu.
+	inCallback bool
 }
 
 // Requested returns the flow key the request asked for.
@@ -99,37 +101,38 @@ type lease struct {
 // goroutine, also after the controller was closed.
 func (a *Admission) Done() { a.c.release(a) }
 
-// admissionSlab is how many Admissions one allocation provides to immediate
-// dispatches. Allocating them one by one costs more than the rest of an
-// immediate admission; a slab divides that cost by its size. Each Admission
-// is still used for one request only. The price is memory: an Admission kept
-// alive keeps its whole slab (2 KB) alive.
-const admissionSlab = 32
+// admissionsPerSlab is how many Admissions one allocation provides.
+// Allocating them one by one costs more than the rest of an immediate
+// admission; a slab divides that cost by its size. Each Admission is still
+// used for one request only. The price is memory: an Admission kept alive
+// keeps its whole slab (2 KB) alive. 31 fill a 2,048-byte allocation, the
+// malloc header included (TestAdmissionSlabsFitTheirSizeClass).
+const admissionsPerSlab = 31
 
 // newAdmission returns an unused, zero Admission. Called with mu held.
 func (c *FlowController) newAdmission() *Admission {
 	if len(c.slab) == 0 {
-		c.slab = make([]Admission, admissionSlab)
+		c.slab = make([]Admission, admissionsPerSlab)
 	}
 	a := &c.slab[0]
 	c.slab = c.slab[1:]
 	return a
 }
 
-// admissionBatch is a slab of Admissions for the requests that waited,
-// whose admissions are made outside the lock, as their outcome is
-// delivered: in the goroutine of whoever delivers it, so the slab is taken
-// from a sync.Pool, which keeps one per processor. One Admission fewer than
-// admissionSlab leaves room for used within a 2 KB allocation.
+// admissionBatch is a slab of Admissions for the admissions made outside
+// the lock — of the requests that waited, as their outcome is delivered, in
+// the goroutine of whoever delivers it, and of those that start without it
+// (see startFast) — so the slab is taken from a sync.Pool, which keeps one
+// per processor.
 type admissionBatch struct {
 	used int
-	a    [admissionSlab - 1]Admission
+	a    [admissionsPerSlab]Admission
 }
 
 var admissionBatches = sync.Pool{New: func() any { return new(admissionBatch) }}
 
-// newQueuedAdmission returns an unused, zero Admission, without the lock.
-func newQueuedAdmission() *Admission {
+// newUnlockedAdmission returns an unused, zero Admission, without the lock.
+func newUnlockedAdmission() *Admission {
 	s := admissionBatches.Get().(*admissionBatch)
 	a := &s.a[s.used]
 	if s.used++; s.used < len(s.a) {
@@ -146,12 +149,16 @@ func newQueuedAdmission() *Admission {
 // goroutine to deliver once it returns. The dispatch runs even if the gate's
 // Release panics.
 func (c *FlowController) release(a *Admission) {
-	c.mu.Lock()
-	defer c.unlock()
-	if a.done {
+	if c.slots != nil {
+		c.releaseFast(a)
 		return
 	}
-	a.done = true
+	c.mu.Lock()
+	defer c.unlock()
+	if a.done.Load() {
+		return
+	}
+	a.done.Store(true)
 	c.inFlight--
 	if l := a.lease.tracked(); l != nil {
 		c.endLease(l)
@@ -174,13 +181,38 @@ func (c *FlowController) release(a *Admission) {
 	c.gate.Release(a.effective)
 }
 
+// releaseFast is release for a controller whose gate counts its slots
+// (see FlowController.slots): the slot goes back without mu, which is
+// taken only if a request waits, or is being queued, for the dispatch.
+//
+// The slot is given back before slow is read, and an enqueue counts itself
+// in slow before it asks the gate: with Go's sequentially consistent
+// atomics, either this Done sees the enqueue and dispatches for it under
+// mu (which the enqueue holds until its request is queued), or the enqueue
+// sees the free slot.
+func (c *FlowController) releaseFast(a *Admission) {
+	if !a.done.CompareAndSwap(false, true) {
+		return
+	}
+	c.slots.give()
+	if c.slow.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.unlock()
+	if a.inCallback {
+		defer c.park()
+	}
+	c.dispatchLocked(time.Time{})
+}
+
 // heardFirstToken tells the gate, a FirstTokenGate, of a's first token d
 // after dispatch, unless a has already ended, and runs dispatch: the gate
 // may admit more.
 func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
 	c.mu.Lock()
 	defer c.unlock()
-	if a.done {
+	if a.done.Load() {
 		return // Returned had it, as Usage.FirstToken
 	}
 	a.lease.heard = true
@@ -210,7 +242,7 @@ func (c *FlowController) startLease(b *band, key FlowKey, tag any, cost int64, n
 		return nil
 	}
 	if len(c.leases) == 0 {
-		c.leases = make([]lease, admissionSlab)
+		c.leases = make([]lease, admissionsPerSlab)
 	}
 	l := &c.leases[0]
 	c.leases = c.leases[1:]

@@ -77,6 +77,32 @@ func within(l capacity.Limit, held, add int64) bool {
 	return !bounded || add <= n-held
 }
 
+// room is the largest request, in bytes and cost, that an empty holder
+// bounded by capacities fits: a request fits it when it is no larger in
+// either. A holder that bounds its requests to 0 fits none.
+type room struct{ bytes, cost int64 }
+
+func (l *capacities) room() room {
+	if n, ok := l.requests.Value(); ok && n < 1 {
+		return room{-1, -1}
+	}
+	r := room{math.MaxInt64, math.MaxInt64}
+	if n, ok := l.bytes.Value(); ok {
+		r.bytes = n
+	}
+	if n, ok := l.cost.Value(); ok {
+		r.cost = n
+	}
+	return r
+}
+
+// fits reports whether a request of size bytes and cost fits an empty
+// holder of room r: as capacities.fits does of an empty backlog.
+func (r room) fits(size, cost int64) bool { return size <= r.bytes && cost <= r.cost }
+
+// within returns the room of holders of rooms r and o both.
+func (r room) within(o room) room { return room{min(r.bytes, o.bytes), min(r.cost, o.cost)} }
+
 // publishedBacklog is a band's backlog as lock-free readers see it: stored
 // under the controller's lock after every change, loaded by
 // CapacitySnapshot without it. Each count is exact when read; two counts

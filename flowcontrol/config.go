@@ -226,15 +226,20 @@ type Config struct {
 type bandLimits struct {
 	band capacities // what waits in the band
 	flow capacities // what waits in each of its flows: requests only
-	ttl  time.Duration
+	// empty is the room of an empty flow of the band: the largest request
+	// that fits it when nothing waits.
+	empty room
+	ttl   time.Duration
 }
 
 func newBandLimits(bc BandConfig) *bandLimits {
-	return &bandLimits{
+	l := &bandLimits{
 		band: newCapacities(bc.RequestCapacity, bc.ByteCapacity, bc.CostCapacity),
 		flow: newCapacities(bc.FlowRequestCapacity, capacity.Unbounded(), capacity.Unbounded()),
 		ttl:  bc.TTL,
 	}
+	l.empty = l.band.room().within(l.flow.room())
+	return l
 }
 
 // configError returns the error for a bad configuration value, naming the

@@ -26,7 +26,9 @@ type FlowController struct {
 	// the highest waiting band costs one word per 64 bands.
 	nonEmpty []uint64
 	queued   backlog // in all bands
-	inFlight int     // admissions not yet Done
+	// inFlight counts the admissions not yet Done, unless slots counts
+	// them (see inFlightNow).
+	inFlight int
 	closed   bool
 	// decided lists, in order, the waiters whose outcome was settled in
 	// the current critical section; unlock delivers them.
@@ -41,8 +43,8 @@ type FlowController struct {
 	parked, parkedTail *waiter
 	// drain measures all bands together, for global-capacity rejections.
 	drain drainMeter
-	// slab holds fresh Admissions for immediate dispatches; see
-	// admissionSlab.
+	// slab holds fresh Admissions for the immediate dispatches made under
+	// mu; see admissionsPerSlab.
 	slab []Admission
 	// leases holds fresh leases for the admissions that need one, by
 	// slabs like slab.
@@ -65,6 +67,13 @@ type FlowController struct {
 	owed owed
 	// waiterPool recycles this controller's waiters; see recycle.
 	waiterPool sync.Pool
+	// slots is the gate's count when the gate decides on nothing else, and
+	// nil otherwise; slow then counts the requests queued, or being queued
+	// under mu, in every band. While slow is 0 nothing waits, so a request
+	// may take a slot, and an admission give its slot back, without mu
+	// (see startFast and releaseFast).
+	slots *slots
+	slow  atomic.Int64
 
 	// emptySince is when the gate, an EndpointGate, was last seen to
 	// report no endpoints after reporting some (the zero Time while it
@@ -84,6 +93,7 @@ type FlowController struct {
 	fallback       *band // nil with NeverPromote
 	neverPromote   bool
 	capacities     capacities // of all bands together
+	empty          room       // of the controller with nothing queued
 	noDisplacement bool
 	defaultTTL     time.Duration
 	observer       func(Event)
@@ -159,8 +169,9 @@ func New(cfg Config) (*FlowController, error) {
 		revocations:    cfg.Revocations,
 		timed:          cfg.Observer != nil || cfg.Waiting != nil,
 	}
+	c.empty = c.capacities.room()
 	if c.gate == nil {
-		c.gate = openGate{}
+		c.gate = newOpenGate()
 	}
 	c.metered, _ = c.gate.(MeteredGate)
 	c.firstTokens, _ = c.gate.(FirstTokenGate)
@@ -171,6 +182,11 @@ func New(cfg Config) (*FlowController, error) {
 	c.epoch = c.clock.Now()
 	if c.reclaim = newReclaimer(cfg.Eviction, guarantees > 0, c.gate); c.reclaim != nil {
 		c.reclaim.nudge = c.Nudge
+	}
+	if g, ok := c.gate.(slotCounted); ok && c.reclaim == nil {
+		// Nothing but the count decides: no cost to meter, no endpoints
+		// to watch, no admission to track for revocation.
+		c.slots = g.counter()
 	}
 	c.setBands(&bandSet{desc: desc})
 	set := c.bands.Load()
@@ -422,7 +438,19 @@ func (c *FlowController) GateRefusals() uint64 { return c.refusals.Load() }
 // InFlight returns the number of dispatched requests whose admission is not
 // yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly.
 func (c *FlowController) InFlight() int {
+	if c.slots != nil {
+		return c.inFlightNow()
+	}
 	c.mu.Lock()
 	defer c.unlock()
+	return c.inFlight
+}
+
+// inFlightNow returns the admissions not yet Done. Called with mu held,
+// or without it when slots counts them.
+func (c *FlowController) inFlightNow() int {
+	if c.slots != nil {
+		return int(c.slots.n.Load())
+	}
 	return c.inFlight
 }

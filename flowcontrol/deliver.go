@@ -332,7 +332,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 		// Its band did not drain fast enough to serve it in time: it may
 		// come back at the band's next promised place, as a request the
 		// band refuses would.
-		w.retryAfter = w.band.drain.retryAfter(now, c.inFlight)
+		w.retryAfter = w.band.drain.retryAfter(now, c.inFlightNow())
 	case OutcomeRejectedNoEndpoints:
 		w.retryAfter = noEndpointsRetryAfter
 	}
@@ -345,7 +345,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 // rejection its caller receives.
 func (c *FlowController) result(w *waiter) (*Admission, *RejectionError) {
 	if w.outcome() == OutcomeDispatched {
-		a := newQueuedAdmission()
+		a := newUnlockedAdmission()
 		*a = Admission{c: c, requested: w.requested, effective: w.band.priority, queueTime: w.queueTime, lease: w.lease}
 		return a, nil
 	}

@@ -96,6 +96,9 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 		c.drain.idle(now)
 	}
 	w.queued = false
+	if c.slots != nil {
+		c.slow.Add(-1)
+	}
 	w.gen++
 	if w.timer != nil {
 		w.timer.Stop()

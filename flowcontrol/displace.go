@@ -46,9 +46,9 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 		// A displaced request may come back when the scope that made it
 		// leave has room.
 		if global[i] {
-			v.retryAfter = c.drain.retryAfter(now, c.inFlight)
+			v.retryAfter = c.drain.retryAfter(now, c.inFlightNow())
 		} else {
-			v.retryAfter = v.band.drain.retryAfter(now, c.inFlight)
+			v.retryAfter = v.band.drain.retryAfter(now, c.inFlightNow())
 		}
 		c.unqueue(v, now)
 		// It never reached a model server: rejected-saturated, with

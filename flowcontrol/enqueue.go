@@ -143,6 +143,11 @@ func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Adm
 		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
 	size, cost := counted(req)
+	if c.slots != nil && c.slow.Load() == 0 {
+		if adm := c.startFast(b, req.Key, size, cost); adm != nil {
+			return adm, nil, nil, 0
+		}
+	}
 	// A band with waiters cannot start a request at once: skip the first
 	// attempt, and its lock, under contention. (A stale read only moves
 	// the decision to enqueue, which makes every check again.)
@@ -236,8 +241,32 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 	c.inFlight++
 	l := c.started(b, key, tag, cost, time.Time{})
 	a := c.newAdmission()
-	*a = Admission{c: c, requested: key, effective: b.priority, lease: l}
+	a.c, a.requested, a.effective, a.lease = c, key, b.priority, l
 	return a, nil
+}
+
+// startFast starts a request of band b, key, size and cost at once without
+// taking mu, when the controller's gate counts its slots and nothing waits
+// (c.slow was 0): then every band and flow is empty, so the request fits
+// when it is no larger than an empty band and controller hold, it is the
+// first in line, and the gate decides by its count alone. It returns nil
+// when any of that fails, or Close has begun, and the locked path decides.
+//
+// A slot taken just as a request is queued elsewhere goes to this request
+// first, as it would had this one taken mu first; no request waits with a
+// slot free (see releaseFast).
+func (c *FlowController) startFast(b *band, key FlowKey, size, cost int64) *Admission {
+	if !b.limits.Load().empty.fits(size, cost) || !c.empty.fits(size, cost) || !c.slots.take() {
+		return nil
+	}
+	if c.closing.Load() {
+		// Close began after admit looked: shutdown wins, as under mu.
+		c.slots.give()
+		return nil
+	}
+	a := newUnlockedAdmission()
+	a.c, a.requested, a.effective = c, key, b.priority
+	return a
 }
 
 // enqueue queues w, unless it can start at once or no longer fits. When w
@@ -259,13 +288,21 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 	if rej := c.makeRoom(w, now); rej != nil {
 		return nil, rej, 0, 0
 	}
+	if c.slots != nil {
+		// Before the gate is asked: see releaseFast. queue takes this
+		// count over, and left ends it.
+		c.slow.Add(1)
+	}
 	first := c.isFirst(b)
 	if first {
 		if c.gate.TryAcquire(b.priority) {
+			if c.slots != nil {
+				c.slow.Add(-1)
+			}
 			c.inFlight++
 			l := c.started(b, w.requested, w.tag, w.cost, now)
 			a := c.newAdmission()
-			*a = Admission{c: c, requested: w.requested, effective: b.priority, lease: l}
+			a.c, a.requested, a.effective, a.lease = c, w.requested, b.priority, l
 			return a, nil, 0, 0
 		}
 		c.refusals.Add(1)

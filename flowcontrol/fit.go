@@ -129,10 +129,10 @@ func (c *FlowController) capacityRejection(b *band, key FlowKey, r refusal) *Rej
 	}
 	now := c.clock.Now()
 	if r.band {
-		rej.RetryAfter = b.drain.retryAfter(now, c.inFlight)
+		rej.RetryAfter = b.drain.retryAfter(now, c.inFlightNow())
 	}
 	if r.global {
-		rej.RetryAfter = max(rej.RetryAfter, c.drain.retryAfter(now, c.inFlight))
+		rej.RetryAfter = max(rej.RetryAfter, c.drain.retryAfter(now, c.inFlightNow()))
 	}
 	return rej
 }

@@ -3,6 +3,7 @@ package flowcontrol
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -165,20 +166,20 @@ type SaturationDetector interface {
 // nothing. A negative n is a configuration error: [New] refuses the gate,
 // naming it.
 //
-// The gate belongs to the one controller it is configured in: it keeps a
-// plain count, guarded by that controller's lock, and, as a [BoundGate],
-// refuses to be bound to a second controller. It is a
-// [SaturationDetector]: its saturation is the requests in flight ÷ n. (The
-// returned gate's String names it and its limit, "MaxInFlight(n)", as New's
-// errors do.)
+// The gate belongs to the one controller it is configured in and, as a
+// [BoundGate], refuses to be bound to a second controller. Its count is
+// atomic, so that its controller can admit a request and end an admission
+// without taking its lock while nothing waits (see [FlowController.EnqueueAndWait]).
+// It is a [SaturationDetector]: its saturation is the requests in flight ÷
+// n. (The returned gate's String names it and its limit, "MaxInFlight(n)",
+// as New's errors do.)
 func MaxInFlight(n int) Gate {
-	return &maxInFlight{limit: n}
+	return &maxInFlight{slots: slots{limit: int64(n)}}
 }
 
 type maxInFlight struct {
-	limit    int
-	inFlight int                            // guarded by the owner's lock
-	owner    atomic.Pointer[FlowController] // claimed once, by Bind
+	slots
+	owner atomic.Pointer[FlowController] // claimed once, by Bind
 }
 
 // Bind claims g for c: a negative limit, or a gate another controller has
@@ -195,31 +196,63 @@ func (g *maxInFlight) Bind(c *FlowController) error {
 
 func (g *maxInFlight) String() string { return fmt.Sprintf("MaxInFlight(%d)", g.limit) }
 
-func (g *maxInFlight) TryAcquire(int) bool {
-	if g.inFlight >= g.limit {
-		return false
-	}
-	g.inFlight++
-	return true
-}
+func (g *maxInFlight) TryAcquire(int) bool { return g.take() }
 
 func (g *maxInFlight) Release(int) {
-	if g.inFlight--; g.inFlight < 0 {
+	if g.give() < 0 {
 		panic("flowcontrol: MaxInFlight gate released more slots than it granted")
 	}
 }
 
 // Saturation returns the requests in flight ÷ the limit; 1 for a limit of
-// 0, which admits nothing. It reads the count the owner's lock guards.
+// 0, which admits nothing.
 func (g *maxInFlight) Saturation() float64 {
 	if g.limit <= 0 {
 		return 1
 	}
-	return float64(g.inFlight) / float64(g.limit)
+	return float64(g.n.Load()) / float64(g.limit)
 }
 
-// openGate is the gate of a controller configured without one.
-type openGate struct{}
+// openGate is the gate of a controller configured without one: it admits
+// everything, and counts what it admitted, so that the controller can ask
+// it without its lock.
+type openGate struct{ slots }
 
-func (openGate) TryAcquire(int) bool { return true }
-func (openGate) Release(int)         {}
+func newOpenGate() *openGate { return &openGate{slots{limit: math.MaxInt64}} }
+
+func (g *openGate) TryAcquire(int) bool { return g.take() }
+func (g *openGate) Release(int)         { g.give() }
+
+// slots is a count of slots taken, up to a limit, that can be taken and
+// given back without a lock: the gates of the controller's lock-free path
+// (see FlowController.startFast) count with it.
+type slots struct {
+	n     atomic.Int64
+	limit int64
+}
+
+// take takes a slot if one is free.
+func (s *slots) take() bool {
+	for {
+		n := s.n.Load()
+		if n >= s.limit {
+			return false
+		}
+		if s.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// give gives a slot back and returns the slots still taken.
+func (s *slots) give() int64 { return s.n.Add(-1) }
+
+// slotCounted is a gate that counts with slots and decides on nothing
+// else, so that the controller may take and give back its slots without
+// its lock.
+type slotCounted interface {
+	Gate
+	counter() *slots
+}
+
+func (s *slots) counter() *slots { return s }

@@ -44,3 +44,23 @@ func TestHotFieldsShareALine(t *testing.T) {
 		t.Errorf("a flow's hot fields end at byte %d, past its first cache line", end)
 	}
 }
+
+// TestAdmissionSlabsFitTheirSizeClass guards the bytes an immediate
+// admission costs (BenchmarkEnqueueAndWait's B/op): a slab of Admissions,
+// with the 8-byte header Go puts before an object of more than 512 bytes
+// that holds pointers, fills the 2,048-byte size class without passing it
+// (32 Admissions of 64 bytes took the 2,304-byte class: 72 B each).
+func TestAdmissionSlabsFitTheirSizeClass(t *testing.T) {
+	const header, class = 8, 2048
+	for name, size := range map[string]uintptr{
+		"slab":  unsafe.Sizeof([admissionsPerSlab]Admission{}),
+		"batch": unsafe.Sizeof(admissionBatch{}),
+	} {
+		if size+header > class {
+			t.Errorf("an admission %s is %d bytes: past the %d-byte size class", name, size, class)
+		}
+		if spare := class - header - size; spare >= unsafe.Sizeof(Admission{}) {
+			t.Errorf("an admission %s leaves %d bytes of its size class unused: room for one more", name, spare)
+		}
+	}
+}
