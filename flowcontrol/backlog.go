@@ -113,8 +113,14 @@ type publishedBacklog struct {
 	cost     atomic.Int64
 }
 
+// store publishes q. A count that did not change is not stored again: an
+// atomic store is a locked instruction, and a load is not.
 func (p *publishedBacklog) store(q backlog) {
 	p.requests.Store(q.requests)
-	p.bytes.Store(q.bytes)
-	p.cost.Store(q.cost)
+	if p.bytes.Load() != q.bytes {
+		p.bytes.Store(q.bytes)
+	}
+	if p.cost.Load() != q.cost {
+		p.cost.Store(q.cost)
+	}
 }

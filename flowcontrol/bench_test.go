@@ -18,7 +18,8 @@ import (
 )
 
 // The baselines are golang.org/x/sync/semaphore: BenchmarkSemaphore/mode=X
-// is the figure BenchmarkEnqueueAndWait/mode=X is compared against. Compare
+// is the figure BenchmarkEnqueueAndWait/mode=X is compared against, and
+// BenchmarkSemaphoreDrain that of BenchmarkBacklogDrain/mode=goroutines. Compare
 // them with:
 //
 //	go test -run '^$' -bench 'EnqueueAndWait|Semaphore|BacklogDrain|CapacitySnapshot' -count 5 ./flowcontrol/ | tee new.txt
@@ -110,6 +111,48 @@ func BenchmarkSemaphore(b *testing.B) {
 	})
 }
 
+// BenchmarkSemaphoreDrain is the baseline of BenchmarkBacklogDrain/n=100000:
+// the same drain through a golang.org/x/sync/semaphore of weight 64 — n
+// goroutines queued in its Acquire behind every unit held, then released,
+// each releasing its unit at once — a chain of Release → wake-up with no
+// priorities, flows or capacities. It reports dispatches/s.
+func BenchmarkSemaphoreDrain(b *testing.B) {
+	const n, slots = 100_000, 64
+	ctx := context.Background()
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		sem := semaphore.NewWeighted(slots)
+		if err := sem.Acquire(ctx, slots); err != nil {
+			b.Fatal(err)
+		}
+		var queued atomic.Int64
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				queued.Add(1)
+				if err := sem.Acquire(ctx, 1); err != nil {
+					panic(err)
+				}
+				sem.Release(1)
+			})
+		}
+		// Every goroutine has counted itself; let each reach its wait.
+		for queued.Load() < n {
+			runtime.Gosched()
+		}
+		for range 100 {
+			runtime.Gosched()
+		}
+		b.StartTimer()
+		start := time.Now()
+		sem.Release(slots)
+		wg.Wait()
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "dispatches/s")
+}
+
 // runContended runs op b.N times in total, spread over contendedGoroutines
 // goroutines.
 func runContended(b *testing.B, op func()) {
@@ -131,20 +174,33 @@ func runContended(b *testing.B, op func()) {
 // waiter calls Done at once, so the drain is a chain of Done → dispatch →
 // wake-up through MaxInFlight(64). It reports dispatches/s. flows=1000
 // spreads the waiters over a thousand flows under a fair policy.
+//
+// mode=goroutines parks a goroutine per waiter in EnqueueAndWait; its
+// baseline is BenchmarkSemaphoreDrain, the same drain through a semaphore.
+// mode=submit queues the waiters with Submit, whose callback calls Done: the
+// chain runs on the goroutine that opened the gate, so it measures the
+// controller alone, and n=1000000 against n=10000 shows what a backlog a
+// hundred times larger, cold in cache, costs per dispatch.
 func BenchmarkBacklogDrain(b *testing.B) {
-	const n = 100_000
 	for _, bc := range []struct {
-		name  string
-		flows int
-		fair  flowcontrol.Fairness
+		name   string
+		n      int
+		flows  int
+		fair   flowcontrol.Fairness
+		submit bool
 	}{
-		{"n=100000", 1, nil},
-		{"n=100000/flows=1000/policy=round-robin", 1000, flowcontrol.RoundRobin()},
-		{"n=100000/flows=1000/policy=deficit-round-robin", 1000, flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{})},
+		{"mode=goroutines/n=100000", 100_000, 1, nil, false},
+		{"mode=goroutines/n=100000/flows=1000/policy=round-robin", 100_000, 1000, flowcontrol.RoundRobin(), false},
+		{"mode=goroutines/n=100000/flows=1000/policy=deficit-round-robin", 100_000, 1000, flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{}), false},
+		{"mode=submit/n=10000", 10_000, 1, nil, true},
+		{"mode=submit/n=1000000", 1_000_000, 1, nil, true},
+		{"mode=submit/n=100000/flows=1000/policy=round-robin", 100_000, 1000, flowcontrol.RoundRobin(), true},
+		{"mode=submit/n=100000/flows=1000/policy=deficit-round-robin", 100_000, 1000, flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{}), true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			const slots = 64
+			n := bc.n
 			ids := flowIDs(bc.flows)
 			var elapsed time.Duration
 			for b.Loop() {
@@ -160,8 +216,20 @@ func BenchmarkBacklogDrain(b *testing.B) {
 					blockers[i] = a
 				}
 				var wg sync.WaitGroup
+				var ended atomic.Int64
+				started := func(a *flowcontrol.Admission, err error) {
+					if err != nil {
+						panic(err)
+					}
+					ended.Add(1)
+					a.Done()
+				}
 				for i := range n {
 					req := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: ids[i%len(ids)]}}
+					if bc.submit {
+						fc.Submit(ctx, req, started)
+						continue
+					}
 					wg.Go(func() {
 						a, err := fc.EnqueueAndWait(ctx, req)
 						if err != nil {
@@ -172,7 +240,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 				}
 				for {
 					s, _ := fc.CapacitySnapshot(0)
-					if s.QueuedRequests == n {
+					if s.QueuedRequests == int64(n) {
 						break
 					}
 					runtime.Gosched()
@@ -185,6 +253,9 @@ func BenchmarkBacklogDrain(b *testing.B) {
 				wg.Wait()
 				elapsed += time.Since(start)
 				b.StopTimer()
+				if bc.submit && ended.Load() != int64(n) {
+					b.Fatalf("%d of %d waiters dispatched", ended.Load(), n)
+				}
 				fc.Close()
 				b.StartTimer()
 			}

@@ -30,10 +30,14 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 		return adm, nil
 	}
 	defer c.leaveOwed()
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		c.cancelWait(w, gen, contextOutcome(ctx), true)
+	if done := ctx.Done(); done == nil {
+		<-w.ready // a context that never ends: a receive costs less than a select
+	} else {
+		select {
+		case <-w.ready:
+		case <-done:
+			c.cancelWait(w, gen, contextOutcome(ctx), true)
+		}
 	}
 	// Whoever settled the outcome did so under mu, before closing ready: it
 	// is final and visible here.
