@@ -450,7 +450,7 @@ func (c *FlowController) InFlight() int {
 // or without it when slots counts them.
 func (c *FlowController) inFlightNow() int {
 	if c.slots != nil {
-		return int(c.slots.n.Load())
+		return int(c.slots.taken())
 	}
 	return c.inFlight
 }

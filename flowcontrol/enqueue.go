@@ -14,7 +14,10 @@ import (
 //
 // When there is room — the band fits the request, no band at or above it is
 // waiting and the gate admits it — the request starts at once without being
-// queued. When its band or the controller is full it is rejected at once.
+// queued. With a gate that only counts ([MaxInFlight], or none) and no
+// request waiting in any band, it starts without taking the controller's
+// lock, and its Done returns the slot without it. When its band or the
+// controller is full it is rejected at once.
 // While it waits, the calling goroutine is parked; [FlowController.Submit]
 // admits without holding a goroutine.
 func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admission, error) {

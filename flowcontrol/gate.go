@@ -167,9 +167,11 @@ type SaturationDetector interface {
 // naming it.
 //
 // The gate belongs to the one controller it is configured in and, as a
-// [BoundGate], refuses to be bound to a second controller. Its count is
-// atomic, so that its controller can admit a request and end an admission
-// without taking its lock while nothing waits (see [FlowController.EnqueueAndWait]).
+// [BoundGate], refuses to be bound to a second controller. As that
+// controller's own gate its count is atomic, so that the controller can
+// admit a request and end an admission without taking its lock while
+// nothing waits (see [FlowController.EnqueueAndWait]); composed inside
+// another gate, it is a plain count guarded by the controller's lock.
 // It is a [SaturationDetector]: its saturation is the requests in flight ÷
 // n. (The returned gate's String names it and its limit, "MaxInFlight(n)",
 // as New's errors do.)
@@ -210,7 +212,7 @@ func (g *maxInFlight) Saturation() float64 {
 	if g.limit <= 0 {
 		return 1
 	}
-	return float64(g.n.Load()) / float64(g.limit)
+	return float64(g.taken()) / float64(g.limit)
 }
 
 // openGate is the gate of a controller configured without one: it admits
@@ -223,29 +225,49 @@ func newOpenGate() *openGate { return &openGate{slots{limit: math.MaxInt64}} }
 func (g *openGate) TryAcquire(int) bool { return g.take() }
 func (g *openGate) Release(int)         { g.give() }
 
-// slots is a count of slots taken, up to a limit, that can be taken and
-// given back without a lock: the gates of the controller's lock-free path
-// (see FlowController.startFast) count with it.
+// slots is a count of slots taken, up to a limit. The count is plain,
+// guarded by the controller's lock, for a gate composed inside another;
+// for the controller's own gate it is atomic, so that the controller may
+// take and give back slots without its lock (see FlowController.startFast):
+// counter switches it, in New, before the gate is shared.
 type slots struct {
-	n     atomic.Int64
-	limit int64
+	n        int64
+	limit    int64
+	lockFree bool // set by counter
 }
 
 // take takes a slot if one is free.
 func (s *slots) take() bool {
+	if !s.lockFree {
+		if s.n >= s.limit {
+			return false
+		}
+		s.n++
+		return true
+	}
 	for {
-		n := s.n.Load()
+		n := atomic.LoadInt64(&s.n)
 		if n >= s.limit {
 			return false
 		}
-		if s.n.CompareAndSwap(n, n+1) {
+		if atomic.CompareAndSwapInt64(&s.n, n, n+1) {
 			return true
 		}
 	}
 }
 
 // give gives a slot back and returns the slots still taken.
-func (s *slots) give() int64 { return s.n.Add(-1) }
+func (s *slots) give() int64 {
+	if !s.lockFree {
+		s.n--
+		return s.n
+	}
+	return atomic.AddInt64(&s.n, -1)
+}
+
+// taken returns the slots taken: with the controller's lock held, or
+// without it once counter was called.
+func (s *slots) taken() int64 { return atomic.LoadInt64(&s.n) }
 
 // slotCounted is a gate that counts with slots and decides on nothing
 // else, so that the controller may take and give back its slots without
@@ -255,4 +277,9 @@ type slotCounted interface {
 	counter() *slots
 }
 
-func (s *slots) counter() *slots { return s }
+// counter makes the count atomic and returns it; New calls it for the
+// controller's own gate.
+func (s *slots) counter() *slots {
+	s.lockFree = true
+	return s
+}
