@@ -110,7 +110,9 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 // Called with mu held.
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.settled = uint8(o)
-	w.queueTime = now.Sub(w.item.EnqueueTime)
+	// An enqueue reads its clock before the lock: one that queued after
+	// this event was timed may carry a later EnqueueTime.
+	w.queueTime = max(now.Sub(w.item.EnqueueTime), 0)
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
 	}

@@ -288,9 +288,14 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 	if c.closing.Load() {
 		return nil, c.shutdownRejection(w.requested), 0, 0
 	}
-	// now was read before the lock; events since may have been later.
-	if t := c.clock.Now(); t.After(now) {
-		now = t
+	if c.timed {
+		// now was read before the lock; the enqueue time the Observer
+		// hears counts the wait for it. (Otherwise the clock is not read
+		// again: an event since may have been later, which the drain
+		// meters and queue times allow for.)
+		if t := c.clock.Now(); t.After(now) {
+			now = t
+		}
 	}
 	if rej := c.makeRoom(w, now); rej != nil {
 		return nil, rej, 0, 0

@@ -58,7 +58,7 @@ func (m *drainMeter) busy(now time.Time) { m.busySince = now }
 // idle records that the scope's queue emptied at now.
 func (m *drainMeter) idle(now time.Time) {
 	if !m.busySince.IsZero() {
-		m.busyTime += now.Sub(m.busySince)
+		m.busyTime += max(now.Sub(m.busySince), 0)
 		m.busySince = time.Time{}
 	}
 	m.roll(now)
@@ -75,7 +75,7 @@ func (m *drainMeter) dispatched(now time.Time) {
 func (m *drainMeter) roll(now time.Time) {
 	span := m.busyTime
 	if !m.busySince.IsZero() {
-		span += now.Sub(m.busySince)
+		span += max(now.Sub(m.busySince), 0)
 	}
 	if span < rateWindow {
 		return
