@@ -95,8 +95,8 @@ func (c *FlowController) deliver(w *waiter, todo *outcomes) {
 	if w.stopCtx != nil {
 		w.stopCtx()
 	}
-	if w.ready != nil {
-		close(w.ready) // EnqueueAndWait finishes on its own goroutine
+	if w.done == nil {
+		w.ready <- struct{}{} // EnqueueAndWait finishes on its own goroutine
 		return
 	}
 	adm, rej := c.result(w)
@@ -237,7 +237,7 @@ func (c *FlowController) waitOwed() {
 func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **RejectionError, gen *uint64) {
 	// Read now, under mu: once mu is released, a queued Submit's waiter
 	// may be delivered and reused by another goroutine.
-	done, waiting := w.done, w.ready != nil && !w.withdrawn
+	done, waiting := w.done, w.done == nil && !w.withdrawn
 	h := heard{tag: w.tag, size: w.item.ByteSize}
 	delivered := false
 	defer func() {
@@ -286,7 +286,7 @@ func (c *FlowController) cancelWait(w *waiter, gen uint64, o Outcome, byContext 
 	}()
 	c.abandon(w, gen, o, byContext)
 	// Whoever settled the outcome — abandon, or an event just before it —
-	// closes ready as it delivers; w is reused only after that.
+	// signals ready as it delivers; w is reused only after that.
 	<-w.ready
 	settled = true
 }

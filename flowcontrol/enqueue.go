@@ -42,7 +42,7 @@ func (c *FlowController) EnqueueAndWait(ctx context.Context, req Request) (*Admi
 			c.cancelWait(w, gen, contextOutcome(ctx), true)
 		}
 	}
-	// Whoever settled the outcome did so under mu, before closing ready: it
+	// Whoever settled the outcome did so under mu, before signalling ready: it
 	// is final and visible here.
 	adm, rej = c.result(w)
 	h := w.heard()
@@ -359,7 +359,9 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 	}
 	c.enterOwed() // until w's outcome is delivered
 	if w.done == nil {
-		w.ready = make(chan struct{})
+		if w.ready == nil {
+			w.ready = make(chan struct{}, 1) // kept for the waiter's next uses
+		}
 	} else if w.ctx.Done() != nil {
 		ctx := w.ctx
 		w.stopCtx = context.AfterFunc(ctx, func() { c.abandon(w, use, contextOutcome(ctx), true) })

@@ -42,9 +42,12 @@ type waiterUse struct {
 	band *band
 	ctx  context.Context
 
-	// How the outcome is delivered: ready is closed for an EnqueueAndWait
-	// call, which then finishes on its own goroutine; done is called for a
-	// Submit.
+	// How the outcome is delivered: done is called for a Submit; for an
+	// EnqueueAndWait call, done is nil and ready receives one signal per
+	// use, after which the call finishes on its own goroutine. ready holds
+	// one signal and is kept from use to use (see recycle), so that a
+	// queued EnqueueAndWait allocates no channel: each use sends once and
+	// receives once.
 	ready chan struct{}
 	done  func(*Admission, error)
 	// stopCtx stops Submit's watch on ctx; timer is the TTL expiry (see
@@ -93,7 +96,8 @@ func (w *waiter) heard() heard {
 // controllers would let the late timer of one read gen under its own mu
 // while another controller, under another, writes it.
 func (c *FlowController) recycle(w *waiter) {
-	w.waiterUse = waiterUse{}
+	ready := w.ready
+	w.waiterUse = waiterUse{ready: ready}
 	c.waiterPool.Put(w)
 }
 
