@@ -16,8 +16,9 @@ func (q *fifoQueue) Add(it *Item) {
 	q.AddKeyed(it, q.policy.Key(it))
 }
 
-func (q *fifoQueue) AddKeyed(it *Item, k Key) {
-	q.admit(it, k)
+// AddKeyed ignores k: arrival order is the only order a FIFO queue keeps.
+func (q *fifoQueue) AddKeyed(it *Item, _ Key) {
+	q.admit(it)
 	it.prev, it.next = q.tail, nil
 	if q.tail == nil {
 		q.head = it
