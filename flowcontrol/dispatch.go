@@ -87,7 +87,7 @@ func (c *FlowController) unqueue(w *waiter, now time.Time) {
 // with mu held.
 func (c *FlowController) left(w *waiter, now time.Time) {
 	b := w.band
-	c.queued.remove(w.item.ByteSize, w.cost)
+	c.queued.remove(w.size, w.cost)
 	c.publish(b)
 	if b.queued.requests == 0 {
 		b.drain.idle(now)
@@ -107,7 +107,7 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 // Called with mu held.
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.settled = uint8(o)
-	w.queueTime = now.Sub(w.item.EnqueueTime)
+	w.queueTime = c.sinceEpoch(now) - w.enqueued
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
 	}
