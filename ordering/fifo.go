@@ -16,8 +16,10 @@ func (q *fifoQueue) Add(it *Item) {
 	q.AddKeyed(it, q.policy.Key(it))
 }
 
-func (q *fifoQueue) AddKeyed(it *Item, k Key) {
-	q.admit(it, k)
+// AddKeyed appends it: the order of a FIFO queue is that of Add, whatever
+// the keys.
+func (q *fifoQueue) AddKeyed(it *Item, _ Key) {
+	q.admit(it)
 	it.prev, it.next = q.tail, nil
 	if q.tail == nil {
 		q.head = it

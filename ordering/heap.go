@@ -59,8 +59,8 @@ func (q *heapQueue) Add(it *Item) {
 }
 
 func (q *heapQueue) AddKeyed(it *Item, k Key) {
-	q.admit(it, k)
-	it.handle = q.heap.Push(heapKey{key: it.key, seq: it.seq}, it)
+	seq := q.admit(it)
+	it.handle = q.heap.Push(heapKey{key: k, seq: seq}, it)
 }
 
 func (q *heapQueue) Peek() *Item {

@@ -35,8 +35,8 @@ type Item struct {
 	// Value is the caller's payload, opaque to this package.
 	Value any
 
-	key    Key
-	seq    uint64     // arrival order within the queue, for ties
+	// The key and arrival order an Add gives the item live in the heap
+	// queue's entries, the only ones that read them.
 	owner  *queueCore // the queue holding the item, nil when not queued
 	booked int64      // ByteSize as credited at Add
 

@@ -109,22 +109,22 @@ func (c *queueCore) Policy() Policy  { return c.policy }
 func (c *queueCore) Len() int        { return c.n }
 func (c *queueCore) ByteSize() int64 { return c.bytes }
 
-// admit prepares it for entry with key k: checks it is free, keys it and
-// books it.
-func (c *queueCore) admit(it *Item, k Key) {
+// admit prepares it for entry: checks it is free and books it. It returns
+// the item's arrival sequence number in the queue, for ties.
+func (c *queueCore) admit(it *Item) (seq uint64) {
 	if it == nil {
 		panic("ordering: Add of a nil item")
 	}
 	if it.owner != nil {
 		panic("ordering: Add of an item that is already queued")
 	}
-	it.key = k
-	it.seq = c.seq
+	seq = c.seq
 	c.seq++
 	it.owner = c
 	it.booked = it.ByteSize
 	c.n++
 	c.bytes += it.booked
+	return seq
 }
 
 // release debits an item that has left the queue.
