@@ -40,8 +40,9 @@ type waiterUse struct {
 	key  ordering.Key // derived by the band's policy, outside the lock
 
 	size int64 // the request's size in bytes, as counted in the backlogs
-	// enqueued is when the request was queued, as time since the
-	// controller's epoch (see sinceEpoch): 8 bytes, where a Time takes 24.
+	// enqueued is the request's enqueue time (its item's EnqueueTime, read
+	// before the lock), as time since the controller's epoch (see
+	// sinceEpoch): 8 bytes, where a Time takes 24.
 	enqueued time.Duration
 	// item is the waiter's handle in its flow's queue in a heap band, and
 	// item.Value the waiter; it is nil in a FIFO band, whose queue is the
@@ -125,10 +126,10 @@ func (c *FlowController) recycle(w *waiter) {
 
 // newWaiter prepares the waiter of a request that must queue in band b,
 // outside the lock: its TTL, its times, its item and its key, which b's
-// policy derives from the item. It also returns when,
-// after it is queued, the request's own timer is to expire it (see
-// enqueue): 0 when the context's deadline comes first or there is no TTL.
-// (Only enqueue needs that, so the waiter does not keep it.)
+// policy derives from the item. It also returns when, after it is queued,
+// the request's own timer is to expire it (see enqueue): 0 when the
+// context's deadline comes first or there is no TTL. (Only enqueue needs
+// that, so the waiter does not keep it.)
 func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) (w *waiter, expireAfter time.Duration) {
 	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
 	expireAfter = ttl
