@@ -50,11 +50,11 @@ func (b *band) push(w *waiter) {
 	w.seq = b.seq
 	b.seq++
 	f.push(w)
-	b.queued.add(w.item.ByteSize, w.cost)
+	b.queued.add(w.size, w.cost)
 	switch {
 	case created:
 		b.sched.Add(f)
-	case f.queue != nil && f.queue.Peek() == &w.item:
+	case f.queue != nil && f.queue.Peek() == w.item:
 		b.sched.HeadChanged(f) // (in a FIFO band, a newcomer is never the head)
 	}
 }
@@ -64,7 +64,7 @@ func (b *band) push(w *waiter) {
 func (b *band) pop() *waiter {
 	f := b.sched.Next()
 	w := f.pop()
-	b.queued.remove(w.item.ByteSize, w.cost)
+	b.queued.remove(w.size, w.cost)
 	b.sched.Served(f, w.cost)
 	if f.queued.requests == 0 {
 		b.sched.Remove(f)
@@ -80,7 +80,7 @@ func (b *band) remove(w *waiter) {
 	f := w.flow
 	wasHead := f.head() == w
 	f.remove(w)
-	b.queued.remove(w.item.ByteSize, w.cost)
+	b.queued.remove(w.size, w.cost)
 	switch {
 	case f.queued.requests == 0:
 		b.sched.Remove(f)
@@ -94,7 +94,7 @@ func (b *band) remove(w *waiter) {
 func (f *Flow) push(w *waiter) {
 	w.flow = f
 	if f.queue != nil {
-		f.queue.AddKeyed(&w.item, w.key)
+		f.queue.AddKeyed(w.item, w.key)
 	}
 	if f.newest != nil {
 		f.newest.newer = w
@@ -102,7 +102,7 @@ func (f *Flow) push(w *waiter) {
 		f.oldest = w
 	}
 	w.older, w.newer, f.newest = f.newest, nil, w
-	f.queued.add(w.item.ByteSize, w.cost)
+	f.queued.add(w.size, w.cost)
 }
 
 // pop takes out the flow's head; the flow has waiters.
@@ -118,7 +118,7 @@ func (f *Flow) pop() *waiter {
 // remove takes w, one of the flow's waiters, out of the flow.
 func (f *Flow) remove(w *waiter) {
 	if f.queue != nil {
-		f.queue.Remove(&w.item)
+		f.queue.Remove(w.item)
 	}
 	f.unlink(w)
 }
@@ -126,7 +126,7 @@ func (f *Flow) remove(w *waiter) {
 // unlink takes w, out of the flow's queue already, off its arrival list and
 // uncounts it.
 func (f *Flow) unlink(w *waiter) {
-	f.queued.remove(w.item.ByteSize, w.cost)
+	f.queued.remove(w.size, w.cost)
 	if w.older != nil {
 		w.older.newer = w.newer
 	} else {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
 )
 
 // The baselines are golang.org/x/sync/semaphore: BenchmarkSemaphore/mode=X
@@ -440,17 +441,22 @@ func driveTraffic(fc *flowcontrol.FlowController, stop <-chan struct{}) {
 // controller only refers to it) and no deadline. The requests are of one
 // flow, or with flows=n each of its own, so that the difference between the
 // two is what an active flow holds; the flow IDs are made before the first
-// reading.
+// reading. With policy=slo-deadline the band orders its flows' queues by
+// the slo-deadline policy, on heap queues, where a waiting request also holds
+// the item that is its place in its queue (the FCFS band's, a FIFO queue,
+// holds none).
 func BenchmarkQueuedMemory(b *testing.B) {
 	for _, bc := range []struct {
 		mode, name string
 		n          int
 		manyFlows  bool
+		policy     ordering.Policy
 	}{
-		{"submit", "1e5", 100_000, false},
-		{"submit", "1e5/flows=1e5", 100_000, true},
-		{"submit", "1e6", 1_000_000, false},
-		{"enqueue-and-wait", "1e5", 100_000, false},
+		{"submit", "1e5", 100_000, false, nil},
+		{"submit", "1e5/flows=1e5", 100_000, true, nil},
+		{"submit", "1e6", 1_000_000, false, nil},
+		{"submit", "1e5/policy=slo-deadline", 100_000, false, ordering.SLODeadline()},
+		{"enqueue-and-wait", "1e5", 100_000, false, nil},
 	} {
 		b.Run("mode="+bc.mode+"/n="+bc.name, func(b *testing.B) {
 			ids := []string{"tenant"}
@@ -461,7 +467,7 @@ func BenchmarkQueuedMemory(b *testing.B) {
 				b.StopTimer()
 				before := memInUse()
 				fc, err := flowcontrol.New(flowcontrol.Config{
-					Bands: []flowcontrol.BandConfig{{Priority: 0}},
+					Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: bc.policy}},
 					Gate:  flowcontrol.MaxInFlight(0),
 				})
 				if err != nil {

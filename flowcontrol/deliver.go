@@ -238,7 +238,7 @@ func (c *FlowController) unlockBeside(w *waiter, adm **Admission, rej **Rejectio
 	// Read now, under mu: once mu is released, a queued Submit's waiter
 	// may be delivered and reused by another goroutine.
 	done, waiting := w.done, w.done == nil && !w.withdrawn
-	h := heard{tag: w.tag, size: w.item.ByteSize}
+	h := heard{tag: w.tag, size: w.size}
 	delivered := false
 	defer func() {
 		if !delivered {

@@ -87,7 +87,7 @@ func (c *FlowController) unqueue(w *waiter, now time.Time) {
 // with mu held.
 func (c *FlowController) left(w *waiter, now time.Time) {
 	b := w.band
-	c.queued.remove(w.item.ByteSize, w.cost)
+	c.queued.remove(w.size, w.cost)
 	c.publish(b)
 	if b.queued.requests == 0 {
 		b.drain.idle(now)
@@ -111,8 +111,8 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.settled = uint8(o)
 	// An enqueue reads its clock before the lock: one that queued after
-	// this event was timed may carry a later EnqueueTime.
-	w.queueTime = max(now.Sub(w.item.EnqueueTime), 0)
+	// this event was timed may carry a later enqueue time.
+	w.queueTime = max(c.sinceEpoch(now)-w.enqueued, 0)
 	if w == c.enqueuing {
 		return // its own enqueue returns the outcome
 	}

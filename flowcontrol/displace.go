@@ -16,7 +16,7 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	b := w.band
 	lim := b.limits.Load()
 	f := b.flows[w.requested.ID]
-	size := w.item.ByteSize
+	size := w.size
 	if c.fitsAll(b, lim, f, size, w.cost) {
 		return nil
 	}
@@ -75,7 +75,7 @@ func (c *FlowController) victim(w *waiter, f *Flow, r refusal, plan []*waiter) *
 	measure := func(v *waiter) int64 { return 1 }
 	switch r.limit {
 	case limitBandBytes, limitGlobalBytes:
-		measure = func(v *waiter) int64 { return v.item.ByteSize }
+		measure = func(v *waiter) int64 { return v.size }
 	case limitBandCost, limitGlobalCost:
 		measure = func(v *waiter) int64 { return v.cost }
 	}

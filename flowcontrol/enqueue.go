@@ -169,7 +169,6 @@ func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Adm
 	now := c.clock.Now()
 	w, expireAfter := c.newWaiter(ctx, req, b, size, now)
 	w.done, w.cost = done, cost
-	w.key = b.policy.Key(&w.item)
 	adm, rej, gen, took := c.enqueue(w, now, start, expireAfter)
 	if adm != nil || rej != nil {
 		c.recycle(w)
@@ -373,7 +372,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 func (c *FlowController) queue(w *waiter, now time.Time) {
 	b := w.band
 	b.push(w)
-	c.queued.add(w.item.ByteSize, w.cost)
+	c.queued.add(w.size, w.cost)
 	c.publish(b)
 	if b.queued.requests == 1 {
 		b.drain.busy(now)

@@ -45,9 +45,9 @@ func (c *FlowController) refusal(b *band, lim *bandLimits, f *Flow, size, cost i
 	inBand, inAll := b.queued, c.queued
 	for _, v := range plan {
 		if v.band == b {
-			inBand.remove(v.item.ByteSize, v.cost)
+			inBand.remove(v.size, v.cost)
 		}
-		inAll.remove(v.item.ByteSize, v.cost)
+		inAll.remove(v.size, v.cost)
 	}
 	var r refusal
 	r.check(&lim.flow, flowScope, &inFlow, size, cost)

@@ -50,7 +50,11 @@ func (c *FlowController) dropNoEndpoints() {
 		return
 	}
 	now := c.clock.Now()
-	var next time.Time // the earliest deadline of a request kept
+	// Instants as time since the controller's epoch, as waiters keep their
+	// enqueue time.
+	at, emptySince := c.sinceEpoch(now), c.sinceEpoch(c.emptySince)
+	var next time.Duration // the earliest deadline of a request kept, if any
+	var kept bool
 	for _, b := range c.bands.Load().desc {
 		if b.queued.requests == 0 {
 			continue
@@ -58,15 +62,11 @@ func (c *FlowController) dropNoEndpoints() {
 		var due []*waiter
 		for _, f := range b.flows {
 			for w := f.newest; w != nil; w = w.older {
-				since := w.item.EnqueueTime
-				if since.Before(c.emptySince) {
-					since = c.emptySince
-				}
-				switch deadline := since.Add(c.noEndpointsTTL); {
-				case !deadline.After(now):
+				switch deadline := max(w.enqueued, emptySince) + c.noEndpointsTTL; {
+				case deadline <= at:
 					due = append(due, w)
-				case next.IsZero() || deadline.Before(next):
-					next = deadline
+				case !kept || deadline < next:
+					next, kept = deadline, true
 				}
 			}
 		}
@@ -77,7 +77,7 @@ func (c *FlowController) dropNoEndpoints() {
 			c.decide(w, OutcomeRejectedNoEndpoints, now)
 		}
 	}
-	if !next.IsZero() {
-		c.emptyTimer = c.clock.AfterFunc(next.Sub(now), c.dropNoEndpoints)
+	if kept {
+		c.emptyTimer = c.clock.AfterFunc(next-at, c.dropNoEndpoints)
 	}
 }

@@ -2,6 +2,7 @@ package flowcontrol
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/sluicegate/sluice/ordering"
@@ -38,7 +39,16 @@ type waiterUse struct {
 	seq  uint64       // arrival in its band, for the single-queue order of ties; set under mu
 	key  ordering.Key // derived by the band's policy, outside the lock
 
-	item ordering.Item // item.Value is the waiter
+	size int64 // the request's size in bytes, as counted in the backlogs
+	// enqueued is the request's enqueue time (its item's EnqueueTime, read
+	// before the lock), as time since the controller's epoch (see
+	// sinceEpoch): 8 bytes, where a Time takes 24.
+	enqueued time.Duration
+	// item is the waiter's handle in its flow's queue in a heap band, and
+	// item.Value the waiter; it is nil in a FIFO band, whose queue is the
+	// arrival list. Taken from itemPool in newWaiter, and given back by
+	// recycle: a heap band's waiter holds an item, a FIFO band's does not.
+	item *ordering.Item
 	band *band
 	ctx  context.Context
 
@@ -82,8 +92,21 @@ func (w *waiterUse) outcome() Outcome { return Outcome(w.settled) }
 
 // heard returns what the Observer hears of w besides its outcome.
 func (w *waiter) heard() heard {
-	return heard{tag: w.tag, size: w.item.ByteSize, took: w.enqueueTime, queued: true}
+	return heard{tag: w.tag, size: w.size, took: w.enqueueTime, queued: true}
 }
+
+// itemPool holds the ordering items of waiters, cleared, for reuse. An item
+// is the policy's view of a request (Policy.Key reads it) and, in a heap
+// band, the request's handle in its flow's queue; the waiter keeps only
+// what the controller reads of it (its size and enqueue time), so a FIFO
+// band's waiter, which needs the item only for Policy.Key, holds none.
+//
+// An item returns to the pool cleared (holding no Header or waiter) and
+// only once no queue holds it: a FIFO band's right after Policy.Key, a heap
+// band's in recycle, after its waiter has left its queue. Nothing else, no
+// late timer or AfterFunc, reaches an item, so one pool serves every
+// controller.
+var itemPool = sync.Pool{New: func() any { return new(ordering.Item) }}
 
 // recycle puts w back in c's pool for reuse once its outcome is delivered.
 //
@@ -96,16 +119,21 @@ func (w *waiter) heard() heard {
 // controllers would let the late timer of one read gen under its own mu
 // while another controller, under another, writes it.
 func (c *FlowController) recycle(w *waiter) {
+	if it := w.item; it != nil {
+		*it = ordering.Item{}
+		itemPool.Put(it)
+	}
 	ready := w.ready
 	w.waiterUse = waiterUse{ready: ready}
 	c.waiterPool.Put(w)
 }
 
 // newWaiter prepares the waiter of a request that must queue in band b,
-// outside the lock: its TTL, its times and its item. It also returns when,
-// after it is queued, the request's own timer is to expire it (see
-// enqueue): 0 when the context's deadline comes first or there is no TTL.
-// (Only enqueue needs that, so the waiter does not keep it.)
+// outside the lock: its TTL, its times, its item and its key, which b's
+// policy derives from the item. It also returns when, after it is queued,
+// the request's own timer is to expire it (see enqueue): 0 when the
+// context's deadline comes first or there is no TTL. (Only enqueue needs
+// that, so the waiter does not keep it.)
 func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) (w *waiter, expireAfter time.Duration) {
 	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
 	expireAfter = ttl
@@ -125,13 +153,24 @@ func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, s
 		w = new(waiter)
 	}
 	w.band, w.ctx, w.requested, w.tag = b, ctx, req.Key, req.Tag
-	w.item = ordering.Item{
+	w.size, w.enqueued = size, c.sinceEpoch(now)
+	it := itemPool.Get().(*ordering.Item)
+	*it = ordering.Item{
 		ReceivedTime: received,
 		EnqueueTime:  now,
 		Header:       req.Header,
 		TTL:          ttl,
 		ByteSize:     size,
 		Value:        w,
+	}
+	// Policy.Key is user code: should it panic, it loses it and w, which
+	// return to no pool while it may still hold them.
+	w.key = b.policy.Key(it)
+	if b.kind == ordering.QueueFIFO {
+		*it = ordering.Item{} // no Header kept alive
+		itemPool.Put(it)
+	} else {
+		w.item = it
 	}
 	return w, expireAfter
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/ordering"
 )
 
 // TestTTLExpiresAtExactlyTheTTL: expiry happens at the TTL on the fake clock,
@@ -237,4 +238,59 @@ func TestGrantAtTheTTLInstant(t *testing.T) {
 		})
 	}
 	t.Logf("outcomes at the TTL instant: %v", seen)
+}
+
+// seenPolicy is FCFS, on the queue kind given, recording the items its Key
+// is shown.
+type seenPolicy struct {
+	kind ordering.Capability
+	seen chan ordering.Item
+}
+
+func (seenPolicy) TypeName() string { return "seen-fcfs-ordering-policy" }
+
+func (p seenPolicy) RequiredCapability() ordering.Capability { return p.kind }
+
+func (p seenPolicy) Key(it *ordering.Item) ordering.Key {
+	p.seen <- *it
+	return ordering.FCFS().Key(it)
+}
+
+// TestPolicyKeySeesTheRequest: the item a band's policy derives a queued
+// request's key from carries the request as it was given, with the
+// controller's times and the band's TTL, in a FIFO band (whose waiters keep
+// no item) as in a heap band (whose waiters keep theirs as their place in
+// the queue); and the request then waits, and expires, as any other.
+func TestPolicyKeySeesTheRequest(t *testing.T) {
+	for _, kind := range []ordering.QueueKind{ordering.QueueFIFO, ordering.QueueHeap} {
+		t.Run(string(kind), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const ttl = 3 * time.Second
+				p := seenPolicy{kind: ordering.CapabilityFIFO, seen: make(chan ordering.Item, 1)}
+				if kind == ordering.QueueHeap {
+					p.kind = ordering.CapabilityPriorityConfigurable
+				}
+				fc := mustNew(t, flowcontrol.Config{
+					Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: ttl, Policy: p, Queue: kind}},
+					Gate:  flowcontrol.MaxInFlight(0),
+				})
+				received := time.Now().Add(-time.Second)
+				h := http.Header{"X-Slo-Ttft-Ms": {"5"}}
+				w := submit(t.Context(), fc, flowcontrol.Request{Key: key("w", 0), ByteSize: 7, ReceivedTime: received, Header: h})
+				it := <-p.seen
+				if v, _ := it.HeaderValue("x-slo-ttft-ms"); !it.ReceivedTime.Equal(received) || !it.EnqueueTime.Equal(time.Now()) || it.TTL != ttl || it.ByteSize != 7 || v != "5" || it.Value == nil {
+					t.Errorf("Key saw %+v", it)
+				}
+				synctest.Wait()
+				if got := queued(t, fc, 0); got != 1 {
+					t.Fatalf("%d queued, want 1", got)
+				}
+				time.Sleep(ttl)
+				synctest.Wait()
+				if o := w.outcome(t); o != flowcontrol.OutcomeRejectedTTLExpired {
+					t.Fatalf("outcome %v, want expiry", o)
+				}
+			})
+		})
+	}
 }
