@@ -185,8 +185,8 @@ func (c *FlowController) release(a *Admission) {
 // (see FlowController.slots): the slot goes back without mu, which is
 // taken only if a request waits, or is being queued, for the dispatch.
 //
-// The slot is given back before slow is read, and an enqueue counts itself
-// in slow before it asks the gate: with Go's sequentially consistent
+// The slot is given back before slow is read, and an enqueue sets slow
+// before it asks the gate: with Go's sequentially consistent
 // atomics, either this Done sees the enqueue and dispatches for it under
 // mu (which the enqueue holds until its request is queued), or the enqueue
 // sees the free slot.

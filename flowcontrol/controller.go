@@ -68,12 +68,13 @@ type FlowController struct {
 	// waiterPool recycles this controller's waiters; see recycle.
 	waiterPool sync.Pool
 	// slots is the gate's count when the gate decides on nothing else, and
-	// nil otherwise; slow then counts the requests queued, or being queued
-	// under mu, in every band. While slow is 0 nothing waits, so a request
-	// may take a slot, and an admission give its slot back, without mu
-	// (see startFast and releaseFast).
+	// nil otherwise; slow is then set while a request is queued in any
+	// band, or being queued under mu, and clear only under mu with nothing
+	// queued. While it is clear nothing waits, so a request may take a
+	// slot, and an admission give its slot back, without mu (see
+	// startFast and releaseFast).
 	slots *slots
-	slow  atomic.Int64
+	slow  atomic.Int32
 
 	// emptySince is when the gate, an EndpointGate, was last seen to
 	// report no endpoints after reporting some (the zero Time while it

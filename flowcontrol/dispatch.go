@@ -96,8 +96,8 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 		c.drain.idle(now)
 	}
 	w.queued = false
-	if c.slots != nil {
-		c.slow.Add(-1)
+	if c.slots != nil && c.queued.requests == 0 {
+		c.slow.Store(0)
 	}
 	w.gen++
 	if w.timer != nil {

@@ -253,7 +253,7 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 
 // startFast starts a request of band b, key, size and cost at once without
 // taking mu, when the controller's gate counts its slots and nothing waits
-// (c.slow was 0): then every band and flow is empty, so the request fits
+// (c.slow was clear): then every band and flow is empty, so the request fits
 // when it is no larger than an empty band and controller hold, it is the
 // first in line, and the gate decides by its count alone. It returns nil
 // when any of that fails, or Close has begun, and the locked path decides.
@@ -300,15 +300,17 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 		return nil, rej, 0, 0
 	}
 	if c.slots != nil {
-		// Before the gate is asked: see releaseFast. queue takes this
-		// count over, and left ends it.
-		c.slow.Add(1)
+		// Before the gate is asked: see releaseFast. Stored only as it
+		// turns, so that under a backlog the flag is read, not written.
+		if c.slow.Load() == 0 {
+			c.slow.Store(1)
+		}
 	}
 	first := c.isFirst(b)
 	if first {
 		if c.gate.TryAcquire(b.priority) {
-			if c.slots != nil {
-				c.slow.Add(-1)
+			if c.slots != nil && c.queued.requests == 0 {
+				c.slow.Store(0)
 			}
 			c.inFlight++
 			l := c.started(b, w.requested, w.tag, w.cost, now)
