@@ -15,11 +15,15 @@ const maxDisplaced = 8
 func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	b := w.band
 	lim := b.limits.Load()
-	f := b.flows[w.requested.ID]
+	var f *Flow
+	if lim.flow.bounded {
+		f = b.flows[w.requested.ID] // only a per-flow capacity needs the flow to fit
+	}
 	size := w.size
 	if c.fitsAll(b, lim, f, size, w.cost) {
 		return nil
 	}
+	f = b.flows[w.requested.ID]
 	first := c.refusal(b, lim, f, size, w.cost, nil)
 	var (
 		plan   []*waiter
