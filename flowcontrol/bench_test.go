@@ -182,9 +182,9 @@ func BenchmarkSemaphoreDrain(b *testing.B) {
 // handle is an Admission-sized handle (64 bytes, pointers inside) for
 // BenchmarkSemaphore/mode=immediate/with=handle.
 type handle struct {
-	sem  *semaphore.Weighted
-	id   string
-	rest [5]int64
+	sem *semaphore.Weighted
+	id  string
+	_   [5]int64 // the rest of an Admission's 64 bytes
 }
 
 var handleSink *handle
