@@ -54,6 +54,23 @@ func (c *clock) stamp(it *ordering.Item) {
 	it.EnqueueTime = c.now.Add(200 * time.Nanosecond)
 }
 
+// benchPair is a policy on a queue it may use, named for a benchmark.
+type benchPair struct {
+	name string
+	kind ordering.QueueKind
+	p    ordering.Policy
+}
+
+// benchPairs returns every policy on every queue it may use.
+func benchPairs() []benchPair {
+	return []benchPair{
+		{"fcfs", ordering.QueueFIFO, ordering.FCFS()},
+		{"fcfs", ordering.QueueHeap, ordering.FCFS()},
+		{"edf", ordering.QueueHeap, ordering.EDF()},
+		{"slo-deadline", ordering.QueueHeap, ordering.SLODeadline()},
+	}
+}
+
 // BenchmarkQueue measures one Add and one PopHead on a queue holding n
 // items, for each policy and each queue the policy may use. The item that
 // leaves is stamped with new times and added again, so the queue stays at n.
@@ -61,17 +78,7 @@ func (c *clock) stamp(it *ordering.Item) {
 // common implementation that keeps no key and re-derives each item's
 // deadline from its headers inside every comparison of container/heap.
 func BenchmarkQueue(b *testing.B) {
-	type pair struct {
-		name string
-		kind ordering.QueueKind
-		p    ordering.Policy
-	}
-	pairs := []pair{
-		{"fcfs", ordering.QueueFIFO, ordering.FCFS()},
-		{"fcfs", ordering.QueueHeap, ordering.FCFS()},
-		{"edf", ordering.QueueHeap, ordering.EDF()},
-		{"slo-deadline", ordering.QueueHeap, ordering.SLODeadline()},
-	}
+	pairs := benchPairs()
 	for _, n := range []int{1000, 10000} {
 		for _, pr := range pairs {
 			b.Run(fmt.Sprintf("policy=%s/queue=%s/n=%d", pr.name, pr.kind, n), func(b *testing.B) {

@@ -43,17 +43,7 @@ func compareSortedEntry(a, b sortedEntry) int {
 // untimed fill and drain grows the queue's storage first and checks that it
 // pops in the sort's order.
 func BenchmarkFillDrain(b *testing.B) {
-	type pair struct {
-		name string
-		kind ordering.QueueKind
-		p    ordering.Policy
-	}
-	pairs := []pair{
-		{"fcfs", ordering.QueueFIFO, ordering.FCFS()},
-		{"fcfs", ordering.QueueHeap, ordering.FCFS()},
-		{"edf", ordering.QueueHeap, ordering.EDF()},
-		{"slo-deadline", ordering.QueueHeap, ordering.SLODeadline()},
-	}
+	pairs := benchPairs()
 	for _, n := range []int{10000, 100000} {
 		items := benchItems(n)
 		c := clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
