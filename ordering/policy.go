@@ -53,7 +53,8 @@ type Policy interface {
 	// policy's order.
 	RequiredCapability() Capability
 	// Key derives the item's ordering key. It is called once per Add and may
-	// read headers.
+	// read headers. It must not keep it: a caller may reuse an item once
+	// Key has returned (flowcontrol does, in a FIFO band).
 	Key(it *Item) Key
 }
 
