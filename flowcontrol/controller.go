@@ -447,6 +447,14 @@ func (c *FlowController) InFlight() int {
 	return c.inFlight
 }
 
+// took counts an admission the gate has just granted, unless the gate's
+// own count is the count (see slots). Called with mu held.
+func (c *FlowController) took() {
+	if c.slots == nil {
+		c.inFlight++
+	}
+}
+
 // inFlightNow returns the admissions not yet Done. Called with mu held,
 // or without it when slots counts them.
 func (c *FlowController) inFlightNow() int {

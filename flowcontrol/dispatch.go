@@ -70,7 +70,7 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		b.drain.dispatched(now)
 		c.drain.dispatched(now)
 		c.left(w, now)
-		c.inFlight++
+		c.took()
 		w.lease = c.started(b, w.requested, w.tag, w.cost, now)
 		c.decide(w, OutcomeDispatched, now)
 	}

@@ -244,7 +244,7 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 		c.refusals.Add(1)
 		return nil, nil
 	}
-	c.inFlight++
+	c.took()
 	l := c.started(b, key, tag, cost, time.Time{})
 	a := c.newAdmission()
 	a.c, a.requested, a.effective, a.lease = c, key, b.priority, l
@@ -312,7 +312,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 			if c.slots != nil && c.queued.requests == 0 {
 				c.slow.Store(0)
 			}
-			c.inFlight++
+			c.took()
 			l := c.started(b, w.requested, w.tag, w.cost, now)
 			a := c.newAdmission()
 			a.c, a.requested, a.effective, a.lease = c, w.requested, b.priority, l
@@ -396,7 +396,9 @@ func (c *FlowController) withdraw(w *waiter) {
 	}
 	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
-		c.inFlight--
+		if c.slots == nil {
+			c.inFlight--
+		}
 		if l := w.lease.tracked(); l != nil {
 			c.endLease(l)
 		}
