@@ -23,7 +23,6 @@ func displaced(t *testing.T, c *call) *flowcontrol.RejectionError {
 	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome, "%v", rej)
 	require.ErrorIs(t, rej, flowcontrol.ErrRejectedSaturated)
 	require.ErrorIs(t, rej, flowcontrol.ErrDisplaced)
-	require.NotErrorIs(t, rej, flowcontrol.ErrEvictedQueuePressure)
 	require.NotErrorIs(t, rej, flowcontrol.ErrTooLarge)
 	return rej
 }

@@ -33,8 +33,7 @@
 // request that can never fit wraps [ErrTooLarge]. Following llm-d-router's
 // rule, rejected-* means the request never reached a model server, a
 // queued one included; evicted-* is kept for a request dispatched and then
-// killed, so the deprecated [OutcomeEvictedQueuePressure] ends no request
-// any more. The two evicted outcomes are never the result of a call: they
+// killed. The two evicted outcomes are never the result of a call: they
 // come after OutcomeDispatched, from [Admission.Err] and as a second event
 // to the Observer, when an admission is revoked (see "What runs can give
 // way", below). OutcomeRejectedNoEndpoints

@@ -40,15 +40,10 @@ const (
 	// OutcomeRejectedShuttingDown: the controller was closed before the
 	// request was dispatched.
 	OutcomeRejectedShuttingDown
-	// OutcomeEvictedQueuePressure once named a displacement from the queue.
-	//
-	// Deprecated: no request ends with it any more. A displaced request
-	// never reached a model server, and llm-d-router's evicted-* names are
-	// for requests dispatched and then killed, so a displacement ends with
-	// OutcomeRejectedSaturated and its error wraps [ErrDisplaced]: match
-	// errors.Is(err, ErrDisplaced) instead. String, HTTPStatus and its
-	// sentinel still answer as before.
-	OutcomeEvictedQueuePressure
+	// 5 is no outcome: it was a displacement's, which now ends with
+	// OutcomeRejectedSaturated. The gap keeps the values of the outcomes
+	// after it.
+	_
 	// OutcomeRejectedNoEndpoints: the gate reported no endpoints at all
 	// (see [EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
 	// while it waited.
@@ -73,9 +68,8 @@ const DroppedReasonHeader = "x-llm-d-request-dropped-reason"
 // String returns the outcome's name: "dispatched", or for every other
 // outcome the value of [DroppedReasonHeader] that llm-d-router defines for
 // it — "rejected-saturated", "rejected-ttl-expired",
-// "rejected-context-cancelled", "rejected-shutting-down" or
-// "rejected-no-endpoints" (and "evicted-queue-pressure" for the deprecated
-// OutcomeEvictedQueuePressure).
+// "rejected-context-cancelled", "rejected-shutting-down",
+// "rejected-no-endpoints", "evicted" or "evicted-priority".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeDispatched:
@@ -88,8 +82,6 @@ func (o Outcome) String() string {
 		return "rejected-context-cancelled"
 	case OutcomeRejectedShuttingDown:
 		return "rejected-shutting-down"
-	case OutcomeEvictedQueuePressure:
-		return "evicted-queue-pressure"
 	case OutcomeRejectedNoEndpoints:
 		return "rejected-no-endpoints"
 	case OutcomeEvicted:
@@ -110,8 +102,7 @@ func (o Outcome) HTTPStatus() int {
 	switch o {
 	case OutcomeDispatched:
 		return http.StatusOK
-	case OutcomeRejectedSaturated, OutcomeRejectedTTLExpired, OutcomeEvictedQueuePressure,
-		OutcomeEvicted, OutcomeEvictedPriority:
+	case OutcomeRejectedSaturated, OutcomeRejectedTTLExpired, OutcomeEvicted, OutcomeEvictedPriority:
 		return http.StatusTooManyRequests
 	case OutcomeRejectedContextCancelled, OutcomeRejectedShuttingDown, OutcomeRejectedNoEndpoints:
 		return http.StatusServiceUnavailable
@@ -152,12 +143,6 @@ var (
 	// ErrRejectedShuttingDown is wrapped for [OutcomeRejectedShuttingDown],
 	// and by [FlowController.ProvisionBand] after Close.
 	ErrRejectedShuttingDown = errors.New("flowcontrol: rejected-shutting-down")
-	// ErrEvictedQueuePressure was wrapped for [OutcomeEvictedQueuePressure].
-	//
-	// Deprecated: no error wraps it any more; a displaced request's error
-	// wraps ErrRejectedSaturated and [ErrDisplaced]. Match
-	// errors.Is(err, ErrDisplaced) instead.
-	ErrEvictedQueuePressure = errors.New("flowcontrol: evicted-queue-pressure")
 	// ErrRejectedNoEndpoints is wrapped for [OutcomeRejectedNoEndpoints].
 	ErrRejectedNoEndpoints = errors.New("flowcontrol: rejected-no-endpoints")
 )
@@ -236,8 +221,6 @@ func (o Outcome) sentinel() error {
 		return ErrRejectedContextCancelled
 	case OutcomeRejectedShuttingDown:
 		return ErrRejectedShuttingDown
-	case OutcomeEvictedQueuePressure:
-		return ErrEvictedQueuePressure
 	case OutcomeRejectedNoEndpoints:
 		return ErrRejectedNoEndpoints
 	case OutcomeEvicted:

@@ -23,9 +23,12 @@ func TestOutcomeStrings(t *testing.T) {
 		{flowcontrol.OutcomeRejectedTTLExpired, "rejected-ttl-expired", 429, flowcontrol.ErrRejectedTTLExpired},
 		{flowcontrol.OutcomeRejectedContextCancelled, "rejected-context-cancelled", 503, flowcontrol.ErrRejectedContextCancelled},
 		{flowcontrol.OutcomeRejectedShuttingDown, "rejected-shutting-down", 503, flowcontrol.ErrRejectedShuttingDown},
-		// Deprecated, and ends no request, but still answers as before.
-		{flowcontrol.OutcomeEvictedQueuePressure, "evicted-queue-pressure", 429, flowcontrol.ErrEvictedQueuePressure},
+		// 5 was a displacement's outcome; a displacement is now
+		// rejected-saturated, and the value names nothing.
+		{flowcontrol.Outcome(5), "Outcome(5)", 0, nil},
 		{flowcontrol.OutcomeRejectedNoEndpoints, "rejected-no-endpoints", 503, flowcontrol.ErrRejectedNoEndpoints},
+		{flowcontrol.OutcomeEvicted, "evicted", 429, flowcontrol.ErrEvicted},
+		{flowcontrol.OutcomeEvictedPriority, "evicted-priority", 429, flowcontrol.ErrEvictedPriority},
 		{flowcontrol.Outcome(99), "Outcome(99)", 0, nil},
 	}
 	for _, tc := range cases {

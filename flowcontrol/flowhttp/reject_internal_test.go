@@ -50,11 +50,9 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 	// ErrTooLarge rides beside the RejectionError; the controller may also
 	// report a RetryAfter, which waiting cannot honour.
 	tooLarge := fmt.Errorf("%w: %w", capacityErr, flowcontrol.ErrTooLarge)
-	// No request ends with the deprecated outcome any more (a displacement
-	// is rejected-saturated, TestDisplacedAnswered429), but one built by
-	// hand still answers as it did.
-	//lint:ignore SA1019 the deprecated outcome must keep answering.
-	evicted := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeEvictedQueuePressure, RetryAfter: 1500 * time.Millisecond}
+	// A revoked admission's error (before its response began), with a
+	// Retry-After that is not whole seconds: it rounds up.
+	evicted := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeEvictedPriority, RetryAfter: 1500 * time.Millisecond}
 	// An expiry carries its band's Retry-After and the time it waited, as
 	// does an empty pool.
 	expired := &flowcontrol.RejectionError{Outcome: flowcontrol.OutcomeRejectedTTLExpired, RetryAfter: 4 * time.Second, QueueTime: 2500*time.Millisecond + 700*time.Microsecond}
@@ -74,9 +72,9 @@ func TestRejectionForEveryOutcome(t *testing.T) {
 		{"too large, bare sentinel", flowcontrol.ErrTooLarge,
 			Rejection{Status: 413, DroppedReason: "rejected-saturated"},
 			wantBody("invalid_request_error", "rejected-saturated", flowcontrol.ErrTooLarge.Error())},
-		{"deprecated evicted-queue-pressure", evicted,
-			Rejection{Status: 429, DroppedReason: "evicted-queue-pressure", RetryAfter: "2", QueueDuration: "0"},
-			wantBody("rate_limit_exceeded", "evicted-queue-pressure", evicted.Error())},
+		{"evicted-priority", evicted,
+			Rejection{Status: 429, DroppedReason: "evicted-priority", RetryAfter: "2", QueueDuration: "0"},
+			wantBody("rate_limit_exceeded", "evicted-priority", evicted.Error())},
 		{"expired", expired,
 			Rejection{Status: 429, DroppedReason: "rejected-ttl-expired", RetryAfter: "4", QueueDuration: "2500"},
 			wantBody("rate_limit_exceeded", "rejected-ttl-expired", expired.Error())},

@@ -26,13 +26,6 @@ const (
 	// ReasonSaturated: the band was full, or a fairer flow's request
 	// displaced this one from its queue: 429 + Retry-After.
 	ReasonSaturated = "rejected-saturated"
-	// ReasonEvicted is the reason a Sluice router once gave a request a
-	// fairer flow displaced from its queue: 429 + Retry-After.
-	//
-	// Deprecated: a Sluice router no longer sends it; a displacement never
-	// reached a model server and arrives as ReasonSaturated. Read still
-	// counts it Saturated, for a router that predates the change.
-	ReasonEvicted = "evicted-queue-pressure"
 	// ReasonExpired: the queue-wait TTL ran out: 429.
 	ReasonExpired = "rejected-ttl-expired"
 	// ReasonEvictedPriority: the request was dispatched, then revoked
@@ -42,8 +35,8 @@ const (
 	// ReasonEvictedGeneric is llm-d's generic eviction reason, which a
 	// Sluice router sends when a band takes back its guaranteed share
 	// from a request that borrowed it: 429 + Retry-After. [Read] counts
-	// it, and every other evicted-* reason but the deprecated
-	// evicted-queue-pressure, [Evicted].
+	// it, and every other evicted-* reason (llm-d-router's
+	// evicted-queue-pressure among them), [Evicted].
 	ReasonEvictedGeneric = "evicted"
 )
 
@@ -57,11 +50,11 @@ const MaxRetryAfter = time.Minute
 //
 // A 2xx response is [Accepted]. A refusal is [Saturated] when its
 // dropped reason is rejected-saturated (a displacement by a fairer flow
-// included) or the deprecated evicted-queue-pressure, or when it is a 429
-// without a reason (a proxy in front of the router that is just as
-// full); [Expired] when the reason is rejected-ttl-expired; [Evicted]
-// when it is evicted or any other evicted-* (evicted-priority): the
-// request ran and was revoked for a higher band; [Failed] otherwise. A
+// included), or when it is a 429 without a reason (a proxy in front of
+// the router that is just as full); [Expired] when the reason is
+// rejected-ttl-expired; [Evicted] when it is evicted or any other
+// evicted-* (evicted-priority; llm-d-router's evicted-queue-pressure): the
+// request ran and was revoked; [Failed] otherwise. A
 // stream the router cut off because it was revoked once its response
 // had begun carries no reason (its status was 200): the caller sees its
 // body break off, and should read it as Failed, not Accepted. The headroom is read with [headroom.Parse], under either name;
@@ -73,7 +66,7 @@ func Read(status int, h http.Header, now time.Time) Feedback {
 	switch {
 	case status/100 == 2:
 		fb.Signal = Accepted
-	case fb.Reason == ReasonSaturated || fb.Reason == ReasonEvicted:
+	case fb.Reason == ReasonSaturated:
 		fb.Signal = Saturated
 	case fb.Reason == ReasonExpired:
 		fb.Signal = Expired

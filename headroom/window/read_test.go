@@ -30,9 +30,6 @@ func TestRead(t *testing.T) {
 		// flowhttp answers it.
 		{"displaced", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-saturated"}, "Retry-After": {"30"}, "X-Llm-D-Flow-Queue-Duration-Ms": {"1500"}},
 			window.Feedback{Signal: window.Saturated, Reason: "rejected-saturated", RetryAfter: 30 * time.Second, QueueDelay: 1500 * time.Millisecond, QueueDelayKnown: true}},
-		// What a router sent for a displacement before it was rejected-*.
-		{"deprecated evicted-queue-pressure", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-queue-pressure"}, "Retry-After": {"1"}},
-			window.Feedback{Signal: window.Saturated, Reason: "evicted-queue-pressure", RetryAfter: time.Second}},
 		{"429 without a reason", 429, http.Header{},
 			window.Feedback{Signal: window.Saturated}},
 		{"expired", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"rejected-ttl-expired"}},
@@ -43,13 +40,17 @@ func TestRead(t *testing.T) {
 			"X-Llm-D-Flow-Queue-Duration-Ms": {"3000"}, "Retry-After": {"4"}},
 			window.Feedback{Signal: window.Expired, Reason: "rejected-ttl-expired", QueueDelay: 3 * time.Second, QueueDelayKnown: true, RetryAfter: 4 * time.Second}},
 		// In-flight eviction: the request ran, and a higher band took its
-		// room. Any evicted-* but the deprecated displacement reads so.
+		// room. Any evicted-* reads so.
 		{"evicted-priority", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-priority"}, "Retry-After": {"3"}, "X-Llm-D-Flow-Queue-Duration-Ms": {"0"}},
 			window.Feedback{Signal: window.Evicted, Reason: "evicted-priority", RetryAfter: 3 * time.Second, QueueDelayKnown: true}},
 		{"evicted (a guarantee taken back)", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted"}, "Retry-After": {"1"}},
 			window.Feedback{Signal: window.Evicted, Reason: "evicted", RetryAfter: time.Second}},
 		{"evicted as a 503", 503, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-priority"}},
 			window.Feedback{Signal: window.Evicted, Reason: "evicted-priority"}},
+		// llm-d-router's name for a request killed in flight under queue
+		// pressure; a Sluice router does not send it.
+		{"llm-d's evicted-queue-pressure", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-queue-pressure"}, "Retry-After": {"1"}},
+			window.Feedback{Signal: window.Evicted, Reason: "evicted-queue-pressure", RetryAfter: time.Second}},
 		{"an evicted-* reason of the future", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evicted-slo"}},
 			window.Feedback{Signal: window.Evicted, Reason: "evicted-slo"}},
 		{"not an evicted-* reason", 429, http.Header{"X-Llm-D-Request-Dropped-Reason": {"evictedpriority"}},

@@ -15,9 +15,8 @@ const (
 	// Accepted: the router admitted the request and it completed.
 	Accepted Signal = iota + 1
 	// Saturated: the router refused the request for want of room
-	// (rejected-saturated, a displacement by a fairer flow included; the
-	// deprecated evicted-queue-pressure; or a 429 without a reason). The
-	// window shrinks.
+	// (rejected-saturated, a displacement by a fairer flow included, or a
+	// 429 without a reason). The window shrinks.
 	Saturated
 	// Expired: the request waited in the router's queue for its whole TTL
 	// (rejected-ttl-expired). The window shrinks: it queues more than the

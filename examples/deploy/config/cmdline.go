@@ -15,14 +15,10 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
-// The shutdown grace period's flag, and the name sluice-extproc gave it
-// before the binaries shared their flags. Kubernetes calls the same wait
-// terminationGracePeriodSeconds (kubectl: --grace-period), and the file
-// gateway.gracePeriod.
-const (
-	GracePeriodFlag           = "grace-period"
-	DeprecatedGracePeriodFlag = "shutdown-timeout"
-)
+// GracePeriodFlag is the shutdown grace period's flag. Kubernetes calls
+// the same wait terminationGracePeriodSeconds (kubectl: --grace-period),
+// and the file gateway.gracePeriod.
+const GracePeriodFlag = "grace-period"
 
 // Flags are the flags both Sluice binaries take, under the same names and
 // with the same meaning: the configuration file, the model servers, the
@@ -45,9 +41,8 @@ type Flags struct {
 	Pool string
 	// LogLevel is -log-level.
 	LogLevel slog.Level
-	// GracePeriod is -grace-period (or its deprecated name
-	// -shutdown-timeout), DefaultGracePeriod unless given; GracePeriodSet
-	// says whether it was.
+	// GracePeriod is -grace-period, DefaultGracePeriod unless given;
+	// GracePeriodSet says whether it was.
 	GracePeriod    time.Duration
 	GracePeriodSet bool
 	// CheckConfig is -check-config: check the configuration, print what
@@ -80,7 +75,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Pool, "pool", "", "inference_pool label of every flow_control_* metric (none when empty)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&f.GracePeriod, GracePeriodFlag, DefaultGracePeriod, "how long admitted requests may finish after SIGINT or SIGTERM; overrides gateway.gracePeriod")
-	fs.DurationVar(&f.GracePeriod, DeprecatedGracePeriodFlag, DefaultGracePeriod, "deprecated: the old name of -"+GracePeriodFlag+", still read")
 	fs.BoolVar(&f.CheckConfig, CheckConfigFlag, false, "check the flags and the -config file, print the configuration that would run and its warnings, and exit: 0 when valid, 2 when not; starts nothing")
 	fs.DurationVar(&f.DrainDelay, "drain-delay", DefaultDrainDelay, "after SIGTERM, how long to keep serving while readiness answers 503, before refusing new requests (0: none); overrides gateway.drainDelay")
 	f.InferenceRoutes = DefaultInferenceRoutes()
@@ -131,16 +125,9 @@ func (f *Flags) check(fs *flag.FlagSet, given map[string]bool) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	grace := GracePeriodFlag
-	switch {
-	case given[GracePeriodFlag] && given[DeprecatedGracePeriodFlag]:
-		return fmt.Errorf("-%s and -%s are one flag: give -%s alone", GracePeriodFlag, DeprecatedGracePeriodFlag, GracePeriodFlag)
-	case given[DeprecatedGracePeriodFlag]:
-		grace = DeprecatedGracePeriodFlag
-	}
-	f.GracePeriodSet = given[grace]
+	f.GracePeriodSet = given[GracePeriodFlag]
 	if f.GracePeriod < 0 {
-		return fmt.Errorf("-%s %v: negative", grace, f.GracePeriod)
+		return fmt.Errorf("-%s %v: negative", GracePeriodFlag, f.GracePeriod)
 	}
 	f.DrainDelaySet = given["drain-delay"]
 	if f.DrainDelay < 0 {

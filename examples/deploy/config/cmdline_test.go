@@ -31,29 +31,27 @@ func TestFlagsDefaults(t *testing.T) {
 	}
 }
 
-// The grace period has one name; the old one still parses, and says in -h
-// that it is deprecated.
-func TestGracePeriodAndItsDeprecatedName(t *testing.T) {
-	for _, name := range []string{"-grace-period", "-shutdown-timeout"} {
-		f, given, _, err := parseShared(name, "7s")
-		if err != nil {
-			t.Fatalf("%s 7s: %v", name, err)
-		}
-		if f.GracePeriod != 7*time.Second || !f.GracePeriodSet || !given[strings.TrimPrefix(name, "-")] {
-			t.Errorf("%s 7s: grace %v, set %v, given %v", name, f.GracePeriod, f.GracePeriodSet, given)
-		}
-		if _, _, out, err := parseShared(name, "-1s"); err == nil || !strings.Contains(out, name+" -1s: negative") {
-			t.Errorf("%s -1s: error %v, output %q: want one naming the flag", name, err, out)
-		}
+// The grace period has one name, -grace-period; sluice-extproc's old
+// -shutdown-timeout is gone, an unknown flag like any other.
+func TestGracePeriod(t *testing.T) {
+	f, given, _, err := parseShared("-grace-period", "7s")
+	if err != nil {
+		t.Fatalf("-grace-period 7s: %v", err)
 	}
-	if _, _, out, err := parseShared("-grace-period", "1s", "-shutdown-timeout", "2s"); err == nil || !strings.Contains(out, "one flag") {
-		t.Errorf("both names: error %v, output %q", err, out)
+	if f.GracePeriod != 7*time.Second || !f.GracePeriodSet || !given["grace-period"] {
+		t.Errorf("-grace-period 7s: grace %v, set %v, given %v", f.GracePeriod, f.GracePeriodSet, given)
+	}
+	if _, _, out, err := parseShared("-grace-period", "-1s"); err == nil || !strings.Contains(out, "-grace-period -1s: negative") {
+		t.Errorf("-grace-period -1s: error %v, output %q: want one naming the flag", err, out)
+	}
+	if _, _, out, err := parseShared("-shutdown-timeout", "2s"); err == nil || !strings.Contains(out, "-shutdown-timeout") {
+		t.Errorf("-shutdown-timeout 2s: error %v, output %q: want the unknown flag named", err, out)
 	}
 	_, _, out, err := parseShared("-h")
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	if !strings.Contains(out, "Usage: sluice-test") || !strings.Contains(out, "-shutdown-timeout duration\n    \tdeprecated: the old name of -grace-period") {
+	if !strings.Contains(out, "Usage: sluice-test") || !strings.Contains(out, "-grace-period duration") || strings.Contains(out, "shutdown-timeout") {
 		t.Errorf("-h:\n%s", out)
 	}
 }

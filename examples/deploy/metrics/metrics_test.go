@@ -194,9 +194,6 @@ func TestOutcomeLabels(t *testing.T) {
 		"rejected-ttl-expired":       {"RejectedOther", "EvictedTTL"},
 		"rejected-context-cancelled": {"RejectedOther", "EvictedContextCancelled"},
 		"rejected-shutting-down":     {"RejectedOther", "EvictedOther"},
-		// Deprecated: no request ends with it; labelled as the
-		// displacement (a queued rejected-saturated) it once named.
-		"evicted-queue-pressure": {"RejectedCapacity", "RejectedCapacity"},
 	}
 	// llm-d-router's QueueOutcome names (pkg/epp/flowcontrol/types,
 	// outcomes.go), but its internal NotYetFinalized: no other value may
@@ -242,7 +239,7 @@ func TestOutcomeLabels(t *testing.T) {
 		}
 	}
 	for _, reason := range []string{"dispatched", "rejected-saturated", "rejected-ttl-expired",
-		"rejected-context-cancelled", "rejected-shutting-down", "evicted-queue-pressure", "evicted", "evicted-priority"} {
+		"rejected-context-cancelled", "rejected-shutting-down", "rejected-no-endpoints", "evicted", "evicted-priority"} {
 		require.True(t, seen[reason], "flowcontrol has no outcome %q", reason)
 	}
 }

@@ -185,10 +185,8 @@ const (
 	// A queued rejected-saturated is a displacement by a fairer flow
 	// (flowcontrol.ErrDisplaced). llm-d-router has no displacement from
 	// the queue; the outcome it gives a request refused for capacity is
-	// RejectedCapacity, so a displacement is RejectedCapacity too. The
-	// deprecated evicted-queue-pressure, which no request ends with any
-	// more, is labelled as the displacement it once named. An outcome
-	// this table does not know is RejectedOther or EvictedOther.
+	// RejectedCapacity, so a displacement is RejectedCapacity too. An
+	// outcome this table does not know is RejectedOther or EvictedOther.
 	LLMDOutcomes OutcomeLabels = iota
 	// DroppedReasons labels outcomes with [flowcontrol.Outcome.String]:
 	// "dispatched", or the x-llm-d-request-dropped-reason value
@@ -211,7 +209,7 @@ func llmdOutcome(reason string, queued bool) string {
 	switch reason {
 	case "dispatched":
 		return "Dispatched"
-	case "rejected-saturated", "evicted-queue-pressure":
+	case "rejected-saturated":
 		return "RejectedCapacity"
 	}
 	if !queued {

@@ -25,8 +25,7 @@ type options struct {
 	backends []*url.URL
 	// maxInFlight is -max-inflight; nil when the flag is not given.
 	maxInFlight *int
-	// gracePeriod is -grace-period (or its deprecated name
-	// -shutdown-timeout); nil when the flag is not given.
+	// gracePeriod is -grace-period; nil when the flag is not given.
 	gracePeriod *time.Duration
 	// drainDelay is -drain-delay; nil when the flag is not given.
 	drainDelay *time.Duration

@@ -271,7 +271,7 @@ gate:
 			o.gateLimit, o.gracePeriod, o.controller.RequestCapacity, o.controller.DefaultTTL, len(o.controller.Bands), o.backends)
 	}
 
-	o = parse("-max-inflight", "2", "-shutdown-timeout", "1s", "-capacity", "unbounded", "-default-ttl", "0s",
+	o = parse("-max-inflight", "2", "-grace-period", "1s", "-capacity", "unbounded", "-default-ttl", "0s",
 		"-band", "priority=0,capacity=3", "-backend", "http://127.0.0.1:8002")
 	if o.gateLimit != 2 || o.gracePeriod != time.Second || o.controller.RequestCapacity.IsBounded() || o.controller.DefaultTTL != 0 {
 		t.Errorf("flags over the file: gate limit %d, shutdown %v, capacity %s, ttl %v",

@@ -295,7 +295,7 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	if set["never-promote"] {
 		o.controller.NeverPromote = flagged.NeverPromote
 	}
-	if !set[config.GracePeriodFlag] && !set[config.DeprecatedGracePeriodFlag] {
+	if !set[config.GracePeriodFlag] {
 		o.gracePeriod = f.Gateway.GracePeriod
 	}
 	if !set["drain-delay"] {

@@ -160,7 +160,7 @@ func TestReloadFlagsStillWin(t *testing.T) {
 	if err := os.WriteFile(path, []byte(reloadFile(10, 4, 5*time.Second, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, fc, _ := startReloader(t, "-config", path, "-band", "priority=0,capacity=2", "-shutdown-timeout", "1s")
+	r, fc, _ := startReloader(t, "-config", path, "-band", "priority=0,capacity=2", "-grace-period", "1s")
 	if err := os.WriteFile(path, []byte(reloadFile(30, 4, 8*time.Second, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestReloadFlagsStillWin(t *testing.T) {
 		t.Errorf("band 0 capacity %s, want -band's 2", got)
 	}
 	if got := r.timeout(); got != time.Second {
-		t.Errorf("shutdown timeout %s, want -shutdown-timeout's 1s", got)
+		t.Errorf("shutdown timeout %s, want -grace-period's 1s", got)
 	}
 }
 
