@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Rate measurement, shared by every design: windows of at least rateWindow,
-// folded into a moving average of time constant rateHorizon.
+// The wall-clock meter's windows: at least rateWindow, folded into a
+// moving average of time constant rateHorizon, the same as the busy-time
+// meter's (flowcontrol.DrainMeter, the controller's own).
 const (
 	rateWindow  = time.Second
 	rateHorizon = 5 * time.Second
@@ -48,56 +49,6 @@ func (m *wallMeter) roll(now time.Time) {
 
 // rate returns the average at now, and whether there is one.
 func (m *wallMeter) rate(now time.Time) (float64, bool) {
-	m.roll(now)
-	return m.avg, m.measured
-}
-
-// busyMeter measures how fast a scope's queue drains while it has waiters:
-// dispatches from the queue per second of busy time. Its clock stops while
-// the queue is empty, so idle stretches neither lower the rate nor inflate
-// what is projected from it.
-type busyMeter struct {
-	busySince time.Time     // zero while idle
-	busyTime  time.Duration // busy time of the open window before busySince
-	count     int64
-	avg       float64
-	measured  bool
-}
-
-// setBusy records whether the scope's queue has waiters at now.
-func (m *busyMeter) setBusy(now time.Time, busy bool) {
-	switch {
-	case busy && m.busySince.IsZero():
-		m.busySince = now
-	case !busy && !m.busySince.IsZero():
-		m.busyTime += now.Sub(m.busySince)
-		m.busySince = time.Time{}
-		m.roll(now)
-	}
-}
-
-// dispatched counts a dispatch from the queue, made while it was busy.
-func (m *busyMeter) dispatched(now time.Time) {
-	m.count++
-	m.roll(now)
-}
-
-func (m *busyMeter) roll(now time.Time) {
-	span := m.busyTime
-	if !m.busySince.IsZero() {
-		span += now.Sub(m.busySince)
-	}
-	if span < rateWindow {
-		return
-	}
-	m.avg, m.measured = fold(m.avg, m.measured, float64(m.count)/span.Seconds(), span)
-	m.busyTime, m.count = 0, 0
-	if !m.busySince.IsZero() {
-		m.busySince = now
-	}
-}
-
-func (m *busyMeter) rate(now time.Time) (float64, bool) {
 	m.roll(now)
 	return m.avg, m.measured
 }

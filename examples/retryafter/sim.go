@@ -116,8 +116,10 @@ func Designs() []Design {
 type scope struct {
 	queued, capacity int64
 	wall             wallMeter
-	busy             busyMeter
-	promised         time.Time
+	// busy is the controller's own meter, fed from what the client sees:
+	// the queue's length at each poll, and dispatches that had queued.
+	busy     flowcontrol.DrainMeter
+	promised time.Time
 	// For the "first after idle" column: when the queue last emptied, and
 	// whether the current busy stretch followed an idle one of at least
 	// idleThreshold and has not refused anything yet.
@@ -129,7 +131,7 @@ type scope struct {
 }
 
 func (sc *scope) wallRate(now time.Time) (float64, bool) { return sc.wall.rate(now) }
-func (sc *scope) busyRate(now time.Time) (float64, bool) { return sc.busy.rate(now) }
+func (sc *scope) busyRate(now time.Time) (float64, bool) { return sc.busy.Rate(now) }
 
 // full reports whether one more request would exceed the scope.
 func (sc *scope) full() bool { return sc.queued >= sc.capacity }
@@ -139,11 +141,12 @@ func (sc *scope) setQueued(now time.Time, n int64) {
 	switch busy, wasBusy := n > 0, sc.queued > 0; {
 	case busy && !wasBusy:
 		sc.afterIdle = !sc.idleSince.IsZero() && now.Sub(sc.idleSince) >= idleThreshold
+		sc.busy.Busy(now)
 	case !busy && wasBusy:
 		sc.idleSince = now
+		sc.busy.Idle(now)
 	}
 	sc.queued = n
-	sc.busy.setBusy(now, n > 0)
 }
 
 func queueOverRate(_ *client, now time.Time, band *scope, _ []*scope) time.Duration {
@@ -259,8 +262,8 @@ func (c *client) observe(s *sim.Sim, ev flowcontrol.Event) {
 		b.wall.dispatched(now)
 		c.global.wall.dispatched(now)
 		if ev.QueueTime > 0 {
-			b.busy.dispatched(now)
-			c.global.busy.dispatched(now)
+			b.busy.Dispatched(now)
+			c.global.busy.Dispatched(now)
 		}
 	}
 	c.poll(s)
