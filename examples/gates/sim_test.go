@@ -7,14 +7,17 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicegate/sluice/examples/internal/long"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
-// comparisons runs Compare for seeds 1..3 (seed 1 only with -short), in
-// parallel, once for all the tests of the package.
+// comparisons runs Compare for seeds 1..3 with SLUICE_LONG (see
+// examples/internal/long) and seed 1 otherwise (or with -short), in
+// parallel, once for all the tests of the package. Every test asserts per
+// seed, but TestAIMDBeatsGradient, which averages over them.
 var comparisons = sync.OnceValues(func() (map[uint64]*Comparison, error) {
 	seeds := []uint64{1, 2, 3}
-	if testing.Short() {
+	if !long.Enabled() || testing.Short() {
 		seeds = seeds[:1]
 	}
 	out := map[uint64]*Comparison{}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/examples/internal/long"
 	"github.com/sluicegate/sluice/examples/modelserver"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
@@ -19,6 +20,11 @@ import (
 // complete. Under MaxInFlight(slots), with KV caches that hold four
 // requests of the longest context, the servers' own queues stay empty;
 // under a saturation gate they fill, as the gate means them to.
+//
+// Each demo runs 2 s in real time on servers of its own. With SLUICE_LONG
+// (see examples/internal/long) they run one after another, each in its
+// subtest; by default all five start together and each subtest checks
+// its demo's output.
 func TestEveryGate(t *testing.T) {
 	views := map[string]string{
 		gateSaturation:            `gate: saturation \d+%, \d of 2 servers saturated, budget \d+`,
@@ -27,19 +33,41 @@ func TestEveryGate(t *testing.T) {
 		gateAdaptive:              `gate: in flight \d+, limit \d+$`,
 		gateMaxInFlight:           `gate: in flight \d of 8$`,
 	}
+	type demo struct {
+		text string
+		err  error
+	}
+	runDemo := func(name string) demo {
+		out := newSyncBuffer()
+		args := []string{"-duration", "2s", "-gate", name}
+		if name == gateMaxInFlight {
+			// Smaller caches would make the servers queue what they
+			// have slots for: MaxInFlight knows nothing of KV.
+			args = append(args, "-kv-cache-tokens", strconv.Itoa(4*modelserver.DefaultMaxModelLen))
+		}
+		err := run(context.Background(), args, out)
+		return demo{out.String(), err}
+	}
+	started := map[string]chan demo{}
+	if !long.Enabled() {
+		for _, name := range gateNames {
+			ch := make(chan demo, 1)
+			started[name] = ch
+			go func() { ch <- runDemo(name) }()
+		}
+	}
 	for _, name := range gateNames {
 		t.Run(name, func(t *testing.T) {
-			out := newSyncBuffer()
-			args := []string{"-duration", "2s", "-gate", name}
-			if name == gateMaxInFlight {
-				// Smaller caches would make the servers queue what they
-				// have slots for: MaxInFlight knows nothing of KV.
-				args = append(args, "-kv-cache-tokens", strconv.Itoa(4*modelserver.DefaultMaxModelLen))
+			var d demo
+			if ch, ok := started[name]; ok {
+				d = <-ch
+			} else {
+				d = runDemo(name)
 			}
-			if err := run(context.Background(), args, out); err != nil {
-				t.Fatalf("run: %v\n%s", err, out.String())
+			text := d.text
+			if d.err != nil {
+				t.Fatalf("run: %v\n%s", d.err, text)
 			}
-			text := out.String()
 			if !regexp.MustCompile(`(?m)^gate: \S`).MatchString(text) {
 				t.Errorf("no gate line in the header:\n%s", text)
 			}

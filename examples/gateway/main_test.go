@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicegate/sluice/examples/internal/long"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
 )
@@ -29,18 +31,23 @@ import (
 // and the summary, serves every class (priority 5 through the fallback
 // band), lets the light tenant of the sheddable band in whenever the heavy
 // one fills it, never lets a model server's headroom value through, and
-// leaves no goroutine behind.
+// leaves no goroutine behind. By default it runs two seconds, and checks
+// the same; four with SLUICE_LONG (see examples/internal/long).
 func TestRunFourSeconds(t *testing.T) {
+	seconds := 2
+	if long.Enabled() {
+		seconds = 4
+	}
 	before := goleak.IgnoreCurrent()
 	out := newSyncBuffer()
-	if err := run(context.Background(), []string{"-duration", "4s"}, out); err != nil {
+	if err := run(context.Background(), []string{"-duration", fmt.Sprintf("%ds", seconds)}, out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	verifyNoLeak(t, before)
 
 	text := out.String()
 	t.Logf("output:\n%s", text)
-	for _, want := range []string{tableHeader, "\n  1s    10 ", "\n  4s    10 ", "\nsummary: "} {
+	for _, want := range []string{tableHeader, "\n  1s    10 ", fmt.Sprintf("\n  %ds    10 ", seconds), "\nsummary: "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -4,7 +4,19 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/sluicegate/sluice/examples/internal/long"
 )
+
+// comparedSeeds is how many seeds the comparisons run over: 10, as the
+// README prints them, with SLUICE_LONG (see examples/internal/long); by
+// default fewer, on which the same comparisons of medians hold.
+func comparedSeeds() int {
+	if long.Enabled() {
+		return 10
+	}
+	return 3
+}
 
 func detail(t *testing.T, seed uint64) string {
 	t.Helper()
@@ -38,17 +50,18 @@ func byName(t *testing.T, designs []Design, name string) int {
 	return -1
 }
 
-// The comparison the README prints, over seeds 1–10. The winner among
-// whole-second Retry-After values is (d), spread over the busy-time drain
-// rate: it wastes less than half the retries of no Retry-After, of the old
-// queue ÷ rate projection and of llm-d #2487's 1/rate, gives up on fewer
-// requests, and serves at least as much as every other whole-second design.
-// It pays in the latency of the requests it serves (which the others serve
-// fewer of, giving the rest up). Sent to the millisecond, (e), it wastes
-// fewer retries still. The controller's own Retry-After does as well as (d).
+// The comparison the README prints, over seeds 1–10 (1–3 by default: see
+// comparedSeeds). The winner among whole-second Retry-After values is (d),
+// spread over the busy-time drain rate: it wastes less than half the
+// retries of no Retry-After, of the old queue ÷ rate projection and of
+// llm-d #2487's 1/rate, gives up on fewer requests, and serves at least as
+// much as every other whole-second design. It pays in the latency of the
+// requests it serves (which the others serve fewer of, giving the rest
+// up). Sent to the millisecond, (e), it wastes fewer retries still. The
+// controller's own Retry-After does as well as (d).
 func TestSpreadOverBusyRateWins(t *testing.T) {
 	designs := Designs()
-	aggs, err := Compare(10, designs)
+	aggs, err := Compare(comparedSeeds(), designs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,16 +122,16 @@ func TestIdleDoesNotInflate(t *testing.T) {
 	check("(c) spread", func(d time.Duration) bool { return d > 2*time.Second }, "more than 2s (the wall-clock rate)")
 }
 
-// The prior, on a cold start with a burst (BurstScenario), over seeds
-// 1–10: spreading the first refusals at the requests in flight per 1 s,
-// (p4), wastes fewer retries than no prior, than a constant 1 s or 5 s and
-// than capacity ÷ TTL, and serves at least as much as no prior; capacity ÷
-// TTL, the next best on waste, serves less than no prior. A 0.5 s service
-// time wastes more; a 2 s one wastes about as little and serves less. The
-// controller's own value does as well as (p4).
+// The prior, on a cold start with a burst (BurstScenario), over seeds 1–10
+// (1–3 by default): spreading the first refusals at the requests in flight
+// per 1 s, (p4), wastes fewer retries than no prior, than a constant 1 s
+// or 5 s and than capacity ÷ TTL, and serves at least as much as no prior;
+// capacity ÷ TTL, the next best on waste, serves less than no prior. A
+// 0.5 s service time wastes more; a 2 s one wastes about as little and
+// serves less. The controller's own value does as well as (p4).
 func TestInFlightPriorWins(t *testing.T) {
 	designs := PriorDesigns()
-	aggs, err := CompareScenario(BurstScenario, 10, designs)
+	aggs, err := CompareScenario(BurstScenario, comparedSeeds(), designs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +164,14 @@ func TestInFlightPriorWins(t *testing.T) {
 	}
 }
 
-// An expiry's Retry-After, on ExpiryScenario over seeds 1–10: the band's
-// next promise ("expired: spread") wastes at most three quarters of the
-// retries of none, gives up on fewer requests, and serves as much (within
-// 1%); the queue ÷ the rate and one drain interval waste more than it. The
-// controller does as well as the spread.
+// An expiry's Retry-After, on ExpiryScenario over seeds 1–10 (1–3 by
+// default): the band's next promise ("expired: spread") wastes at most
+// three quarters of the retries of none, gives up on fewer requests, and
+// serves as much (within 1%); the queue ÷ the rate and one drain interval
+// waste more than it. The controller does as well as the spread.
 func TestExpirySpreadWins(t *testing.T) {
 	designs := ExpiryDesigns()
-	aggs, err := CompareScenario(ExpiryScenario, 10, designs)
+	aggs, err := CompareScenario(ExpiryScenario, comparedSeeds(), designs)
 	if err != nil {
 		t.Fatal(err)
 	}
