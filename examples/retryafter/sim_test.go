@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/examples/internal/long"
+	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
 // comparedSeeds is how many seeds the comparisons run over: 10, as the
@@ -18,9 +19,20 @@ func comparedSeeds() int {
 	return 3
 }
 
+// detail prints the one-seed table of seed: of Scenario's five minutes with
+// SLUICE_LONG, and by default of its first 100 s, one cycle of the batch
+// tenant (busy, idle, burst).
 func detail(t *testing.T, seed uint64) string {
 	t.Helper()
-	results, err := Run(seed, Designs())
+	scenario := Scenario
+	if !long.Enabled() {
+		scenario = func(seed uint64) sim.Config {
+			cfg := Scenario(seed)
+			cfg.Duration = 100 * time.Second
+			return cfg
+		}
+	}
+	results, err := RunScenario(scenario, seed, Designs())
 	if err != nil {
 		t.Fatal(err)
 	}
