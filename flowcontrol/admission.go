@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // Admission is the right of one dispatched request to run. It is returned
@@ -42,9 +44,9 @@ func (a *Admission) QueueTime() time.Duration { return a.queueTime }
 
 // FirstToken records that the first token of the response has reached the
 // router (for HTTP, the first byte of the response body). The time since
-// dispatch is what a [MeteredGate] hears as [Usage.FirstToken] when Done
+// dispatch is what a [gate.MeteredGate] hears as [gate.Usage.FirstToken] when Done
 // returns the slot — the latency an adaptive gate learns its limit from —
-// and what a [FirstTokenGate] hears at once.
+// and what a [gate.FirstTokenGate] hears at once.
 // Only the first call counts; a call after Done is ignored. It reads the
 // clock only when the controller's gate is a MeteredGate, and is safe to
 // call from any goroutine.
@@ -169,8 +171,8 @@ func (c *FlowController) release(a *Admission) {
 	defer c.dispatchLocked(time.Time{})
 	if c.metered != nil {
 		m := a.lease
-		u := Usage{
-			Slot:       Slot{Priority: a.effective, Cost: m.cost},
+		u := gate.Usage{
+			Slot:       gate.Slot{Priority: a.effective, Cost: m.cost},
 			Held:       c.sinceEpoch(time.Time{}) - m.start,
 			FirstToken: time.Duration(m.firstToken.Load()),
 			Heard:      m.heard,
@@ -194,7 +196,7 @@ func (c *FlowController) releaseFast(a *Admission) {
 	if !a.done.CompareAndSwap(false, true) {
 		return
 	}
-	c.slots.give()
+	c.slots.Give()
 	if c.slow.Load() == 0 {
 		return
 	}
@@ -216,7 +218,7 @@ func (c *FlowController) heardFirstToken(a *Admission, d time.Duration) {
 		return // Returned had it, as Usage.FirstToken
 	}
 	a.lease.heard = true
-	c.firstTokens.FirstToken(Slot{Priority: a.effective, Cost: a.lease.cost}, d)
+	c.firstTokens.FirstToken(gate.Slot{Priority: a.effective, Cost: a.lease.cost}, d)
 	c.dispatchLocked(time.Time{})
 }
 
@@ -252,7 +254,7 @@ func (c *FlowController) startLease(b *band, key FlowKey, tag any, cost int64, n
 	}
 	if c.metered != nil {
 		l.cost, l.start = cost, c.sinceEpoch(now)
-		c.metered.Took(Slot{Priority: b.priority, Cost: cost})
+		c.metered.Took(gate.Slot{Priority: b.priority, Cost: cost})
 	}
 	return l
 }

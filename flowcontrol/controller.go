@@ -3,10 +3,13 @@ package flowcontrol
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -73,7 +76,7 @@ type FlowController struct {
 	// queued. While it is clear nothing waits, so a request may take a
 	// slot, and an admission give its slot back, without mu (see
 	// startFast and releaseFast).
-	slots *slots
+	slots *gate.Count
 	slow  atomic.Int32
 
 	// emptySince is when the gate, an EndpointGate, was last seen to
@@ -84,10 +87,10 @@ type FlowController struct {
 	emptyTimer Timer
 
 	// Fixed by New.
-	gate           Gate
-	metered        MeteredGate    // gate, when it is one
-	firstTokens    FirstTokenGate // gate, when it is one
-	endpoints      EndpointGate   // gate, when it is one
+	gate           gate.Gate
+	metered        gate.MeteredGate    // gate, when it is one
+	firstTokens    gate.FirstTokenGate // gate, when it is one
+	endpoints      gate.EndpointGate   // gate, when it is one
 	noEndpointsTTL time.Duration
 	epoch          time.Time // the clock's reading at New, for lease.start
 	clock          Clock
@@ -108,7 +111,7 @@ type FlowController struct {
 // New returns a controller for cfg. A bad configuration fails with an error
 // naming the field and its value: no bands, duplicate priorities, an unknown
 // policy name, a policy on a queue without the capability it needs, a
-// negative capacity or TTL, a negative [MaxInFlight] limit, a MaxInFlight
+// negative capacity or TTL, a negative [gate.MaxInFlight] limit, a gate.MaxInFlight
 // gate used by another controller, or a fallback band that is not
 // configured.
 func New(cfg Config) (*FlowController, error) {
@@ -174,20 +177,15 @@ func New(cfg Config) (*FlowController, error) {
 	if c.gate == nil {
 		c.gate = newOpenGate()
 	}
-	c.metered, _ = c.gate.(MeteredGate)
-	c.firstTokens, _ = c.gate.(FirstTokenGate)
-	c.endpoints, _ = c.gate.(EndpointGate)
+	c.metered, _ = c.gate.(gate.MeteredGate)
+	c.firstTokens, _ = c.gate.(gate.FirstTokenGate)
+	c.endpoints, _ = c.gate.(gate.EndpointGate)
 	if c.clock == nil {
 		c.clock = RealClock{}
 	}
 	c.epoch = c.clock.Now()
 	if c.reclaim = newReclaimer(cfg.Eviction, guarantees > 0, c.gate); c.reclaim != nil {
 		c.reclaim.nudge = c.Nudge
-	}
-	if g, ok := c.gate.(slotCounted); ok && c.reclaim == nil {
-		// Nothing but the count decides: no cost to meter, no endpoints
-		// to watch, no admission to track for revocation.
-		c.slots = g.counter()
 	}
 	c.setBands(&bandSet{desc: desc})
 	set := c.bands.Load()
@@ -198,16 +196,23 @@ func New(cfg Config) (*FlowController, error) {
 	} else if c.fallback = set.lookup(cfg.FallbackPriority); c.fallback == nil {
 		return nil, configError("FallbackPriority", cfg.FallbackPriority, "no band in Bands has this priority")
 	}
-	if g, ok := c.gate.(BoundGate); ok {
+	if g, ok := c.gate.(gate.BoundGate); ok {
 		if err := g.Bind(c); err != nil {
 			return nil, fmt.Errorf("flowcontrol: Gate %s: %w", gateName(g), err)
 		}
+	}
+	// Last, once nothing can fail: a controller that returns an error
+	// leaves its gate as it found it.
+	if g, ok := c.gate.(gate.CountGate); ok && c.reclaim == nil {
+		// Nothing but the count decides: no cost to meter, no endpoints
+		// to watch, no admission to track for revocation.
+		c.slots = g.Count()
 	}
 	return c, nil
 }
 
 // gateName names g in an error: its String, if it has one, or its type.
-func gateName(g Gate) string {
+func gateName(g gate.Gate) string {
 	if s, ok := g.(fmt.Stringer); ok {
 		return s.String()
 	}
@@ -459,7 +464,20 @@ func (c *FlowController) took() {
 // or without it when slots counts them.
 func (c *FlowController) inFlightNow() int {
 	if c.slots != nil {
-		return int(c.slots.taken())
+		return int(c.slots.Taken())
 	}
 	return c.inFlight
 }
+
+// openGate is the gate of a controller configured without one: it admits
+// everything, and counts what it admitted, so that the controller can ask
+// it without its lock. It reports no saturation.
+type openGate struct{ inner gate.CountGate }
+
+func newOpenGate() openGate {
+	return openGate{gate.MaxInFlight(math.MaxInt).(gate.CountGate)}
+}
+
+func (g openGate) TryAcquire(priority int) bool { return g.inner.TryAcquire(priority) }
+func (g openGate) Release(priority int)         { g.inner.Release(priority) }
+func (g openGate) Count() *gate.Count           { return g.inner.Count() }

@@ -1,7 +1,7 @@
 // Package flowcontrol is the admission gate a router puts in front of its
 // model servers: a [FlowController] queues requests in priority bands, keeps
 // one queue per flow (tenant) inside each band, and dispatches them one at a
-// time through a [Gate] — strictly by priority across bands, by the band's
+// time through a [gate.Gate] — strictly by priority across bands, by the band's
 // [Fairness] policy among its flows, and by its ordering policy within a
 // flow — reporting for each request which band really handled it.
 //
@@ -40,7 +40,7 @@
 // way", below). OutcomeRejectedNoEndpoints
 // is a request that waited [Config.NoEndpointsTTL] while its gate reported
 // no model server at all, or whose TTL ran out while it did (see
-// [EndpointGate]).
+// [gate.EndpointGate]).
 //
 // Every error is a [*RejectionError]: it carries the outcome, the requested
 // and the effective keys, the time the request queued and, for every
@@ -287,7 +287,7 @@
 //
 // # User code that panics
 //
-// A [Gate], an ordering [ordering.Policy], an [Config.Observer], a
+// A [gate.Gate], an ordering [ordering.Policy], an [Config.Observer], a
 // [Config.Waiting] or a [FlowController.Submit] callback may panic; the controller stays
 // consistent and the panic reaches the goroutine that called into the
 // controller, as net/http expects of a handler:

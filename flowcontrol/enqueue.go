@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // EnqueueAndWait asks for req to be admitted and blocks until it is
@@ -14,7 +16,7 @@ import (
 //
 // When there is room — the band fits the request, no band at or above it is
 // waiting and the gate admits it — the request starts at once without being
-// queued. With a gate that only counts ([MaxInFlight], or none) and no
+// queued. With a gate that only counts ([gate.MaxInFlight], or none) and no
 // request waiting in any band, it starts without taking the controller's
 // lock, and its Done returns the slot without it. When its band or the
 // controller is full it is rejected at once.
@@ -262,12 +264,12 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 // first, as it would had this one taken mu first; no request waits with a
 // slot free (see releaseFast).
 func (c *FlowController) startFast(b *band, key FlowKey, size, cost int64) *Admission {
-	if !b.limits.Load().empty.fits(size, cost) || !c.empty.fits(size, cost) || !c.slots.take() {
+	if !b.limits.Load().empty.fits(size, cost) || !c.empty.fits(size, cost) || !c.slots.TryTake() {
 		return nil
 	}
 	if c.closing.Load() {
 		// Close began after admit looked: shutdown wins, as under mu.
-		c.slots.give()
+		c.slots.Give()
 		return nil
 	}
 	a := newUnlockedAdmission()
@@ -403,7 +405,7 @@ func (c *FlowController) withdraw(w *waiter) {
 			c.endLease(l)
 		}
 		if c.metered != nil {
-			c.metered.Returned(Usage{Slot: Slot{Priority: w.band.priority, Cost: w.lease.cost}, Unused: true})
+			c.metered.Returned(gate.Usage{Slot: gate.Slot{Priority: w.band.priority, Cost: w.lease.cost}, Unused: true})
 			return
 		}
 		c.gate.Release(w.band.priority)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // reclaimer is the controller's in-flight eviction and guaranteed shares:
@@ -19,8 +21,8 @@ type reclaimer struct {
 	timeout time.Duration
 	lending bool // a band may have a guarantee
 
-	detector SaturationDetector // the gate, when it is one
-	ceilings CeilingGate        // the gate, when it is one
+	detector gate.SaturationDetector // the gate, when it is one
+	ceilings gate.CeilingGate        // the gate, when it is one
 
 	// outstanding lists the revoked admissions not yet confirmed nor
 	// timed out, oldest first.
@@ -86,7 +88,7 @@ func (ls *leaseList) unlink(l *lease) {
 // newReclaimer returns the reclaimer of a controller with eviction e (nil
 // for none) over gate g, lending when a band may have a guarantee; nil
 // when there is neither.
-func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
+func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 	if e == nil && !lending {
 		return nil
 	}
@@ -102,13 +104,13 @@ func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
 		r.grace = e.Grace
 	}
 	if r.grace == 0 {
-		if lg, ok := g.(LagGate); ok {
+		if lg, ok := g.(gate.LagGate); ok {
 			r.grace = max(lg.Lag(), 0)
 		}
 	}
 	r.grace = max(r.grace, 0)
-	r.detector, _ = g.(SaturationDetector)
-	r.ceilings, _ = g.(CeilingGate)
+	r.detector, _ = g.(gate.SaturationDetector)
+	r.ceilings, _ = g.(gate.CeilingGate)
 	return r
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -55,14 +57,14 @@ func (s *steps) heard(o flowcontrol.Outcome) int {
 // evicting is a controller config with a sheddable band -1 and an
 // interactive band 10 under one slot, evicting as llm-d's enableEviction
 // does, its gate counting the slots taken and returned.
-func evicting(gate *countingGate, rec *steps) flowcontrol.Config {
+func evicting(gt *countingGate, rec *steps) flowcontrol.Config {
 	return flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 10, RequestCapacity: capacity.Bounded(10)},
 			{Priority: -1, RequestCapacity: capacity.Bounded(10)},
 		},
 		FallbackPriority: 10,
-		Gate:             gate,
+		Gate:             gt,
 		Eviction:         &flowcontrol.Eviction{},
 		Revocations:      rec.revocation,
 		Observer:         rec.observe,
@@ -89,9 +91,9 @@ func readers() int {
 // goes to the interactive request.
 func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
+		gt := &countingGate{inner: gate.MaxInFlight(1)}
 		rec := newSteps()
-		h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+		h := newHarness(t, evicting(gt, rec), priorityFromHeader)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -155,8 +157,8 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 		if got := h.fc.InFlight(); got != 1 {
 			t.Errorf("in flight = %d, want 1: the chat request's only", got)
 		}
-		if got, want := gate.released.Load(), gate.acquired.Load()-1; got != want || got != 1 {
-			t.Errorf("gate: %d slots released of %d taken, want exactly the batch slot back", got, gate.acquired.Load())
+		if got, want := gt.released.Load(), gt.acquired.Load()-1; got != want || got != 1 {
+			t.Errorf("gate: %d slots released of %d taken, want exactly the batch slot back", got, gt.acquired.Load())
 		}
 		if got := rec.count(flowcontrol.RevocationIssued); got != 1 {
 			t.Errorf("revocations issued %d, want 1", got)
@@ -185,9 +187,9 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 // request gets the slot without an eviction.
 func TestCompletedResponseIsNotEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
+		gt := &countingGate{inner: gate.MaxInFlight(1)}
 		rec := newSteps()
-		h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+		h := newHarness(t, evicting(gt, rec), priorityFromHeader)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -200,7 +202,7 @@ func TestCompletedResponseIsNotEvicted(t *testing.T) {
 		if got := rec.count(flowcontrol.RevocationIssued); got != 0 {
 			t.Errorf("revocations issued %d, want 0", got)
 		}
-		if got, want := gate.released.Load(), int64(1); got != want {
+		if got, want := gt.released.Load(), int64(1); got != want {
 			t.Errorf("gate: %d slots released, want %d", got, want)
 		}
 		chat.responseHeaders(true)
@@ -215,9 +217,9 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 	for _, how := range []string{"cancel", "close"} {
 		for range 10 {
 			synctest.Test(t, func(t *testing.T) {
-				gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
+				gt := &countingGate{inner: gate.MaxInFlight(1)}
 				rec := newSteps()
-				h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+				h := newHarness(t, evicting(gt, rec), priorityFromHeader)
 
 				batch := h.open()
 				batch.admit("x-test-priority", "-1")
@@ -238,7 +240,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 					t.Fatalf("%s: chat got %v, want CONTINUE", how, resp)
 				}
 				synctest.Wait()
-				if got := gate.released.Load(); got != 1 {
+				if got := gt.released.Load(); got != 1 {
 					t.Errorf("%s: gate released %d slots, want exactly 1", how, got)
 				}
 				if got := h.fc.InFlight(); got != 1 {

@@ -37,7 +37,7 @@ const (
 // gateView is the gateway's gate and what the table shows of it.
 type gateView struct {
 	name        string
-	gate        flowcontrol.Gate
+	gate        gate.Gate
 	saturation  *gate.SaturationGate // nil unless the gate has one
 	tokens      *tokenMeter          // nil unless the gate has a token budget
 	tokenBudget int64
@@ -50,7 +50,7 @@ type gateView struct {
 // newGate builds the gate o.gate names.
 func newGate(o options) (*gateView, error) {
 	v := &gateView{name: o.gate}
-	var gates []flowcontrol.Gate
+	var gates []gate.Gate
 	if o.gate == gateSaturation || o.gate == gateSaturationConcurrency {
 		sat, err := gate.Saturation(gate.SaturationConfig{QueueDepthThreshold: o.queueDepth})
 		if err != nil {
@@ -86,7 +86,7 @@ func newGate(o options) (*gateView, error) {
 		v.adaptive, v.gate = adaptive, adaptive
 	case o.gate == gateMaxInFlight:
 		v.maxInFlight = o.servers * o.concurrency
-		v.gate = flowcontrol.MaxInFlight(v.maxInFlight)
+		v.gate = gate.MaxInFlight(v.maxInFlight)
 	case len(gates) == 1:
 		v.gate = gates[0]
 	default:
@@ -143,12 +143,12 @@ type tokenMeter struct {
 	cost atomic.Int64
 }
 
-func (m *tokenMeter) Took(s flowcontrol.Slot) {
+func (m *tokenMeter) Took(s gate.Slot) {
 	m.ConcurrencyGate.Took(s)
 	m.cost.Add(s.Cost)
 }
 
-func (m *tokenMeter) Returned(u flowcontrol.Usage) {
+func (m *tokenMeter) Returned(u gate.Usage) {
 	m.ConcurrencyGate.Returned(u)
 	m.cost.Add(-u.Cost)
 }

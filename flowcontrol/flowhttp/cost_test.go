@@ -17,6 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -161,7 +163,7 @@ func TestCostCapacityOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: capacity.Bounded(100)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		h, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: tokenEstimate}, okHandler)
 		if err != nil {
@@ -219,7 +221,7 @@ func TestDisplacedAnswered429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{band(0, 2)},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		called := false
 		h := newHandler(t, fc, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))

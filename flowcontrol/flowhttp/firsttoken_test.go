@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
@@ -15,13 +17,13 @@ import (
 // usageGate is a MeteredGate with unlimited slots that keeps what it hears.
 type usageGate struct {
 	mu       sync.Mutex
-	returned []flowcontrol.Usage
+	returned []gate.Usage
 }
 
-func (*usageGate) TryAcquire(int) bool   { return true }
-func (*usageGate) Release(int)           {}
-func (*usageGate) Took(flowcontrol.Slot) {}
-func (g *usageGate) Returned(u flowcontrol.Usage) {
+func (*usageGate) TryAcquire(int) bool { return true }
+func (*usageGate) Release(int)         {}
+func (*usageGate) Took(gate.Slot)      {}
+func (g *usageGate) Returned(u gate.Usage) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.returned = append(g.returned, u)
