@@ -156,21 +156,19 @@
 // An evicted admission ([Admission.Err]) carries 1s while its band and the
 // controller have room to queue it: it may come back at once and wait its
 // turn there, like the requests it would queue behind. A full band gives
-// it the band's next promise, as a refusal gets. In examples/crossband,
-// 1s rather than the band's promise let batch refill the pool after a
-// burst in 4s instead of 14s (seed 6, its first burst), and kept more of
-// batch's throughput on the median seed over seeds 1–20: 91% of strict
-// priority's against 89% with lending, 89% against 88% with eviction and
-// no grace.
+// it the band's next promise, as a refusal gets. The promise is sized for
+// a full queue: told to an evicted request while its band has room, it
+// would keep the request away while the slots it could take free up
+// (examples/crossband/README.md shows the difference on a simulated
+// pool).
 //
-// A simulation with clients that retry like the OpenAI SDKs chose each
-// rule (examples/retryafter, whose README has the tables): the spread over
-// the queue length divided by the rate and over one drain interval alone;
-// the in-flight prior over none, a constant 1s or 5s, and capacity ÷ TTL,
-// on a cold start with a burst (under half the wasted retries of no prior,
-// at no loss of goodput); and for expiries the band's next promise over
-// none, the queue ÷ the rate, and one drain interval (a third fewer wasted
-// retries than none and almost no give-ups, at the same goodput).
+// The rules for refusals, for the prior and for expiries were each chosen
+// against alternatives by a simulation with clients that retry like the
+// OpenAI SDKs: the spread against the queue length ÷ the rate and one
+// drain interval alone; the in-flight prior against none, a constant and
+// capacity ÷ TTL; and for expiries the band's next promise against none,
+// the queue ÷ the rate and one drain interval.
+// examples/retryafter/README.md has the command and the tables.
 //
 // # Dispatch and strict priority
 //

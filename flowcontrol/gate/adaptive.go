@@ -12,9 +12,11 @@ import (
 // field but TargetFirstToken means its default.
 type AdaptiveConfig struct {
 	// TargetFirstToken is the time to first token, counted from dispatch,
-	// above which a response is a sign of congestion. Required. Below the
-	// SLO by what the queue in front of the gate may take: with an SLO of
-	// 3s and requests waiting up to 1s in the controller's band, 1.5s.
+	// above which a response is a sign of congestion. Required. A request
+	// that waited w in the controller's band meets a time-to-first-token
+	// SLO counted from its arrival only if its first token comes within
+	// SLO − w of dispatch, so set it below SLO − TTL, the SLO less the
+	// longest wait in front of the gate, by a margin.
 	TargetFirstToken time.Duration
 	// InitialLimit is the limit the gate starts from (default 100, llm-d's
 	// maxConcurrency default): the fixed limit it replaces, typically.
@@ -72,12 +74,14 @@ const (
 // float64 and its whole part is clamped to them, so neither the increase
 // nor the decrease can wrap it.
 //
-// The gate learns as first tokens arrive, so it follows a change of
-// capacity within a few times to first token; the saturation gate, which
-// reads the servers' own queues every scrape, follows within a scrape
-// interval. The simulation in examples/gates compares both, and the
-// gradient design this gate was chosen over, which needs each response's
-// hold time and so learns only as admissions end.
+// The gate learns as first tokens arrive, not as admissions end: by the
+// rules above, after a drop in capacity the limit is multiplied by
+// Backoff at most once per half a flight of responses, and after a rise
+// it grows by about Increase × limit per round trip. examples/gates
+// compares it with the saturation gate, which reads the servers' own
+// queues every scrape, and with the gradient design this gate was chosen
+// over, which needs each response's hold time and so learns only as
+// admissions end; its README has the command and the tables.
 //
 // An AdaptiveGate is a [FirstTokenGate] (so a
 // [MeteredGate]), a [BoundGate] and a

@@ -65,10 +65,11 @@
 // threshold that is NaN or infinite is refused by the constructor.
 //
 // Which to use: the saturation gate where the model servers' metrics can
-// be scraped — it follows a change of capacity within a scrape interval;
-// the adaptive gate where they cannot — it follows within a few request
-// lifetimes, since it learns as admissions end; the concurrency gate as a
+// be scraped — it sees a change of capacity at the next scrape; the
+// adaptive gate where they cannot — it learns from each response's time
+// to first token as the caller reports it; the concurrency gate as a
 // ceiling beside either, through All. The simulation in examples/gates
 // measures them against fixed limits on a pool whose capacity changes;
-// examples/gates/README.md has its tables and the gates' benchmarks.
+// examples/gates/README.md has its command, its tables and the gates'
+// benchmarks.
 package gate
