@@ -74,8 +74,8 @@ func TestStartFastTakesNoLock(t *testing.T) {
 	}
 	wg.Add(2)
 	run("waiter")
-	if c.slow.Load() != 1 {
-		t.Fatalf("slow = %d with one request queued, want 1", c.slow.Load())
+	if c.fast.slow.Load() != 1 {
+		t.Fatalf("slow = %d with one request queued, want 1", c.fast.slow.Load())
 	}
 	holder.Done() // dispatches the waiter, which ends in its callback
 	run("newcomer")
@@ -83,8 +83,8 @@ func TestStartFastTakesNoLock(t *testing.T) {
 	if len(order) != 2 || order[0] != "waiter" {
 		t.Fatalf("order %v, want the waiter first", order)
 	}
-	if c.slow.Load() != 0 || c.InFlight() != 0 {
-		t.Fatalf("slow %d, in flight %d at rest, want 0 and 0", c.slow.Load(), c.InFlight())
+	if c.fast.slow.Load() != 0 || c.InFlight() != 0 {
+		t.Fatalf("slow %d, in flight %d at rest, want 0 and 0", c.fast.slow.Load(), c.InFlight())
 	}
 }
 
@@ -131,8 +131,8 @@ func TestFastPathLosesNoWakeUp(t *testing.T) {
 		}
 		wg.Wait()
 		cancel()
-		if c.slow.Load() != 0 || c.InFlight() != 0 {
-			t.Errorf("slots %d: slow %d, in flight %d at rest, want 0 and 0", slots, c.slow.Load(), c.InFlight())
+		if c.fast.slow.Load() != 0 || c.InFlight() != 0 {
+			t.Errorf("slots %d: slow %d, in flight %d at rest, want 0 and 0", slots, c.fast.slow.Load(), c.InFlight())
 		}
 		c.Close()
 	}

@@ -2,7 +2,6 @@ package flowcontrol
 
 import (
 	"errors"
-	"math"
 	"strconv"
 	"time"
 )
@@ -235,14 +234,6 @@ func checkEviction(e *Eviction) error {
 	}
 	if e.Timeout < 0 {
 		return configError("Eviction.Timeout", e.Timeout, "negative")
-	}
-	return nil
-}
-
-// checkGuarantee validates a band's guarantee.
-func checkGuarantee(name string, g float64) error {
-	if !(g >= 0 && g <= 1) || math.IsNaN(g) {
-		return configError(name, g, "not a fraction in [0, 1]")
 	}
 	return nil
 }
