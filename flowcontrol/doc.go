@@ -314,4 +314,32 @@
 //
 // A fairness [Scheduler] is the exception: it must not panic, since it
 // runs in the middle of a change to its band.
+//
+// # Where the code is
+//
+// A request's life runs through four phase files, which call the optional
+// features through a few named hooks (each does nothing when its feature
+// is off) rather than branching on them:
+//
+//	enqueue.go      arrival: fit, start at once, or queue (EnqueueAndWait, Submit)
+//	dispatch.go     the loop that offers the highest band's head to the gate
+//	admission.go    the Admission and its end (Done)
+//	deliver.go      outcomes delivered once the lock is released
+//
+// Each optional feature has one owner, a type whose fields are its own:
+//
+//	fast.go         lockFree: start and end without the lock while nothing waits
+//	metered.go      metering: what a gate.MeteredGate hears of each slot
+//	reclaim.go      reclaimer: in-flight eviction, its decisions and pacing
+//	guarantee.go    the reclaimer's guaranteed shares, lent while idle
+//	noendpoints.go  endpointWatch: drop requests while no model server is up
+//
+// The rest: controller.go (New, Close, ProvisionBand), config.go, band.go
+// and waiter.go (the queues), fairness.go with globalstrict.go,
+// roundrobin.go and drr.go (one policy a file), fit.go and displace.go
+// (capacities and displacement), backlog.go, retry.go (Retry-After),
+// lease.go, revoke.go (Eviction and a revoked admission), outcome.go,
+// snapshot.go and clock.go. A new gate lives in package gate; a new
+// give-way policy touches its owner's file, the hook it needs, and its
+// test.
 package flowcontrol
