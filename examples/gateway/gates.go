@@ -55,15 +55,15 @@ type gates struct {
 	maxInFlight int                   // the limit of -gate maxinflight; 0 otherwise
 }
 
-// newGates builds the gate o.gate names. A configuration the gate refuses
-// came from a flag, so the error is a usage error naming it.
+// newGates builds the gate o.gate names. A configuration a gate refuses
+// came from the flags, so the error is a usage error.
 func newGates(o options) (*gates, error) {
 	g := &gates{o: o}
 	var all []gate.Gate
 	if o.gate == gateSaturation || o.gate == gateSaturationConcurrency {
 		sat, err := gate.Saturation(o.saturation)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("-queue-depth: %w", err)}
+			return nil, usageError{fmt.Errorf("-gate %s: %w", o.gate, err)}
 		}
 		g.saturation = sat
 		all = append(all, sat)
@@ -71,7 +71,7 @@ func newGates(o options) (*gates, error) {
 	if o.gate == gateConcurrency || o.gate == gateSaturationConcurrency {
 		budget, err := gate.Concurrency(o.tokenBudget)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("-token-budget: %w", err)}
+			return nil, usageError{fmt.Errorf("-gate %s: %w", o.gate, err)}
 		}
 		g.concurrency = budget
 		all = append(all, budget)
@@ -80,7 +80,7 @@ func newGates(o options) (*gates, error) {
 	case o.gate == gateAdaptive:
 		adaptive, err := gate.Adaptive(o.adaptive)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("-target-ttft: %w", err)}
+			return nil, usageError{fmt.Errorf("-gate %s: %w", o.gate, err)}
 		}
 		g.adaptive, g.gate = adaptive, adaptive
 	case o.gate == gateMaxInFlight:
