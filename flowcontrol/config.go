@@ -110,9 +110,16 @@ type BandConfig struct {
 	// bands above it that use at least theirs, and when the gate refuses
 	// it, admissions of bands below it beyond their own guarantees are
 	// revoked ([OutcomeEvicted]) until it has its guarantee: idle, the
-	// share is lent to any band; wanted, it comes back within one
-	// revocation's confirmation — the time the holders take to stop and
-	// call Done, paced and bounded as [Eviction] says. A band below it
+	// share is lent to any band; wanted, it comes back in rounds, paced
+	// as [Eviction] says. Each revocation decision is sized from the
+	// band's requests waiting then, at most MaxPerDecision (M, 2 by
+	// default), and the next decision waits until those revocations are
+	// confirmed (C, the time the holders take to stop and call Done, at
+	// most Timeout) and Grace has passed. A burst that finds G admissions
+	// of its share lent out gets them back within 1 + ⌈(G−1)/M⌉ rounds of
+	// C + Grace — its first arrival's decision revokes for that arrival
+	// alone — or ⌈G/M⌉ rounds when the burst is queued before its first
+	// refusal: with G = 4 and the defaults, 3 rounds. A band below it
 	// lends it back so; a band above it, as its requests end, since a
 	// higher band is never revoked for a lower one. Usage is counted in
 	// admissions at the mean footprint: the gate's saturation

@@ -185,3 +185,19 @@ func TestProvisionBandChecksGuarantees(t *testing.T) {
 		t.Errorf("0.9 and 0.1: %v", err)
 	}
 }
+
+// TestProvisionBandKeepsTheGuarantee: re-provisioning a band to change its
+// TTL leaves its guarantee, as it leaves its policy: band 0 still holds
+// its 0.5, so 0.6 more elsewhere goes past 1.
+func TestProvisionBandKeepsTheGuarantee(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}})
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 0, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: -1, Guarantee: 0.6}); err == nil || !strings.Contains(err.Error(), "past 1") {
+		t.Fatalf("0.6 beside band 0's kept 0.5: %v", err)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: -1, Guarantee: 0.5}); err != nil {
+		t.Fatalf("0.5 beside band 0's kept 0.5: %v", err)
+	}
+}

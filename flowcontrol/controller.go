@@ -343,10 +343,12 @@ func (c *FlowController) shutdown() {
 	}
 }
 
-// ProvisionBand adds a band, or changes the capacities and TTL of an existing
-// one. For an existing band, Policy, Queue and Fairness must be left empty
-// or name what the band already runs: a band's order cannot change while
-// requests wait in it. The new limits apply to requests enqueued from now on;
+// ProvisionBand adds a band, or changes the capacities, TTL and guarantee
+// of an existing one. For an existing band, Policy, Queue and Fairness must
+// be left empty or name what the band already runs: a band's order cannot
+// change while requests wait in it. A Guarantee of 0 keeps the band's
+// guarantee, as an empty Policy keeps its policy; a guarantee can be
+// changed, not removed. The new limits apply to requests enqueued from now on;
 // requests already queued keep their TTL and stay queued even if the band now
 // holds more than its capacity. Requests already admitted keep the band they
 // were admitted under. It fails with an error wrapping [ErrRejectedShuttingDown] after
@@ -376,11 +378,13 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 			return configError("BandConfig.Queue", bc.Queue,
 				fmt.Sprintf("band %d already runs %q; a provisioned band's queue cannot change", bc.Priority, running))
 		}
-		if err := c.checkGuarantees(b, bc.Guarantee); err != nil {
-			return err
+		if bc.Guarantee != 0 {
+			if err := c.checkGuarantees(b, bc.Guarantee); err != nil {
+				return err
+			}
+			b.guarantee = bc.Guarantee
 		}
 		b.limits.Store(lim)
-		b.guarantee = bc.Guarantee
 		return nil
 	}
 	if err := c.checkGuarantees(nil, bc.Guarantee); err != nil {

@@ -106,7 +106,7 @@ func (c *FlowController) dropNoEndpoints() {
 		var due []*waiter
 		for _, f := range b.flows {
 			for w := f.newest; w != nil; w = w.older {
-				switch deadline := max(w.enqueued, emptySince) + e.ttl; {
+				switch deadline := addTime(max(w.enqueued, emptySince), e.ttl); {
 				case deadline <= at:
 					due = append(due, w)
 				case !kept || deadline < next:

@@ -39,7 +39,8 @@ type reclaimer struct {
 	ended, endedTail   *lease
 	arm                time.Duration // a wake-up to arm, so long from now; 0 none
 	wakeAt             time.Duration // when the armed wake-up fires; 0 none
-	timer              Timer
+	timer              Timer         // the one wake-up timer kept armed
+	timerAt            time.Duration // when timer fires
 	nudge              func()
 }
 
@@ -211,7 +212,7 @@ func (r *reclaimer) cool(l *lease, now time.Duration) {
 		return
 	}
 	r.cooling += l.credit
-	r.coolUntil = max(r.coolUntil, now+r.grace)
+	r.coolUntil = max(r.coolUntil, addTime(now, r.grace))
 }
 
 // open reports whether a decision may be taken at now: no revocation
@@ -231,7 +232,7 @@ func (r *reclaimer) open(c *FlowController, now time.Duration) bool {
 		l = next
 	}
 	if l := r.outstanding.head; l != nil {
-		r.wake(c, now, l.revokedAt+r.timeout)
+		r.wake(c, now, addTime(l.revokedAt, r.timeout))
 		return false
 	}
 	if now < r.coolUntil {
@@ -248,8 +249,8 @@ func (r *reclaimer) open(c *FlowController, now time.Duration) bool {
 // wake asks for dispatch to run again at at, unless a wake-up already
 // armed comes no later. The timer is armed once the lock is released.
 func (r *reclaimer) wake(c *FlowController, now, at time.Duration) {
-	if r.wakeAt > now && r.wakeAt <= at {
-		return
+	if (r.wakeAt > now && r.wakeAt <= at) || at == maxInt64 {
+		return // one comes sooner, or this one never
 	}
 	r.wakeAt, r.arm = at, at-now
 	r.noted = true
@@ -329,7 +330,7 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving int64) {
 	}
 	if taken > 0 {
 		// Decide again when the timeout passes, if no Done comes first.
-		r.wake(c, at, at+r.timeout)
+		r.wake(c, at, addTime(at, r.timeout))
 	}
 }
 
@@ -387,13 +388,13 @@ func (r *reclaimer) noteEnded(c *FlowController, l *lease, step RevocationStep, 
 // to report and a wake-up to arm.
 type notes struct {
 	issued, ended *lease
-	arm           time.Duration
+	arm, at       time.Duration // a wake-up to arm so long from now, due at at
 }
 
 // takeNotes takes what the critical section left for after the lock.
 // Called with mu held, from unlock, when r.noted is set.
 func (r *reclaimer) takeNotes() notes {
-	n := notes{issued: r.issued, ended: r.ended, arm: r.arm}
+	n := notes{issued: r.issued, ended: r.ended, arm: r.arm, at: r.wakeAt}
 	r.issued, r.issuedTail, r.ended, r.endedTail, r.arm = nil, nil, nil, nil, 0
 	r.noted = false
 	return n
@@ -411,7 +412,7 @@ func (c *FlowController) announce(n *notes) {
 	if n.arm > 0 {
 		d := n.arm
 		n.arm = 0
-		c.armWake(d)
+		c.armWake(d, n.at)
 	}
 	for n.issued != nil {
 		l := n.issued
@@ -435,18 +436,34 @@ func (c *FlowController) announce(n *notes) {
 	}
 }
 
-// armWake arms the reclaimer's wake-up d from now. Called without mu: a
-// timer may allocate.
-func (c *FlowController) armWake(d time.Duration) {
+// armWake arms the reclaimer's wake-up d from now, due at at (since the
+// epoch). Called without mu: a timer may allocate. One timer is kept
+// armed: of the new one and the one armed before, the later is stopped, so
+// that no timer outlives the wake-up it was armed for (wake-ups are armed
+// after the lock is released, so two may arrive out of order).
+func (c *FlowController) armWake(d, at time.Duration) {
 	r := c.reclaim
 	t := c.clock.AfterFunc(d, r.nudge)
 	c.mu.Lock()
-	// An earlier wake-up is left to fire: it may be the sooner one, and a
-	// spare Nudge costs one dispatch. Close stops the last.
-	r.timer = t
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		t.Stop()
+	stop := t
+	switch {
+	case c.closed:
+	case r.timer != nil && r.timerAt <= at && r.timerAt > c.sinceEpoch(time.Time{}):
+		// The armed one fires first; its dispatch arms again if need be,
+		// which wake allows once it is due.
+		r.wakeAt = r.timerAt
+	default:
+		stop, r.timer, r.timerAt = r.timer, t, at
 	}
+	c.mu.Unlock()
+	if stop != nil {
+		stop.Stop()
+	}
+}
+
+// addTime returns t + d for d ≥ 0, capped at the largest Duration: a
+// configured timeout or grace of any size never wraps an instant into the
+// past.
+func addTime(t, d time.Duration) time.Duration {
+	return time.Duration(saturatingAdd(int64(t), int64(max(d, 0))))
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,13 +173,18 @@ type SaturationGate struct {
 	clock             Clock
 	mu                sync.Mutex
 	endpoints         map[string]*endpoint // guarded by mu
-	fc                Controller           // set by Bind, guarded by mu
+	// order holds the endpoints sorted by name, guarded by mu: every sum
+	// over them is taken in this order, so that the same readings give
+	// the same bits whatever order they arrived in.
+	order []*endpoint
+	fc    Controller // set by Bind, guarded by mu
 }
 
 // endpoint is what the gate keeps of one model server. Guarded by the
 // gate's mu.
 type endpoint struct {
-	m Metrics
+	name string
+	m    Metrics
 	// recent is true while the last reading, valid or not, is younger
 	// than the staleness threshold. An invalid recent reading (bad) takes
 	// part in the budget as a saturated one would: no room, and its
@@ -308,8 +315,10 @@ func (g *SaturationGate) Update(name string, m Metrics) {
 	e := g.endpoints[name]
 	switch {
 	case e == nil:
-		e = &endpoint{}
+		e = &endpoint{name: name}
 		g.endpoints[name] = e
+		i, _ := slices.BinarySearchFunc(g.order, name, byName)
+		g.order = slices.Insert(g.order, i, e)
 		g.known.Store(int32(len(g.endpoints)))
 	case !stamped && !m.ReadAt.After(e.m.ReadAt):
 		g.mu.Unlock() // the same reading again, or an older one
@@ -352,6 +361,9 @@ func (g *SaturationGate) Remove(name string) {
 		e.timer.Stop()
 	}
 	delete(g.endpoints, name)
+	if i, found := slices.BinarySearchFunc(g.order, name, byName); found {
+		g.order = slices.Delete(g.order, i, i+1)
+	}
 	g.known.Store(int32(len(g.endpoints)))
 	g.recompute()
 	fc := g.fc
@@ -391,7 +403,7 @@ func (g *SaturationGate) recompute() {
 	var rooms int64
 	base, recent := int64(math.MaxInt64), false
 	sum := 0.0
-	for _, e := range g.endpoints {
+	for _, e := range g.order {
 		if e.recent {
 			rooms = addSat(rooms, e.share)
 			base, recent = min(base, e.base), true
@@ -409,6 +421,9 @@ func (g *SaturationGate) recompute() {
 	}
 	g.limit.Store(addSat(base, rooms))
 }
+
+// byName orders endpoints by name, for a binary search of g.order.
+func byName(e *endpoint, name string) int { return strings.Compare(e.name, name) }
 
 // addSat returns a+b for a, b ≥ 0, or math.MaxInt64 if that overflows.
 func addSat(a, b int64) int64 {
@@ -475,7 +490,7 @@ func (g *SaturationGate) Status() SaturationStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := SaturationStatus{Endpoints: len(g.endpoints)}
-	for _, e := range g.endpoints {
+	for _, e := range g.order {
 		if e.fresh() {
 			s.Fresh++
 			s.Room = addSat(s.Room, e.share)
@@ -517,7 +532,7 @@ func (g *SaturationGate) invalid() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0
-	for _, e := range g.endpoints {
+	for _, e := range g.order {
 		if e.bad {
 			n++
 		}
@@ -526,7 +541,8 @@ func (g *SaturationGate) invalid() int {
 }
 
 // Saturation returns the pool's saturation, always a number in [0, 1]: the
-// mean over the endpoints of min(1, max(Waiting/QueueDepthThreshold,
+// mean over the endpoints, summed in the order of their names so that the
+// same readings give the same bits, of min(1, max(Waiting/QueueDepthThreshold,
 // KVCache/KVCacheUtilThreshold)), an endpoint with stale metrics or an
 // invalid reading counting 1; 1 with no endpoints. Below 1, some endpoint
 // has room. It is the gate's [SaturationDetector] reading,
