@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +322,38 @@ func TestSaturationReady(t *testing.T) {
 	clock.Advance(gate.DefaultMetricsStalenessThreshold)
 	if err := g.Ready(); err == nil || !strings.Contains(err.Error(), "none of its 1 endpoints has fresh metrics") {
 		t.Fatalf("stale metrics: %v", err)
+	}
+}
+
+// TestSaturationIsTheSameForTheSameReadings: the saturation is a sum over
+// the endpoints taken in the order of their names, so the same readings
+// give the same bits whatever order they arrived in (a sum in map order
+// reads 0.30000000000000004 one time and 0.29999999999999999 the next).
+func TestSaturationIsTheSameForTheSameReadings(t *testing.T) {
+	readings := map[string]gate.Metrics{}
+	for i := range 12 {
+		readings[fmt.Sprintf("ep-%02d", i)] = gate.Metrics{Waiting: i % 5, KVCache: float64(i) / 17}
+	}
+	var names []string
+	for n := range readings {
+		names = append(names, n)
+	}
+	var want uint64
+	for round := range 50 {
+		clock := newClock()
+		g, err := gate.Saturation(gate.SaturationConfig{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rand.New(rand.NewPCG(uint64(round), 1)).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		for _, n := range names {
+			g.Update(n, readings[n])
+		}
+		got := math.Float64bits(g.Saturation())
+		if round == 0 {
+			want = got
+		} else if got != want {
+			t.Fatalf("round %d: saturation %v, round 0 read %v from the same readings", round, math.Float64frombits(got), math.Float64frombits(want))
+		}
 	}
 }
