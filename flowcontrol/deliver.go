@@ -348,7 +348,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 		// Its band did not drain fast enough to serve it in time: it may
 		// come back at the band's next promised place, as a request the
 		// band refuses would.
-		w.retryAfter = w.band.drain.retryAfter(now, c.inFlightNow())
+		w.retryAfter = w.band.drain.retryAfterExpiry(now, c.inFlightNow(), w.band.queued.requests, c.sinceEpoch(now)-w.enqueued)
 	case OutcomeRejectedNoEndpoints:
 		w.retryAfter = noEndpointsRetryAfter
 	}

@@ -140,10 +140,13 @@
 // next 16, and so on.
 //
 // OutcomeRejectedTTLExpired of a queued request takes its band's next
-// promise, like a refusal of the band: the band did not drain fast enough
-// to serve it in time, and a client that rejoins its queue at once would
-// expire again. A band measured not to drain at all gets 30s, as for a
-// refusal. An expiry at the call (a context already past its deadline)
+// promise, like a refusal of the band, but no sooner than the band's
+// queue ÷ its drain rate, less the time the request waited: the band did
+// not drain fast enough to serve it in time, and a client that rejoins the
+// queue before what waits in it has drained that far would expire again.
+// With 100 waiting at 6.5 per second and a 10s TTL, that is 6s or more,
+// where a refusal of the band would be told 1s. A band measured not to
+// drain at all gets 30s, as for a refusal. An expiry at the call (a context already past its deadline)
 // carries none.
 //
 // OutcomeRejectedNoEndpoints (503) carries 1s: nothing measures when
@@ -166,8 +169,9 @@
 // against alternatives by a simulation with clients that retry like the
 // OpenAI SDKs: the spread against the queue length ÷ the rate and one
 // drain interval alone; the in-flight prior against none, a constant and
-// capacity ÷ TTL; and for expiries the band's next promise against none,
-// the queue ÷ the rate and one drain interval.
+// capacity ÷ TTL; and for expiries the band's next promise behind its
+// queue against the promise alone, none, the queue ÷ the rate and one
+// drain interval.
 // examples/retryafter/README.md has the command and the tables.
 //
 // # Dispatch and strict priority

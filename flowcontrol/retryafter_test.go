@@ -132,8 +132,9 @@ func TestRetryAfterOnRetryableRefusals(t *testing.T) {
 }
 
 // TestExpiryTakesTheBandsNextPlace: a request that expires in a band that
-// drains is promised the band's next place, as a refusal is, and the
-// refusals after it the places after that — one drain interval apart.
+// drains is promised the band's next place behind what waits in it, less
+// the wait it can bear, and the refusals after it the places after that —
+// one drain interval apart.
 func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
@@ -162,8 +163,10 @@ func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 		require.Equal(t, 300*time.Millisecond, r.QueueTime)
 		require.Equal(t, time.Second, r.RetryAfter, "promised a place at 0.5s")
 		require.Contains(t, r.Error(), "after 300ms queued; retry after 1s")
-		// The band is full again (other and one more); the refusals take the
-		// places at 1s and 1.5s.
+		// Its place was behind what waits: other, 0.5s to drain, less the
+		// 0.3s it can wait, then one interval: 0.7s. The band is full again
+		// (other and one more); the refusals take the places at 1.2s and
+		// 1.7s.
 		more := start(t.Context(), fc, req("more", 0))
 		synctest.Wait()
 		var got []time.Duration
@@ -174,7 +177,7 @@ func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
 			got = append(got, rej.RetryAfter)
 		}
-		require.Equal(t, []time.Duration{time.Second, 2 * time.Second}, got)
+		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, got)
 		h.Done()
 		synctest.Wait()
 		other.adm.Done()
@@ -308,4 +311,53 @@ func TestClosedBandGetsNoRetryAfter(t *testing.T) {
 	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
 	require.Zero(t, rej.RetryAfter)
 	require.False(t, errors.Is(err, flowcontrol.ErrTooLarge))
+}
+
+// TestExpiryInADeepBandWaitsBehindTheQueue: a request that expires with
+// more waiting in its band than drains within its TTL is told to come back
+// when what waits has drained enough to serve it in time — not in 1s, to
+// rejoin a queue it cannot clear and expire again.
+func TestExpiryInADeepBandWaitsBehindTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := mustNew(t, flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(20), TTL: time.Hour}},
+			Gate:  gate.MaxInFlight(1),
+		})
+		// Two dispatches per second while busy, for 5s.
+		h := hold(t, fc)
+		for range 10 {
+			next := start(t.Context(), fc, req("steady", 0))
+			synctest.Wait()
+			time.Sleep(500 * time.Millisecond)
+			h.Done()
+			synctest.Wait()
+			h = next.adm
+		}
+		short := start(t.Context(), fc, flowcontrol.Request{Key: key("short", 0), TTL: 300 * time.Millisecond})
+		var deep []*call
+		for i := range 10 {
+			deep = append(deep, start(t.Context(), fc, req(fmt.Sprint("deep", i), 0)))
+		}
+		synctest.Wait()
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		r := short.rejection(t)
+		require.Equal(t, flowcontrol.OutcomeRejectedTTLExpired, r.Outcome)
+		// 10 behind at 2/s drain in 5s; less the 0.3s it can wait, plus
+		// one interval: 5.2s, in whole seconds.
+		require.Equal(t, 6*time.Second, r.RetryAfter)
+		ended := map[*call]bool{}
+		for range deep { // started in any order: end each as it starts
+			h.Done()
+			synctest.Wait()
+			h = nil
+			for _, c := range deep {
+				if c.adm != nil && !ended[c] {
+					h, ended[c] = c.adm, true
+				}
+			}
+			require.NotNil(t, h, "a deep request dispatched")
+		}
+		h.Done()
+	})
 }
