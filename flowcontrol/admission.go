@@ -48,7 +48,11 @@ func (a *Admission) QueueTime() time.Duration { return a.queueTime }
 // first call counts; a call after Done is ignored. It reads the clock only
 // when the controller's gate is a MeteredGate, and is safe to call from any
 // goroutine.
-func (a *Admission) FirstToken() { a.c.meter.firstToken(a) }
+func (a *Admission) FirstToken() {
+	if m := a.c.meter; m != nil {
+		m.firstToken(a)
+	}
+}
 
 // Done releases the request's gate slot and lets the next waiting request
 // start. Only the first call has an effect; Done is safe to call from any
@@ -93,7 +97,8 @@ func newUnlockedAdmission() *Admission {
 // goroutine to deliver once it returns. The dispatch runs even if the gate's
 // Release panics.
 func (c *FlowController) release(a *Admission) {
-	if c.fast.release(c, a) {
+	if c.fast != nil {
+		c.fast.release(c, a)
 		return
 	}
 	c.mu.Lock()
@@ -103,14 +108,11 @@ func (c *FlowController) release(a *Admission) {
 	}
 	a.done.Store(true)
 	c.inFlight--
-	c.reclaim.finished(c, a.lease)
 	if a.inCallback {
 		defer c.park()
 	}
 	defer c.dispatchLocked(time.Time{})
-	if !c.meter.returned(c, a.lease, a.effective) {
-		c.gate.Release(a.effective)
-	}
+	c.giveBack(a.lease, a.effective)
 }
 
 // sinceEpoch returns now, or the clock's reading when now is the zero

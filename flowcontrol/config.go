@@ -71,12 +71,6 @@ const (
 	MaxRequestBytes int64 = 1 << 40
 )
 
-// counted returns the byte size and the cost req counts as: its ByteSize
-// within [0, MaxRequestBytes], its Cost within [1, MaxRequestCost].
-func counted(req *Request) (size, cost int64) {
-	return min(max(req.ByteSize, 0), MaxRequestBytes), min(max(req.Cost, 1), MaxRequestCost)
-}
-
 // BandConfig configures one priority band.
 type BandConfig struct {
 	// Priority identifies the band; higher is more important.

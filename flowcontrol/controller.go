@@ -326,7 +326,9 @@ func (c *FlowController) shutdown() {
 		return
 	}
 	c.closed = true
-	c.reclaim.stop()
+	if c.reclaim != nil {
+		c.reclaim.stop()
+	}
 	now := c.clock.Now()
 	for _, b := range c.bands.Load().desc {
 		var all []*waiter

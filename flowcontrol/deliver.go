@@ -337,7 +337,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 	}
 	if c.closing.Load() {
 		o, byContext = OutcomeRejectedShuttingDown, false
-	} else if o == OutcomeRejectedTTLExpired && c.noEndpoints.none() {
+	} else if o == OutcomeRejectedTTLExpired && c.noEndpointsNow() {
 		o = OutcomeRejectedNoEndpoints // expired in the empty-pool regime
 	}
 	now := c.clock.Now()

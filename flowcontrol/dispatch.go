@@ -30,20 +30,20 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		if i < 0 {
 			return
 		}
-		b := c.reclaim.head(c, desc, i) // a band short of its guarantee goes first
+		b := c.headOf(desc, i) // a band short of its guarantee goes first
 		if !c.offer(b) {
-			c.reclaim.refused(c, b, now, 0)
+			c.refusedFor(b, now, 0)
 			// A band short of its guarantee that the gate refuses (a
 			// ceiling holding it back, say) does not hold back the band
 			// strict priority would offer.
 			if b == desc[i] || !c.offer(desc[i]) {
 				// Strict priority: nothing below a refused band starts.
-				c.noEndpoints.refused(c, now)
+				c.refusedAll(now)
 				return
 			}
 			b = desc[i]
 		}
-		c.noEndpoints.granted()
+		c.granted()
 		if now.IsZero() {
 			now = c.clock.Now()
 		}
@@ -81,7 +81,7 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 		c.drain.idle(now)
 	}
 	w.queued = false
-	c.fast.idle(c.queued.requests)
+	c.drained()
 	w.gen++
 	if w.timer != nil {
 		w.timer.Stop()

@@ -321,14 +321,16 @@
 //
 // # Where the code is
 //
-// A request's life runs through four phase files, which call the optional
-// features through a few named hooks (each does nothing when its feature
-// is off) rather than branching on them:
+// A request's life runs through four phase files, which reach the
+// optional features only through the named hooks of hooks.go (each calls
+// its feature's owner only when the feature is on) rather than branching
+// on them:
 //
 //	enqueue.go      arrival: fit, start at once, or queue (EnqueueAndWait, Submit)
 //	dispatch.go     the loop that offers the highest band's head to the gate
 //	admission.go    the Admission and its end (Done)
 //	deliver.go      outcomes delivered once the lock is released
+//	hooks.go        where the phases call the features
 //
 // Each optional feature has one owner, a type whose fields are its own:
 //
@@ -342,8 +344,7 @@
 // and waiter.go (the queues), fairness.go with globalstrict.go,
 // roundrobin.go and drr.go (one policy a file), fit.go and displace.go
 // (capacities and displacement), backlog.go, retry.go (Retry-After),
-// lease.go, revoke.go (Eviction and a revoked admission), outcome.go,
+// lease.go (what a metered or revocable admission keeps), revoke.go (Eviction and a revoked admission), outcome.go,
 // snapshot.go and clock.go. A new gate lives in package gate; a new
-// give-way policy touches its owner's file, the hook it needs, and its
-// test.
+// give-way policy touches its owner's file, hooks.go, and its test.
 package flowcontrol

@@ -150,7 +150,7 @@ func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Adm
 		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
 	size, cost := counted(req)
-	if adm := c.fast.start(c, b, req.Key, size, cost); adm != nil {
+	if adm := c.startFast(b, req.Key, size, cost); adm != nil {
 		return adm, nil, nil, 0
 	}
 	// A band with waiters cannot start a request at once: skip the first
@@ -266,22 +266,24 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 			now = t
 		}
 	}
-	if rej := c.makeRoom(w, now); rej != nil {
-		return nil, rej, 0, 0
+	if !c.fitsQueued(w) {
+		if rej := c.makeRoom(w, now); rej != nil {
+			return nil, rej, 0, 0
+		}
 	}
-	c.fast.queuing() // before the gate is asked: see lockFree.release
+	c.queuing() // before the gate is asked: see lockFree.release
 	first := c.isFirst(b)
 	if first {
 		if c.offer(b) {
-			c.fast.idle(c.queued.requests)
+			c.drained()
 			c.took()
 			l := c.started(b, w.requested, w.tag, w.cost, now)
 			a := c.slab.admission()
 			a.c, a.requested, a.effective, a.lease = c, w.requested, b.priority, l
 			return a, nil, 0, 0
 		}
-		defer c.noEndpoints.refused(c, now) // once w is queued
-		c.reclaim.refused(c, b, now, 1)     // w, about to queue, is in the demand
+		defer c.refusedAll(now) // once w is queued
+		c.refusedFor(b, now, 1) // w, about to queue, is in the demand
 	}
 	c.queue(w, now)
 	if !first {
@@ -354,10 +356,7 @@ func (c *FlowController) withdraw(w *waiter) {
 	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
 		c.untook()
-		c.reclaim.finished(c, w.lease)
-		if !c.meter.unused(w.lease, w.band.priority) {
-			c.gate.Release(w.band.priority)
-		}
+		c.giveBackUnused(w.lease, w.band.priority)
 	}
 }
 
@@ -371,7 +370,7 @@ func (c *FlowController) withdraw(w *waiter) {
 // short of its guarantee, no band at all at or above it.
 func (c *FlowController) isFirst(b *band) bool {
 	top := c.firstNonEmpty()
-	return top < 0 || c.reclaim.first(c, b, top)
+	return top < 0 || c.firstAt(b, top)
 }
 
 // contextOutcome is the outcome of a wait that ctx ended: an expiry for a

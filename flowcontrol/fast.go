@@ -11,8 +11,7 @@ import (
 // and an admission ends, without the controller's lock. It exists when the
 // gate is a [gate.CountGate] — it decides by its count alone — and nothing
 // else must hear each admission (no metered gate, no endpoints to watch, no
-// revocation); FlowController.fast is nil otherwise, and its hooks do
-// nothing.
+// revocation); FlowController.fast is nil otherwise.
 //
 // The gate's count is then the count of admissions in flight. slow is set
 // while a request is queued in any band, or being queued under mu, and
@@ -39,14 +38,14 @@ func newLockFree(c *FlowController) *lockFree {
 // taking mu, when nothing waits: then every band and flow is empty, so the
 // request fits when it is no larger than an empty band and controller
 // hold, it is the first in line, and the gate decides by its count alone.
-// It returns nil when any of that fails, Close has begun, or f is nil, and
-// the locked path decides.
+// It returns nil when any of that fails, or Close has begun, and the
+// locked path decides.
 //
 // A slot taken just as a request is queued elsewhere goes to this request
 // first, as it would had this one taken mu first; no request waits with a
 // slot free (see release).
 func (f *lockFree) start(c *FlowController, b *band, key FlowKey, size, cost int64) *Admission {
-	if f == nil || f.slow.Load() != 0 {
+	if f.slow.Load() != 0 {
 		return nil
 	}
 	return f.startNow(c, b, key, size, cost)
@@ -70,7 +69,7 @@ func (f *lockFree) startNow(c *FlowController, b *band, key FlowKey, size, cost 
 // for it: see release. Stored only as it turns, so that under a backlog
 // the flag is read, not written. Called with mu held.
 func (f *lockFree) queuing() {
-	if f != nil && f.slow.Load() == 0 {
+	if f.slow.Load() == 0 {
 		f.slow.Store(1)
 	}
 }
@@ -78,30 +77,26 @@ func (f *lockFree) queuing() {
 // idle clears the mark once queued, the requests queued in all bands, is
 // 0. Called with mu held.
 func (f *lockFree) idle(queued int64) {
-	if f != nil && queued == 0 {
+	if queued == 0 {
 		f.slow.Store(0)
 	}
 }
 
 // release ends admission a without mu, which is taken only if a request
-// waits, or is being queued, for the dispatch; it reports false, doing
-// nothing, when f is nil.
+// waits, or is being queued, for the dispatch.
 //
 // The slot is given back before slow is read, and an enqueue sets slow
 // before it asks the gate: with Go's sequentially consistent atomics,
 // either this Done sees the enqueue and dispatches for it under mu (which
 // the enqueue holds until its request is queued), or the enqueue sees the
 // free slot.
-func (f *lockFree) release(c *FlowController, a *Admission) bool {
-	if f == nil {
-		return false
-	}
+func (f *lockFree) release(c *FlowController, a *Admission) {
 	if !a.done.CompareAndSwap(false, true) {
-		return true
+		return
 	}
 	f.slots.Give()
 	if f.slow.Load() == 0 {
-		return true
+		return
 	}
 	c.mu.Lock()
 	defer c.unlock()
@@ -109,5 +104,4 @@ func (f *lockFree) release(c *FlowController, a *Admission) bool {
 		defer c.park()
 	}
 	c.dispatchLocked(time.Time{})
-	return true
 }

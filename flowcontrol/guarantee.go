@@ -13,7 +13,7 @@ import (
 // highest band with waiters: a band short of its guarantee at or below it,
 // if any, goes first; otherwise desc[i]. Called with mu held.
 func (r *reclaimer) head(c *FlowController, desc []*band, i int) *band {
-	if r != nil && r.lending {
+	if r.lending {
 		if g := c.guaranteedHead(i); g != nil {
 			return g
 		}
@@ -25,7 +25,7 @@ func (r *reclaimer) head(c *FlowController, desc []*band, i int) *band {
 // offers first, when top is the highest band with waiters: see isFirst.
 // Called with mu held.
 func (r *reclaimer) first(c *FlowController, b *band, top int) bool {
-	if r == nil || !r.lending {
+	if !r.lending {
 		return top > b.index
 	}
 	if g := c.guaranteedHead(top); g != nil && g.index <= b.index {

@@ -11,23 +11,10 @@ type lease struct {
 	revocable
 }
 
-// started books a request of band b, key and tag, that has just taken the
-// slot the gate granted (the caller counts it with took), and returns its
-// lease, or nil when it needs none: a metered gate hears its cost and its
-// clock starts, and a band the controller may revoke lists it among its
-// running admissions. now is the time of the event, or the zero Time to
-// read the clock. Called with mu held.
-func (c *FlowController) started(b *band, key FlowKey, tag any, cost int64, now time.Time) *lease {
-	if c.meter == nil && c.reclaim == nil {
-		return nil // the common admission: inlined
-	}
-	return c.startLease(b, key, tag, cost, now)
-}
-
 // startLease is started for a controller whose admissions may need a
 // lease.
 func (c *FlowController) startLease(b *band, key FlowKey, tag any, cost int64, now time.Time) *lease {
-	track := c.reclaim.tracks(b)
+	track := c.reclaim != nil && c.reclaim.tracks(b)
 	if c.meter == nil && !track {
 		return nil
 	}
@@ -35,7 +22,9 @@ func (c *FlowController) startLease(b *band, key FlowKey, tag any, cost int64, n
 	if track {
 		c.reclaim.track(l, b, key, tag)
 	}
-	c.meter.took(c, l, b, cost, now)
+	if c.meter != nil {
+		c.meter.took(c, l, b, cost, now)
+	}
 	return l
 }
 

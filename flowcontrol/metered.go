@@ -11,8 +11,7 @@ import (
 // hears the cost of the request each slot carries (Took) and how each
 // admission used it (Returned, instead of Release), and a
 // [gate.FirstTokenGate] each first token as it is reported.
-// FlowController.meter is nil when the gate is not metered, and its hooks
-// do nothing.
+// FlowController.meter is nil when the gate is not metered.
 type metering struct {
 	gate        gate.MeteredGate
 	firstTokens gate.FirstTokenGate // gate, when it is one
@@ -47,45 +46,32 @@ func newMetering(g gate.Gate) *metering {
 // now (the zero Time to read the clock), took the slot it granted, and
 // starts l's clock. Called with mu held.
 func (m *metering) took(c *FlowController, l *lease, b *band, cost int64, now time.Time) {
-	if m == nil {
-		return
-	}
 	l.cost, l.start = cost, c.sinceEpoch(now)
 	m.gate.Took(gate.Slot{Priority: b.priority, Cost: cost})
 }
 
 // returned gives the gate back the slot of the admission of lease l and
-// band priority, which ended, with its usage; it reports false, doing
-// nothing, when the gate is not metered. Called with mu held.
-func (m *metering) returned(c *FlowController, l *lease, priority int) bool {
-	if m == nil {
-		return false
-	}
+// band priority, which ended, with its usage. Called with mu held.
+func (m *metering) returned(c *FlowController, l *lease, priority int) {
 	m.gate.Returned(gate.Usage{
 		Slot:       gate.Slot{Priority: priority, Cost: l.cost},
 		Held:       c.sinceEpoch(time.Time{}) - l.start,
 		FirstToken: time.Duration(l.firstToken.Load()),
 		Heard:      l.heard,
 	})
-	return true
 }
 
 // unused gives the gate back the slot of lease l and band priority, which
 // no request used: its caller panicked out of the enqueue that dispatched
-// it. It reports false, doing nothing, when the gate is not metered.
-// Called with mu held.
-func (m *metering) unused(l *lease, priority int) bool {
-	if m == nil {
-		return false
-	}
+// it. Called with mu held.
+func (m *metering) unused(l *lease, priority int) {
 	m.gate.Returned(gate.Usage{Slot: gate.Slot{Priority: priority, Cost: l.cost}, Unused: true})
-	return true
 }
 
 // firstToken records a's first token: see Admission.FirstToken.
 func (m *metering) firstToken(a *Admission) {
 	l := a.lease
-	if m == nil || l == nil || l.firstToken.Load() != 0 {
+	if l == nil || l.firstToken.Load() != 0 {
 		return
 	}
 	d := max(a.c.sinceEpoch(time.Time{})-l.start, 1)

@@ -19,8 +19,7 @@ const noEndpointsRetryAfter = time.Second
 // endpointWatch drops the requests that wait [Config.NoEndpointsTTL] while
 // the gate, a [gate.EndpointGate], reports no endpoints at all, with
 // OutcomeRejectedNoEndpoints. FlowController.noEndpoints is nil when the
-// gate is not one, and its hooks do nothing. Guarded by the controller's
-// mu.
+// gate is not one. Guarded by the controller's mu.
 type endpointWatch struct {
 	gate gate.EndpointGate
 	ttl  time.Duration
@@ -42,26 +41,19 @@ func newEndpointWatch(g gate.Gate, ttl time.Duration) *endpointWatch {
 	return &endpointWatch{gate: eg, ttl: ttl}
 }
 
-// none reports whether the gate reports no endpoints; false without a
-// watch. Called with mu held.
-func (e *endpointWatch) none() bool { return e != nil && e.gate.NoEndpoints() }
+// none reports whether the gate reports no endpoints. Called with mu
+// held.
+func (e *endpointWatch) none() bool { return e.gate.NoEndpoints() }
 
 // granted notes that the gate granted a slot: there are endpoints. Called
 // with mu held.
-func (e *endpointWatch) granted() {
-	if e != nil {
-		e.emptySince = time.Time{}
-	}
-}
+func (e *endpointWatch) granted() { e.emptySince = time.Time{} }
 
 // refused follows the gate after it refused at now, with no band left to
 // offer: when it reports no endpoints and requests wait, it notes when the
 // pool emptied and makes sure a check will drop those that wait ttl with no
 // endpoints. Called with mu held.
 func (e *endpointWatch) refused(c *FlowController, now time.Time) {
-	if e == nil {
-		return
-	}
 	if !e.gate.NoEndpoints() {
 		e.emptySince = time.Time{}
 		return

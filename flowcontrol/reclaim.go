@@ -142,8 +142,8 @@ func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 
 // tracks reports whether admissions of band b may be revoked, and so are
 // listed: every band's with guarantees, since any band may borrow; only
-// the sheddable bands' with eviction alone; none without a reclaimer.
-func (r *reclaimer) tracks(b *band) bool { return r != nil && (r.lending || b.priority < r.below) }
+// the sheddable bands' with eviction alone.
+func (r *reclaimer) tracks(b *band) bool { return r.lending || b.priority < r.below }
 
 // track lists l, the lease of an admission of band b, key and tag that
 // has just started, among b's running admissions. Called with mu held.
@@ -161,16 +161,14 @@ func (r *reclaimer) finished(c *FlowController, l *lease) {
 }
 
 // refused takes a revocation decision for band b, whose head the gate has
-// just refused: see reclaimFor. It does nothing without a reclaimer.
+// just refused: see reclaimFor.
 func (r *reclaimer) refused(c *FlowController, b *band, now time.Time, arriving int64) {
-	if r != nil {
-		c.reclaimFor(b, now, arriving)
-	}
+	c.reclaimFor(b, now, arriving)
 }
 
 // stop stops the wake-up timer, at shutdown. Called with mu held.
 func (r *reclaimer) stop() {
-	if r != nil && r.timer != nil {
+	if r.timer != nil {
 		r.timer.Stop()
 	}
 }
