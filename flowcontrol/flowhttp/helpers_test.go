@@ -20,6 +20,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/internal/pipenet"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // priorityHeader is the request header the tests classify priorities by.
@@ -186,14 +187,7 @@ func send(t testing.TB, client *http.Client, url string, priority int, headers .
 
 // errorJSON is the rejection body the Handler writes: the OpenAI error
 // object, as OpenAI SDKs decode it.
-type errorJSON struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
+type errorJSON testhttp.OpenAIError
 
 // decodeError decodes a rejection body strictly: exactly the four fields
 // of the OpenAI error object, all present, param null.

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/headroom/window"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 func TestRouterOwnedHeadersIsTheOneList(t *testing.T) {
@@ -205,10 +206,10 @@ func TestRouterOwnedOnEveryPath(t *testing.T) {
 						fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
 						next := spoofingBackend(path, key)
 						if viaProxy {
-							be := startServer(t, next, false)
+							be := testhttp.StartServer(t, next, false)
 							next = proxyTo(t, be.URL, be.Client().Transport)
 						}
-						srv := startServer(t, newHandler(t, fc, next), false)
+						srv := testhttp.StartServer(t, newHandler(t, fc, next), false)
 						s := fetch(t, srv.Client(), srv.URL)
 						s.checkOwned(t, path)
 						require.Equal(t, "10", s.header.Get(headroom.HeaderName), "the router's own headroom")
