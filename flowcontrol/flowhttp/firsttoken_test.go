@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
-	"github.com/sluicegate/sluice/internal/gatetest"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/internal/gatetest"
 )
 
 // The handler reports the first byte of the response body as the first
