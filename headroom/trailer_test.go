@@ -54,20 +54,6 @@ func spoofingBackend(s testhttp.TrailerSpoof) http.Handler {
 	return s.Backend(map[string]string{"X-Model": "m1", headroom.HeaderName: "997"}, true)
 }
 
-// fetch GETs srv's URL with its client and returns the response, with the
-// body read so that the trailers are in.
-func fetch(t *testing.T, srv *httptest.Server, wantProto string) *http.Response {
-	t.Helper()
-	res, err := srv.Client().Get(srv.URL)
-	require.NoError(t, err)
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	res.Body.Close()
-	require.Equal(t, "tokens", string(body))
-	require.Equal(t, wantProto, res.Proto)
-	return res
-}
-
 // ownedTrailers returns the trailers res carries under a router-owned name,
 // in any letter case.
 func ownedTrailers(res *http.Response, owned ...string) http.Header {
@@ -108,7 +94,7 @@ func TestBackendTrailersNeverCarryTheHeadroom(t *testing.T) {
 			proto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[http2]
 			for _, spoof := range trailerSpoofs {
 				t.Run(surface.name+"/"+proto+"/"+spoof.Name, func(t *testing.T) {
-					res := fetch(t, surface.front(t, spoofingBackend(spoof), http2), proto)
+					res := testhttp.FetchTokens(t, surface.front(t, spoofingBackend(spoof), http2), proto)
 					want := map[string][]string{"X-Llm-D-Flow-Band-Headroom-Requests": {"19"}, "X-Llm-D-Flow-Band-Headroom": {"19"}}
 					if diff := cmp.Diff(want, headroomValues(res.Header)); diff != "" {
 						t.Errorf("headroom headers (-want +got):\n%s", diff)

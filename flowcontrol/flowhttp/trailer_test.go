@@ -4,7 +4,6 @@ package flowhttp_test
 // Handler, directly or through a reverse proxy, over HTTP/1 or HTTP/2.
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -67,13 +66,7 @@ func TestBackendTrailersNeverCarryRouterHeaders(t *testing.T) {
 					require.NoError(t, err)
 					srv := testhttp.StartServer(t, h, http2)
 
-					res, err := srv.Client().Get(srv.URL)
-					require.NoError(t, err)
-					body, err := io.ReadAll(res.Body)
-					require.NoError(t, err)
-					res.Body.Close()
-					require.Equal(t, "tokens", string(body))
-					require.Equal(t, proto, res.Proto)
+					res := testhttp.FetchTokens(t, srv, proto)
 
 					want := map[string][]string{
 						headroom.HeaderName:            {"10"},

@@ -100,3 +100,19 @@ func (s TrailerSpoof) Backend(header map[string]string, writeHeader bool) http.H
 		}
 	})
 }
+
+// FetchTokens GETs srv's URL with its client and returns the response with
+// its body read, so that the trailers are in. It fails the test at once
+// unless the body is a spoofing Backend's "tokens" and the protocol is
+// proto.
+func FetchTokens(t testing.TB, srv *httptest.Server, proto string) *http.Response {
+	t.Helper()
+	res, err := srv.Client().Get(srv.URL)
+	if body := Body(t, res, err); body != "tokens" {
+		t.Fatalf("body %q, want %q", body, "tokens")
+	}
+	if res.Proto != proto {
+		t.Fatalf("protocol %s, want %s", res.Proto, proto)
+	}
+	return res
+}
