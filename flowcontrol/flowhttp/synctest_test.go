@@ -48,27 +48,29 @@ func memGateway(t *testing.T, fc *flowcontrol.FlowController, backend http.Handl
 // goSend sends a request for band priority on a new goroutine; the result
 // arrives on the returned channel.
 func goSend(ctx context.Context, client *http.Client, priority int, headers ...string) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/v1/completions", nil)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		req.Header.Set(priorityHeader, strconv.Itoa(priority))
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		ch <- result{status: resp.StatusCode, header: resp.Header, body: string(body), err: err}
-	}()
-	return ch
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/v1/completions", nil)
+	if err != nil {
+		ch := make(chan result, 1)
+		ch <- result{err: err}
+		return ch
+	}
+	req.Header.Set(priorityHeader, strconv.Itoa(priority))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return goDo(client, req)
+}
+
+// startHeld starts memGateway(fc) in front of a holdingBackend, closed when
+// the test ends, and sends it a request of band 0 that the backend holds.
+// It returns once the backend works on that request.
+func startHeld(t *testing.T, fc *flowcontrol.FlowController) (client *http.Client, backend *holdingBackend, held <-chan result) {
+	backend = newHoldingBackend()
+	client, stop := memGateway(t, fc, backend)
+	t.Cleanup(stop)
+	held = goSend(t.Context(), client, 0, holdHeader, "1")
+	<-backend.working
+	return client, backend, held
 }
 
 // holdingBackend answers at once, unless the request carries holdHeader:
@@ -116,12 +118,7 @@ func TestResponseTimeSampling(t *testing.T) {
 			Bands: []flowcontrol.BandConfig{band(0, 10)},
 			Gate:  newCountingGate(1),
 		})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		first := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		client, backend, first := startHeld(t, fc)
 		if n := queued(t, fc, 0); n != 0 {
 			t.Fatalf("band length %d at admission, want 0 (headroom 10)", n)
 		}
@@ -168,12 +165,7 @@ func TestQueueDurationHeader(t *testing.T) {
 			Bands: []flowcontrol.BandConfig{band(0, 10)},
 			Gate:  newCountingGate(1),
 		})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		first := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		client, backend, first := startHeld(t, fc)
 		second := goSend(t.Context(), client, 0)
 		synctest.Wait()
 		time.Sleep(1500*time.Millisecond + 700*time.Microsecond)
@@ -275,12 +267,7 @@ func TestExpiryOverHTTP(t *testing.T) {
 		b := band(0, 10)
 		b.TTL = ttl
 		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{b}, Gate: newCountingGate(1)})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		held := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		client, backend, held := startHeld(t, fc)
 		start := time.Now()
 		res := <-goSend(t.Context(), client, 0)
 		if waited := time.Since(start); waited != ttl {
@@ -320,12 +307,7 @@ func TestCancelledWhileQueued(t *testing.T) {
 				mu.Unlock()
 			},
 		})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		held := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		client, backend, held := startHeld(t, fc)
 		ctx, cancel := context.WithCancel(t.Context())
 		gone := goSend(ctx, client, 0)
 		synctest.Wait()
