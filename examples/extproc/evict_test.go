@@ -1,7 +1,6 @@
 package extproc_test
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"runtime"
@@ -69,6 +68,15 @@ func evicting(gate *countingGate, rec *steps) flowcontrol.Config {
 	}
 }
 
+// evictingHarness starts a harness over evicting with one slot, classified
+// by priorityFromHeader, and returns its counting gate and its recorder.
+func evictingHarness(t *testing.T) (*countingGate, *steps, *harness) {
+	t.Helper()
+	gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
+	rec := newSteps()
+	return gate, rec, newHarness(t, evicting(gate, rec), priorityFromHeader)
+}
+
 // readers counts the adapter's reader goroutines (inbox.read) alive now.
 func readers() int {
 	buf := make([]byte, 64<<10)
@@ -89,9 +97,7 @@ func readers() int {
 // goes to the interactive request.
 func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
-		rec := newSteps()
-		h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+		gate, rec, h := evictingHarness(t)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -133,16 +139,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 		if ir.GetDetails() != "evicted-priority" {
 			t.Errorf("details %q, want evicted-priority", ir.GetDetails())
 		}
-		var body struct {
-			Error struct {
-				Message, Type string
-				Code          *string
-			}
-		}
-		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Type != "rate_limit_exceeded" ||
-			body.Error.Code == nil || *body.Error.Code != "evicted-priority" || body.Error.Message == "" {
-			t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code evicted-priority", ir.GetBody(), err)
-		}
+		wantRateLimited(t, ir.GetBody(), "evicted-priority")
 		// The adapter ends the stream cleanly after the answer.
 		if _, err := batch.s.Recv(); !errors.Is(err, io.EOF) {
 			t.Errorf("batch: after the ImmediateResponse got %v, want io.EOF", err)
@@ -185,9 +182,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 // request gets the slot without an eviction.
 func TestCompletedResponseIsNotEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
-		rec := newSteps()
-		h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+		gate, rec, h := evictingHarness(t)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -215,9 +210,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 	for _, how := range []string{"cancel", "close"} {
 		for range 10 {
 			synctest.Test(t, func(t *testing.T) {
-				gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
-				rec := newSteps()
-				h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+				gate, rec, h := evictingHarness(t)
 
 				batch := h.open()
 				batch.admit("x-test-priority", "-1")

@@ -2,7 +2,6 @@ package extproc_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -100,12 +99,7 @@ func TestQueueDurationReportsTheWait(t *testing.T) {
 		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
 		a := h.open()
 		a.admit()
-		b := h.open()
-		b.sendRequestHeaders()
-		synctest.Wait()
-		if n := h.queued(0); n != 1 {
-			t.Fatalf("band 0 holds %d requests, want b queued", n)
-		}
+		b := h.queueOne()
 		// b waits 250.7 ms on the bubble's clock; the header counts whole
 		// milliseconds.
 		time.Sleep(250*time.Millisecond + 700*time.Microsecond)
@@ -198,12 +192,7 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 			}
 			a = next
 		}
-		b := h.open()
-		b.sendRequestHeaders()
-		synctest.Wait()
-		if n := h.queued(0); n != 1 {
-			t.Fatalf("band 0 holds %d requests, want b queued (the band is full)", n)
-		}
+		b := h.queueOne()
 
 		c := h.open()
 		resp := c.requestHeaders()
@@ -227,16 +216,7 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 			// rounded up to whole seconds.
 			t.Errorf("Retry-After = %q, want 1", v)
 		}
-		var body struct {
-			Error struct {
-				Message, Type string
-				Code          *string
-			}
-		}
-		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Type != "rate_limit_exceeded" ||
-			body.Error.Code == nil || *body.Error.Code != "rejected-saturated" || body.Error.Message == "" {
-			t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code rejected-saturated", ir.GetBody(), err)
-		}
+		wantRateLimited(t, ir.GetBody(), "rejected-saturated")
 		// The adapter ends a rejected stream: Envoy sends nothing more on it.
 		if _, err := c.s.Recv(); !errors.Is(err, io.EOF) {
 			t.Errorf("after the ImmediateResponse: %v, want io.EOF", err)
@@ -281,12 +261,7 @@ func TestCancelWhileQueuedLeavesQueue(t *testing.T) {
 		if e := <-events; e.Outcome != flowcontrol.OutcomeDispatched {
 			t.Fatalf("a: outcome %v, want dispatched", e.Outcome)
 		}
-		b := h.open()
-		b.sendRequestHeaders()
-		synctest.Wait()
-		if n := h.queued(0); n != 1 {
-			t.Fatalf("band 0 holds %d requests, want b queued", n)
-		}
+		b := h.queueOne()
 
 		b.cancel() // the client went away while b waited
 		if e := <-events; e.Outcome != flowcontrol.OutcomeRejectedContextCancelled {
