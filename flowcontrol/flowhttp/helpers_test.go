@@ -73,13 +73,21 @@ func (g *countingGate) Release(priority int) {
 // awaitRelease waits for the next release and returns its band.
 func (g *countingGate) awaitRelease(t testing.TB) int {
 	t.Helper()
+	return within(t, g.releases, "no admission was released")
+}
+
+// within returns the next value of ch, or fails the test with failure when
+// none arrives within the watchdog.
+func within[T any](t testing.TB, ch <-chan T, failure string) T {
+	t.Helper()
 	select {
-	case p := <-g.releases:
-		return p
+	case v := <-ch:
+		return v
 	case <-time.After(watchdog):
-		t.Fatal("no admission was released")
-		return 0
+		t.Fatal(failure)
 	}
+	var none T // not reached: Fatal ends the test's goroutine
+	return none
 }
 
 // noRelease fails if a release has been reported and not yet consumed.

@@ -95,16 +95,10 @@ func TestBackendHeadroomNeverReachesClient(t *testing.T) {
 	}
 }
 
+// mapsEqual reports whether two header maps hold the same names with the
+// same values in the same order.
 func mapsEqual(a, b map[string][]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, slices.Equal)
 }
 
 // TestRejectionsOverHTTP: a request flow control does not dispatch is

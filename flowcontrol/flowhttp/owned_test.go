@@ -281,20 +281,8 @@ func TestStripRouterOwnedProperty(t *testing.T) {
 				t.Fatalf("%q survived", k)
 			}
 		}
-		if !equalHeaders(h, want) {
+		if !mapsEqual(h, want) {
 			t.Fatalf("after stripping\n got %q\nwant %q", h, want)
 		}
 	})
-}
-
-func equalHeaders(a, b http.Header) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, va := range a {
-		if !slices.Equal(va, b[k]) {
-			return false
-		}
-	}
-	return true
 }

@@ -5,12 +5,31 @@
 package testhttp
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// Main runs m's tests and exits with their code; a passing run fails if
+// it leaves a goroutine behind. The default client's idle keep-alive
+// connections are closed first: they are a cache, not a leak.
+func Main(m *testing.M) {
+	code := m.Run()
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // QuietLog discards net/http's complaints: aborted connections, and the
 // invalid trailer names some spoofs use.
