@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,23 +156,7 @@ func fetch(t *testing.T, client *http.Client, url string) *seen {
 // the backend sent on path) did not.
 func (s *seen) checkOwned(t *testing.T, path ownedPath) {
 	t.Helper()
-	maps := append([]http.Header{s.header, s.trailer}, s.informational...)
-	for _, h := range maps {
-		for k, vs := range h {
-			if flowhttp.IsRouterOwned(k) && slices.Contains(vs, "spoofed") {
-				t.Errorf("%s: %q reached the client", k, vs)
-			}
-			if strings.EqualFold(k, "Trailer") {
-				for _, v := range vs {
-					for elem := range strings.SplitSeq(v, ",") {
-						if flowhttp.IsRouterOwned(strings.TrimSpace(elem)) {
-							t.Errorf("the response declares the router-owned trailer %q", elem)
-						}
-					}
-				}
-			}
-		}
-	}
+	testhttp.CheckOwned(t, flowhttp.IsRouterOwned, append([]http.Header{s.header, s.trailer}, s.informational...)...)
 	if len(s.header.Values(flowcontrol.DroppedReasonHeader)) > 0 {
 		t.Errorf("a dispatched response carries %s %q", flowcontrol.DroppedReasonHeader, s.header.Values(flowcontrol.DroppedReasonHeader))
 	}

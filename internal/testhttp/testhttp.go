@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -134,4 +136,28 @@ func FetchTokens(t testing.TB, srv *httptest.Server, proto string) *http.Respons
 		t.Fatalf("protocol %s, want %s", res.Proto, proto)
 	}
 	return res
+}
+
+// CheckOwned reports an error for each router-owned name (as owned tells)
+// in hs that carries a backend's value "spoofed", and for each Trailer
+// declaration in hs that names a router-owned name.
+func CheckOwned(t testing.TB, owned func(name string) bool, hs ...http.Header) {
+	t.Helper()
+	for _, h := range hs {
+		for k, vs := range h {
+			if owned(k) && slices.Contains(vs, "spoofed") {
+				t.Errorf("%s: %q reached the client", k, vs)
+			}
+			if !strings.EqualFold(k, "Trailer") {
+				continue
+			}
+			for _, v := range vs {
+				for elem := range strings.SplitSeq(v, ",") {
+					if owned(strings.TrimSpace(elem)) {
+						t.Errorf("the response declares the router-owned trailer %q", elem)
+					}
+				}
+			}
+		}
+	}
 }
