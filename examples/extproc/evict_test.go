@@ -255,9 +255,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 // costs no goroutine: the adapter reads the stream itself.
 func TestUnrevocableAdmissionStartsNoReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
+		_, a := admitOne(t)
 		a.responseHeaders(false)
 		synctest.Wait()
 		if n := readers(); n != 0 {

@@ -40,9 +40,7 @@ func (es *envoyStream) responseTrailers(kv ...string) *extprocv3.HeaderMutation 
 
 func TestResponseTrailersCannotCarryRouterHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		s := h.open()
-		s.admit()
+		h, s := admitOne(t)
 		s.responseHeaders(false)
 		trailers := []header{
 			{"grpc-status", "0"},

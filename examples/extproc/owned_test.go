@@ -18,7 +18,6 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
@@ -30,9 +29,7 @@ func TestRouterOwnedOnEveryPath(t *testing.T) {
 			for _, key := range []string{name, strings.ToUpper(name), "X-" + name[2:]} {
 				t.Run(path+"/"+key, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-						s := h.open()
-						s.admit()
+						_, s := admitOne(t)
 						var sent []header
 						switch path {
 						case "header":
@@ -92,9 +89,7 @@ func TestRouterOwnedOnEveryPath(t *testing.T) {
 // third review's defect 4) is removed by the response-headers mutation.
 func TestDispatchedResponseDropsBackendDroppedReason(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		s := h.open()
-		s.admit()
+		_, s := admitOne(t)
 		kv := []string{"x-llm-d-request-dropped-reason", "rejected-saturated"}
 		got := applyMutation(pairs(kv...), s.responseHeaders(false, kv...))
 		if vs := values(got, flowcontrol.DroppedReasonHeader); len(vs) > 0 {
@@ -108,9 +103,7 @@ func TestDispatchedResponseDropsBackendDroppedReason(t *testing.T) {
 // removed, not left empty.
 func TestOwnedOnlyTrailerDeclarationIsRemoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		s := h.open()
-		s.admit()
+		_, s := admitOne(t)
 		kv := []string{"trailer", "X-Llm-D-Request-Dropped-Reason , x-llm-d-flow-band-headroom"}
 		got := applyMutation(pairs(kv...), s.responseHeaders(false, kv...))
 		if vs := values(got, "trailer"); len(vs) > 0 {

@@ -38,6 +38,16 @@ func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
 	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: flowcontrol.MaxInFlight(1)}
 }
 
+// admitOne starts a harness over oneSlot with band 0 of ten places, opens
+// a stream on it and admits its request.
+func admitOne(t *testing.T) (*harness, *envoyStream) {
+	t.Helper()
+	h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
+	es := h.open()
+	es.admit()
+	return h, es
+}
+
 // spoofed are the router-owned headers a misbehaving backend sends, in
 // several cases and several lines, around an ordinary header.
 var spoofed = []string{
@@ -96,9 +106,7 @@ func TestAdmittedStreamContinuesAndStampsHeadroom(t *testing.T) {
 
 func TestQueueDurationReportsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
+		h, a := admitOne(t)
 		b := h.queueOne()
 		// b waits 250.7 ms on the bubble's clock; the header counts whole
 		// milliseconds.
@@ -283,9 +291,7 @@ func TestCancelWhileQueuedLeavesQueue(t *testing.T) {
 
 func TestCancelAfterDispatchReleasesSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
+		h, a := admitOne(t)
 		if got := h.fc.InFlight(); got != 1 {
 			t.Fatalf("in flight = %d after admission, want 1", got)
 		}
@@ -304,9 +310,7 @@ func TestResponseCompleteReleasesSlot(t *testing.T) {
 	// T.Run cannot be called in a bubble, so each case has its own.
 	t.Run("headers end the response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-			a := h.open()
-			a.admit()
+			h, a := admitOne(t)
 			a.responseHeaders(true)
 			// Released before Envoy closes the stream.
 			synctest.Wait()
@@ -318,9 +322,7 @@ func TestResponseCompleteReleasesSlot(t *testing.T) {
 	})
 	t.Run("body mode STREAMED holds the slot to the last chunk", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-			a := h.open()
-			a.admit()
+			h, a := admitOne(t)
 			a.responseHeaders(false)
 			for i, last := range []bool{false, false, true} {
 				if i == 0 && h.fc.InFlight() != 1 {
