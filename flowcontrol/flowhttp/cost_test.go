@@ -96,10 +96,7 @@ func (c *call) result() *http.Response {
 // flow's snapshots — and the wrapped handler still receives the whole body.
 func TestClassifierCostReachesController(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: capacity.Bounded(10_000)}},
-			Gate:  newCountingGate(1),
-		})
+		fc := newController(t, oneSlot(flowcontrol.BandConfig{Priority: 0, CostCapacity: capacity.Bounded(10_000)}))
 		backend := &served{hold: make(chan struct{})}
 		h, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: tokenEstimate}, backend)
 		if err != nil {

@@ -61,6 +61,12 @@ func goSend(ctx context.Context, client *http.Client, priority int, headers ...s
 	return goDo(client, req)
 }
 
+// oneSlot is a controller configuration of band alone behind a counting
+// gate with one slot.
+func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
+	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: newCountingGate(1)}
+}
+
 // startHeld starts memGateway(fc) in front of a holdingBackend, closed when
 // the test ends, and sends it a request of band 0 that the backend holds.
 // It returns once the backend works on that request.
@@ -114,10 +120,7 @@ func queued(t *testing.T, fc *flowcontrol.FlowController, priority int) int64 {
 // then reports the band as it is when its own response starts.
 func TestResponseTimeSampling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  newCountingGate(1),
-		})
+		fc := newController(t, oneSlot(band(0, 10)))
 		client, backend, first := startHeld(t, fc)
 		if n := queued(t, fc, 0); n != 0 {
 			t.Fatalf("band length %d at admission, want 0 (headroom 10)", n)
@@ -161,10 +164,7 @@ func TestResponseTimeSampling(t *testing.T) {
 // 1500 for one that waited 1500.7 ms.
 func TestQueueDurationHeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  newCountingGate(1),
-		})
+		fc := newController(t, oneSlot(band(0, 10)))
 		client, backend, first := startHeld(t, fc)
 		second := goSend(t.Context(), client, 0)
 		synctest.Wait()
@@ -195,10 +195,7 @@ func TestQueueDurationHeader(t *testing.T) {
 // 2 s for the next.
 func TestRetryAfterOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  newCountingGate(1),
-		})
+		fc := newController(t, oneSlot(band(0, 10)))
 		backend := newHoldingBackend()
 		backend.delay = 250 * time.Millisecond
 		client, stop := memGateway(t, fc, backend)
@@ -266,7 +263,7 @@ func TestExpiryOverHTTP(t *testing.T) {
 		const ttl = 2 * time.Second
 		b := band(0, 10)
 		b.TTL = ttl
-		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{b}, Gate: newCountingGate(1)})
+		fc := newController(t, oneSlot(b))
 		client, backend, held := startHeld(t, fc)
 		start := time.Now()
 		res := <-goSend(t.Context(), client, 0)
