@@ -31,10 +31,7 @@ func TestLoopbackModelServer(t *testing.T) {
 		Targets: []string{srv.URL},
 		Sink:    &recorder{notify: readings},
 		OnError: func(_ string, err error) {
-			select {
-			case failures <- err:
-			default:
-			}
+			sendIfRoom(failures, err)
 		},
 	})
 	if err != nil {
@@ -42,8 +39,7 @@ func TestLoopbackModelServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	done := goRun(ctx, s)
 	defer func() {
 		cancel()
 		go func() {

@@ -101,12 +101,27 @@ var (
 	v0Reading = Metrics{Waiting: 9, Running: 12, KVCache: 0.9315726290516206}
 )
 
+// goRun runs s until ctx ends on a new goroutine; Run's error arrives on
+// the returned channel.
+func goRun(ctx context.Context, s *Scraper) <-chan error {
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	return done
+}
+
+// sendIfRoom sends v on ch unless ch is full.
+func sendIfRoom[T any](ch chan<- T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
 // runFor runs s for d of the bubble's fake time and returns once Run has.
 func runFor(t *testing.T, s *Scraper, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	done := goRun(ctx, s)
 	time.Sleep(d)
 	cancel()
 	if err := <-done; err != nil {
@@ -354,9 +369,8 @@ func TestSetTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
 		start := time.Now()
-		go func() { done <- s.Run(ctx) }()
+		done := goRun(ctx, s)
 
 		time.Sleep(120 * time.Millisecond)
 		// Drop a (idle between scrapes) and d (in the middle of a scrape),
@@ -424,8 +438,7 @@ func TestRunOnceAtATime(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
+		done := goRun(ctx, s)
 		synctest.Wait()
 		if err := s.Run(t.Context()); err == nil {
 			t.Error("a second Run did not fail while the first runs")
@@ -532,10 +545,7 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 			if endpoint != dead {
 				t.Errorf("OnError(%q, %v): the live endpoint failed", endpoint, err)
 			}
-			select {
-			case failures <- err:
-			default:
-			}
+			sendIfRoom(failures, err)
 		},
 	})
 	if err != nil {
@@ -543,8 +553,7 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	done := goRun(ctx, s)
 	for nr, nf := 0, 0; nr < want || nf < want; {
 		select {
 		case e := <-readings:
