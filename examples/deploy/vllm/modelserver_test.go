@@ -27,16 +27,13 @@ func TestLoopbackModelServer(t *testing.T) {
 
 	readings := make(chan event, 1024)
 	failures := make(chan error, 1024)
-	s, err := New(Config{
+	s := mustNew(t, Config{
 		Targets: []string{srv.URL},
 		Sink:    &recorder{notify: readings},
 		OnError: func(_ string, err error) {
 			sendIfRoom(failures, err)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	done := goRun(ctx, s)

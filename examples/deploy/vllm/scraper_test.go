@@ -101,6 +101,16 @@ var (
 	v0Reading = Metrics{Waiting: 9, Running: 12, KVCache: 0.9315726290516206}
 )
 
+// mustNew returns New(cfg), or fails the test at once.
+func mustNew(t testing.TB, cfg Config) *Scraper {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // goRun runs s until ctx ends on a new goroutine; Run's error arrives on
 // the returned channel.
 func goRun(ctx context.Context, s *Scraper) <-chan error {
@@ -150,7 +160,7 @@ func every(step time.Duration, n int) []time.Duration {
 func TestScraperDeliversEachEndpointsReadings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://a:8000", "http://b:8000", "http://a:8000"},
 			Sink:    sink,
 			Client: &http.Client{Transport: memNet{
@@ -158,9 +168,6 @@ func TestScraperDeliversEachEndpointsReadings(t *testing.T) {
 				"b:8000": serveBytes(readFixture(t, "vllm-metrics-v0.txt")),
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, 975*time.Millisecond)
 
@@ -194,7 +201,7 @@ func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
 		sink := &recorder{}
 		var errs []error
 		var errMu sync.Mutex
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://slow:8000", "http://fast:8000"},
 			Sink:    sink,
 			Client: &http.Client{Transport: memNet{
@@ -210,9 +217,6 @@ func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
 				errs = append(errs, err)
 			},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, 975*time.Millisecond)
 
@@ -285,7 +289,7 @@ func TestFailedScrapesDeliverNothing(t *testing.T) {
 		sink := &recorder{}
 		var logs bytes.Buffer
 		var heard []error
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets:      []string{"http://vllm:8000"},
 			Sink:         sink,
 			Client:       &http.Client{Transport: memNet{"vllm:8000": sc}},
@@ -301,9 +305,6 @@ func TestFailedScrapesDeliverNothing(t *testing.T) {
 			})),
 			OnError: func(_ string, err error) { heard = append(heard, err) },
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, time.Duration(len(bad)+1)*DefaultInterval+DefaultInterval/2)
 
@@ -353,7 +354,7 @@ func TestSetTargets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		page := readFixture(t, "vllm-metrics.txt")
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://a:1", "http://b:1"},
 			Sink:    sink,
 			Client: &http.Client{Transport: memNet{
@@ -361,9 +362,6 @@ func TestSetTargets(t *testing.T) {
 				"c:1": serveBytes(page), "d:1": http.HandlerFunc(blockUntilCancelled),
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Before Run: only the list changes.
 		if err := s.SetTargets([]string{"http://a:1", "http://b:1", "http://d:1"}); err != nil {
 			t.Fatal(err)
@@ -429,14 +427,11 @@ func TestSetTargets(t *testing.T) {
 func TestRunOnceAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://a:1"},
 			Sink:    sink,
 			Client:  &http.Client{Transport: memNet{"a:1": serveBytes(readFixture(t, "vllm-metrics.txt"))}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := goRun(ctx, s)
 		synctest.Wait()
@@ -480,15 +475,12 @@ func TestRequests(t *testing.T) {
 			{"http://h:1", "stats", "http://h:1/stats"},
 		} {
 			got = nil
-			s, err := New(Config{
+			s := mustNew(t, Config{
 				Targets:     []string{tc.target},
 				Sink:        &recorder{},
 				MetricsPath: tc.path,
 				Client:      &http.Client{Transport: memNet{"h:1": record}},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			runFor(t, s, DefaultInterval/2)
 			want := []string{"GET " + tc.want + " Accept: " + acceptHeader}
 			if !slices.Equal(got, want) {
@@ -538,7 +530,7 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 	const want = 3
 	readings := make(chan event, 64)
 	failures := make(chan error, 64)
-	s, err := New(Config{
+	s := mustNew(t, Config{
 		Targets: []string{dead, live.URL},
 		Sink:    &recorder{notify: readings},
 		OnError: func(endpoint string, err error) {
@@ -548,9 +540,6 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 			sendIfRoom(failures, err)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	done := goRun(ctx, s)
