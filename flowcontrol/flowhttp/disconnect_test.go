@@ -86,8 +86,7 @@ func newDisconnectRig(t *testing.T) *disconnectRig {
 		w.Header().Set("X-Proto", r.Proto)
 		io.WriteString(w, flow+":"+string(body))
 	})
-	h, err := flowhttp.New(flowhttp.Config{Controller: rig.fc}, backend)
-	require.NoError(t, err)
+	h := mustHandler(t, flowhttp.Config{Controller: rig.fc}, backend)
 	rig.handler = h
 	return rig
 }

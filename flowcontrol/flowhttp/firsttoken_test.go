@@ -33,10 +33,7 @@ func TestFirstBodyByteIsTheFirstToken(t *testing.T) {
 			time.Sleep(2 * time.Second) // decoding the rest
 			w.Write([]byte("data: [DONE]\n\n"))
 		})
-		h, err := flowhttp.New(flowhttp.Config{Controller: fc}, backend)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := mustHandler(t, flowhttp.Config{Controller: fc}, backend)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", nil))
 		if !rec.Flushed {

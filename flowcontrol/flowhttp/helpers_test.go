@@ -121,10 +121,16 @@ func newController(t testing.TB, cfg flowcontrol.Config) *flowcontrol.FlowContro
 // from priorityHeader.
 func newHandler(t testing.TB, fc *flowcontrol.FlowController, next http.Handler) *flowhttp.Handler {
 	t.Helper()
-	h, err := flowhttp.New(flowhttp.Config{
+	return mustHandler(t, flowhttp.Config{
 		Controller: fc,
 		Headers:    flowhttp.HeaderClassifier{PriorityHeader: priorityHeader},
 	}, next)
+}
+
+// mustHandler returns flowhttp.New(cfg, next), or fails the test at once.
+func mustHandler(t testing.TB, cfg flowhttp.Config, next http.Handler) *flowhttp.Handler {
+	t.Helper()
+	h, err := flowhttp.New(cfg, next)
 	if err != nil {
 		t.Fatalf("flowhttp.New: %v", err)
 	}

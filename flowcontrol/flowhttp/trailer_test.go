@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -62,8 +61,7 @@ func TestBackendTrailersNeverCarryRouterHeaders(t *testing.T) {
 						be := testhttp.StartServer(t, next, http2)
 						next = proxyTo(t, be.URL, be.Client().Transport)
 					}
-					h, err := flowhttp.New(flowhttp.Config{Controller: fc, EmitProvisionalHeadroom: true}, next)
-					require.NoError(t, err)
+					h := mustHandler(t, flowhttp.Config{Controller: fc, EmitProvisionalHeadroom: true}, next)
 					srv := testhttp.StartServer(t, h, http2)
 
 					res := testhttp.FetchTokens(t, srv, proto)
