@@ -29,6 +29,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/clitest"
 	"github.com/sluicegate/sluice/internal/pipenet"
 )
 
@@ -44,18 +45,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestHelpPrintsUsage(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl", "-config", "-metrics-listen", "-backend", "/readyz", "SIGHUP", "A reload may change", "Only a restart changes", "sluice_extproc_config_reloads_total"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("usage lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	if stderr.Len() != 0 {
-		t.Errorf("stderr = %q, want nothing", stderr.String())
-	}
+	clitest.Usage(t, run, "Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl", "-config", "-metrics-listen", "-backend", "/readyz", "SIGHUP", "A reload may change", "Only a restart changes", "sluice_extproc_config_reloads_total")
 }
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -77,17 +67,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		"bad priority header":   {"-priority-header", "x priority"},
 		"bad objective header":  {"-objective-header", "x-objective:"},
 	}
-	for name, args := range cases {
-		t.Run(name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(args, &stdout, &stderr); code != 2 {
-				t.Errorf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
-			}
-			if stderr.Len() == 0 {
-				t.Error("no message on stderr")
-			}
-		})
-	}
+	clitest.BadArgs(t, run, cases)
 }
 
 // startServe runs serve in-process, in the current synctest bubble, with a
@@ -504,11 +484,5 @@ func lateStream(t *testing.T, client extprocv3.ExternalProcessorClient) error {
 }
 
 func TestVersionFlag(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-version"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
-		t.Fatalf("-version: exit %d, stderr %q", code, stderr.String())
-	}
-	if want := "sluice-extproc " + config.ReadBuildInfo().String() + "\n"; stdout.String() != want {
-		t.Errorf("-version printed %q, want %q", stdout.String(), want)
-	}
+	clitest.Version(t, run, "sluice-extproc "+config.ReadBuildInfo().String()+"\n")
 }
