@@ -67,6 +67,18 @@ func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
 	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: newCountingGate(1)}
 }
 
+// sendMany sends n requests of band 0 through client, each on a goroutine
+// of its own, and returns their results' channels once every goroutine
+// is blocked (in the bubble: queued, or waiting for its answer).
+func sendMany(t *testing.T, client *http.Client, n int) []<-chan result {
+	var chs []<-chan result
+	for range n {
+		chs = append(chs, goSend(t.Context(), client, 0))
+	}
+	synctest.Wait()
+	return chs
+}
+
 // startHeld starts memGateway(fc) in front of a holdingBackend, closed when
 // the test ends, and sends it a request of band 0 that the backend holds.
 // It returns once the backend works on that request.
@@ -125,11 +137,7 @@ func TestResponseTimeSampling(t *testing.T) {
 		if n := queued(t, fc, 0); n != 0 {
 			t.Fatalf("band length %d at admission, want 0 (headroom 10)", n)
 		}
-		var later []<-chan result
-		for range 3 {
-			later = append(later, goSend(t.Context(), client, 0))
-		}
-		synctest.Wait()
+		later := sendMany(t, client, 3)
 		if n := queued(t, fc, 0); n != 3 {
 			t.Fatalf("band length %d while the backend works, want 3", n)
 		}
@@ -205,11 +213,7 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 		// queue one per 250 ms once it is released.
 		warmHeld := goSend(t.Context(), client, 0, holdHeader, "1")
 		<-backend.working
-		var warm []<-chan result
-		for range 8 {
-			warm = append(warm, goSend(t.Context(), client, 0))
-		}
-		synctest.Wait()
+		warm := sendMany(t, client, 8)
 		backend.respond <- struct{}{} // releases the held one alone
 		for _, ch := range append(warm, warmHeld) {
 			if res := <-ch; res.status != http.StatusOK {
@@ -218,11 +222,7 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 		}
 		held := goSend(t.Context(), client, 0, holdHeader, "1")
 		<-backend.working
-		var waiting []<-chan result
-		for range 10 {
-			waiting = append(waiting, goSend(t.Context(), client, 0))
-		}
-		synctest.Wait()
+		waiting := sendMany(t, client, 10)
 		if n := queued(t, fc, 0); n != 10 {
 			t.Fatalf("band length %d, want 10 (full)", n)
 		}

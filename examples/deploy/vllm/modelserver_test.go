@@ -37,17 +37,7 @@ func TestLoopbackModelServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	done := goRun(ctx, s)
-	defer func() {
-		cancel()
-		go func() {
-			for range readings {
-			}
-		}()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		close(readings)
-	}()
+	defer stopRun(t, cancel, done, readings)
 
 	// waitFor returns the first reading that satisfies ok; a failed scrape
 	// meanwhile fails the test unless failuresOK.

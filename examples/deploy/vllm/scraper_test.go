@@ -119,6 +119,22 @@ func goRun(ctx context.Context, s *Scraper) <-chan error {
 	return done
 }
 
+// stopRun cancels the Run of goRun whose context cancel ends, drains
+// readings until Run returns, and closes readings. An error from Run
+// fails the test.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error, readings chan event) {
+	t.Helper()
+	cancel()
+	go func() {
+		for range readings {
+		}
+	}()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	close(readings)
+}
+
 // sendIfRoom sends v on ch unless ch is full.
 func sendIfRoom[T any](ch chan<- T, v T) {
 	select {
@@ -560,16 +576,8 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 			t.Fatalf("after 10s: %d readings and %d failures, want %d of each", nr, nf, want)
 		}
 	}
-	cancel()
 	// Run's return frees every goroutine it started, connections included.
-	go func() {
-		for range readings {
-		}
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	close(readings)
+	stopRun(t, cancel, done, readings)
 	goleak.VerifyNone(t, ignore)
 
 	st := s.Stats()

@@ -103,12 +103,22 @@ func startServeOptions(t *testing.T, opts options) (fc *flowcontrol.FlowControll
 	return fc, extprocv3.NewExternalProcessorClient(conn), cancel, errc
 }
 
+// sendRequestHeaders sends the request headers of a completion.
 func sendRequestHeaders(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) {
 	t.Helper()
+	sendHeaders(t, s, ":path", "/v1/completions")
+}
+
+// sendHeaders sends request headers of kv, each name followed by its
+// value.
+func sendHeaders(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient, kv ...string) {
+	t.Helper()
+	var hs []*corev3.HeaderValue
+	for i := 0; i+1 < len(kv); i += 2 {
+		hs = append(hs, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
+	}
 	err := s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-			{Key: ":path", RawValue: []byte("/v1/completions")},
-		}}},
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hs}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -290,14 +300,7 @@ func TestClassifierAndStampFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-				{Key: flowhttp.DeprecatedObjectiveHeader, RawValue: []byte("chat")},
-			}}},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		sendHeaders(t, s, flowhttp.DeprecatedObjectiveHeader, "chat")
 		expectContinue(t, s)
 		err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}},
@@ -323,14 +326,7 @@ func TestClassifierAndStampFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = bad.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-				{Key: flowhttp.TTLHeader, RawValue: []byte("-1s")},
-			}}},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		sendHeaders(t, bad, flowhttp.TTLHeader, "-1s")
 		resp, err = bad.Recv()
 		if err != nil {
 			t.Fatal(err)
