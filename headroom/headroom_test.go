@@ -329,10 +329,6 @@ func TestNoReader(t *testing.T) {
 }
 
 func TestBackendCopiesRemoved(t *testing.T) {
-	const (
-		canonical   = "X-Llm-D-Flow-Band-Headroom-Requests"
-		provisional = "X-Llm-D-Flow-Band-Headroom"
-	)
 	forms := []struct {
 		name    string
 		backend http.Header
