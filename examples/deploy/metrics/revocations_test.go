@@ -155,10 +155,10 @@ llm_d_epp_flow_control_revocation_confirmation_seconds_sum{inference_pool="pool-
 llm_d_epp_flow_control_revocation_confirmation_seconds_count{inference_pool="pool-a"} 1
 `)
 	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(confirmed), revocationFamilies...))
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, requestsTotal, map[string]float64{
 		"inference_pool=pool-a,outcome=Dispatched,priority=-1": 1,
 		"inference_pool=pool-a,outcome=Dispatched,priority=10": 1,
-	}, counts(t, m, requestsTotal), "an evicted request is counted once, Dispatched, as llm-d-router counts it")
+	}, "an evicted request is counted once, Dispatched, as llm-d-router counts it")
 	// The histograms observed each request once, at its dispatch.
 	require.Equal(t, 2, testutil.CollectAndCount(m, queueDuration))
 }
@@ -172,15 +172,15 @@ func TestRevocationCountsEvictedPriorityAsDroppedReason(t *testing.T) {
 	batch.Done()
 	require.NotNil(t, chat.adm)
 	chat.adm.Done()
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, requestsTotal, map[string]float64{
 		"outcome=dispatched,priority=-1":       1,
 		"outcome=dispatched,priority=10":       1,
 		"outcome=evicted-priority,priority=-1": 1,
-	}, counts(t, m, requestsTotal))
-	require.Equal(t, map[string]float64{
+	})
+	wantCounts(t, m, queueDuration, map[string]float64{
 		"fairness_id=batch,model_name=,outcome=dispatched,priority=-1,target_model_name=": 1,
 		"fairness_id=chat,model_name=,outcome=dispatched,priority=10,target_model_name=":  1,
-	}, counts(t, m, queueDuration), "no histogram observes the eviction")
+	}, "no histogram observes the eviction")
 }
 
 // A revocation whose holder does not stop the request within the timeout
@@ -196,7 +196,7 @@ func TestRevocationTimedOutMetrics(t *testing.T) {
 	e.c.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat", Priority: 10}}, chat2.done)
 
 	e.clock.Advance(999 * time.Millisecond)
-	require.Equal(t, map[string]float64{}, counts(t, m, metrics.Prefix+"flow_control_revocations_total"), "ended before its timeout")
+	wantCounts(t, m, metrics.Prefix+"flow_control_revocations_total", map[string]float64{}, "ended before its timeout")
 	e.clock.Advance(time.Millisecond) // the timeout: the controller's wake-up retires it
 
 	timedOut := revocationExposition(0, 1, "timed_out", "")
@@ -227,14 +227,14 @@ func TestRevocationGauges(t *testing.T) {
 		Outcome: flowcontrol.OutcomeEvictedPriority, Waited: time.Millisecond, Pending: 0})
 	m.Revocations(flowcontrol.Revocation{Step: flowcontrol.RevocationIssued, Victim: victim, For: 10,
 		Outcome: flowcontrol.OutcomeEvictedPriority, Target: 0.5, Pending: 0.5})
-	require.Equal(t, map[string]float64{"": 0}, counts(t, m, metrics.Prefix+"flow_control_pending_reclaim"))
-	require.Equal(t, map[string]float64{"": 0.5}, counts(t, m, metrics.Prefix+"flow_control_reclaim_target"))
+	wantCounts(t, m, metrics.Prefix+"flow_control_pending_reclaim", map[string]float64{"": 0})
+	wantCounts(t, m, metrics.Prefix+"flow_control_reclaim_target", map[string]float64{"": 0.5})
 
 	m.Revocations(flowcontrol.Revocation{Step: flowcontrol.RevocationIssued, Victim: victim, For: 10, Target: 0.5, Pending: 0.5})
-	require.Equal(t, map[string]float64{"": 0.5}, counts(t, m, metrics.Prefix+"flow_control_pending_reclaim"), "a later issue is written")
+	wantCounts(t, m, metrics.Prefix+"flow_control_pending_reclaim", map[string]float64{"": 0.5}, "a later issue is written")
 	m.Revocations(flowcontrol.Revocation{Step: 99, Pending: 7}) // a step this package does not know
-	require.Equal(t, map[string]float64{"": 0.5}, counts(t, m, metrics.Prefix+"flow_control_pending_reclaim"))
-	require.Equal(t, map[string]float64{"priority=10": 2}, counts(t, m, metrics.Prefix+"flow_control_revocations_issued_total"))
+	wantCounts(t, m, metrics.Prefix+"flow_control_pending_reclaim", map[string]float64{"": 0.5})
+	wantCounts(t, m, metrics.Prefix+"flow_control_revocations_issued_total", map[string]float64{"priority=10": 2})
 }
 
 // The priority label of revocations_issued_total shares the cap of every
@@ -259,8 +259,8 @@ func TestRevocationPendingReadAtScrape(t *testing.T) {
 	batch.Done()
 	require.NotNil(t, chat.adm)
 	pending := metrics.Prefix + "flow_control_pending_reclaim"
-	require.Equal(t, map[string]float64{"": 1}, counts(t, m, pending), "within the grace")
+	wantCounts(t, m, pending, map[string]float64{"": 1}, "within the grace")
 	e.clock.Advance(time.Second)
-	require.Equal(t, map[string]float64{"": 0}, counts(t, m, pending), "once the grace has passed")
+	wantCounts(t, m, pending, map[string]float64{"": 0}, "once the grace has passed")
 	chat.adm.Done()
 }
