@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -44,7 +46,7 @@ type Request struct {
 	// a configuration that sets no cost counts requests; above
 	// [MaxRequestCost] counts as MaxRequestCost. The cost the controller's
 	// counters, the fairness policy ([Flow.HeadCost], [Scheduler.Served])
-	// and a [MeteredGate] ([Slot.Cost]) see is that value.
+	// and a [gate.MeteredGate] ([gate.Slot.Cost]) see is that value.
 	Cost int64
 	// Tag is the caller's own value for the request, such as the labels
 	// its metrics are counted under. The controller never reads it: it
@@ -114,8 +116,8 @@ type BandConfig struct {
 	// lends it back so; a band above it, as its requests end, since a
 	// higher band is never revoked for a lower one. Usage is counted in
 	// admissions at the mean footprint: the gate's saturation
-	// ([SaturationDetector]) ÷ the requests in flight, so with
-	// [MaxInFlight](n) a guarantee g is g×n admissions; a gate that
+	// ([gate.SaturationDetector]) ÷ the requests in flight, so with
+	// [gate.MaxInFlight](n) a guarantee g is g×n admissions; a gate that
 	// reports no saturation counts each band's share of the requests in
 	// flight. A controller whose bands have no guarantee at [New] takes
 	// none later from ProvisionBand.
@@ -178,7 +180,7 @@ type Config struct {
 	// TTL and the time left until its context's deadline.
 	DefaultTTL time.Duration
 	// NoEndpointsTTL bounds how long a request waits while the gate
-	// reports no endpoints at all (see [EndpointGate]): a request that has
+	// reports no endpoints at all (see [gate.EndpointGate]): a request that has
 	// waited that long with the pool empty — counted from when it was
 	// queued or when the pool emptied, whichever is later — ends with
 	// [OutcomeRejectedNoEndpoints]. 0 means no bound of its own: the
@@ -192,7 +194,7 @@ type Config struct {
 	// Gate decides when a request may start. Nil lets every request start
 	// at once (subject to strict priority, which then never holds anything
 	// back).
-	Gate Gate
+	Gate gate.Gate
 	// Clock is the controller's source of time; nil means the real clock.
 	// See [Clock] for how a virtual clock and contexts interact.
 	Clock Clock

@@ -7,6 +7,22 @@ import (
 	"sync/atomic"
 )
 
+// outbox lists the outcomes settled under the controller's mu, for
+// delivery once it is released. Guarded by mu.
+type outbox struct {
+	// decided lists, in order, the waiters whose outcome was settled in
+	// the current critical section; unlock delivers them.
+	decided, decidedTail *waiter
+	// enqueuing is the waiter whose own enqueue is dispatching: its outcome
+	// is returned by that call, not delivered.
+	enqueuing *waiter
+	// parked lists outcomes settled by a Done of an admission whose Submit
+	// callback is still running: the goroutine running it delivers them
+	// when the callback returns, so a callback that calls Done does not
+	// deliver, and recurse, from inside itself.
+	parked, parkedTail *waiter
+}
+
 // unlock releases mu and then delivers the outcomes decided while it was
 // held. Every critical section ends here, also when a panic unwinds it.
 func (c *FlowController) unlock() {
@@ -14,7 +30,7 @@ func (c *FlowController) unlock() {
 	if head != nil {
 		c.decided, c.decidedTail = nil, nil
 	}
-	if c.notes {
+	if r := c.reclaim; r != nil && r.noted {
 		c.unlockNoting(head, tail)
 		return
 	}
@@ -28,7 +44,7 @@ func (c *FlowController) unlock() {
 // takeNotes): they are announced after the outcomes are delivered, also
 // when a delivery panics. Apart, so that unlock itself defers nothing.
 func (c *FlowController) unlockNoting(head, tail *waiter) {
-	n := c.takeNotes()
+	n := c.reclaim.takeNotes()
 	c.mu.Unlock()
 	defer c.announce(&n)
 	if head != nil {
@@ -321,7 +337,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 	}
 	if c.closing.Load() {
 		o, byContext = OutcomeRejectedShuttingDown, false
-	} else if o == OutcomeRejectedTTLExpired && c.endpoints != nil && c.endpoints.NoEndpoints() {
+	} else if o == OutcomeRejectedTTLExpired && c.noEndpoints.none() {
 		o = OutcomeRejectedNoEndpoints // expired in the empty-pool regime
 	}
 	now := c.clock.Now()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -27,7 +29,7 @@ import (
 func TestDoneInsideCallbackDoesNotRecurse(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 	})
 	h := hold(t, fc)
 	const n = 2000
@@ -64,7 +66,7 @@ func TestReentrantCallbacksAndCloseUnderLoad(t *testing.T) {
 		},
 		RequestCapacity: bounded(12),
 		DefaultTTL:      5 * time.Millisecond,
-		Gate:            flowcontrol.MaxInFlight(2),
+		Gate:            gate.MaxInFlight(2),
 	})
 	require.NoError(t, err)
 	var (

@@ -21,11 +21,12 @@ const (
 // PriorServiceTime is the service time Retry-After assumes before a scope
 // has a measured drain rate: until then the scope is taken to drain at the
 // controller's admissions in flight (at least one) per PriorServiceTime,
-// so the first burst's refusals are spread as later ones are. The
-// simulation in examples/retryafter chose it: on a cold start with a
-// burst it wasted under half the retries of no Retry-After and fewer than
-// a constant 1s or 5s, at no loss of goodput; 0.5s wasted more, and 2s
-// served less.
+// so the first burst's refusals are spread as later ones are. With n in
+// flight and no promise outstanding, the k-th refusal of one instant is
+// told k × PriorServiceTime ÷ max(n, 1), rounded up to whole seconds,
+// between 1s and 30s. examples/retryafter compares the value with no
+// prior, constants and other service times on a cold start; its README
+// has the command and the table.
 const PriorServiceTime = time.Second
 
 // drainMeter measures how fast a scope's queue — one band's, or all bands'

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -60,7 +62,7 @@ func TestRetryAfterOnRetryableRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(5), TTL: time.Hour}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		// Dispatch two requests per second for 10 seconds: the holder of
 		// the slot is released every 500ms and the next waiter starts.
@@ -136,7 +138,7 @@ func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), TTL: time.Hour}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		// Two dispatches per second while busy, for 5s.
 		h := hold(t, fc)
@@ -189,7 +191,7 @@ func TestFirstBurstGetsThePrior(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}},
 			NoDisplacement: true,
-			Gate:           flowcontrol.MaxInFlight(4),
+			Gate:           gate.MaxInFlight(4),
 		})
 		var running []*flowcontrol.Admission
 		for range 4 {
@@ -222,7 +224,7 @@ func TestRetryAfterIgnoresIdleTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(4)}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		// Busy at 2 dispatches per second for 5s.
 		h := hold(t, fc)
@@ -258,7 +260,7 @@ func TestRetryAfterProjectsFromTheScopeThatTripped(t *testing.T) {
 			Bands:           []flowcontrol.BandConfig{{Priority: 1}, {Priority: 0, ByteCapacity: bounded(100)}},
 			RequestCapacity: bounded(3),
 			ByteCapacity:    bounded(1000),
-			Gate:            flowcontrol.MaxInFlight(1),
+			Gate:            gate.MaxInFlight(1),
 		})
 		// Band 1 drains at one request every 4s while busy.
 		h := hold(t, fc)

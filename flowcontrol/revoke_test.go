@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -42,7 +44,7 @@ func evicting(t *testing.T, n int, e flowcontrol.Eviction, rec *revocations, obs
 	cfg := flowcontrol.Config{
 		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 		FallbackPriority: 10,
-		Gate:             flowcontrol.MaxInFlight(n),
+		Gate:             gate.MaxInFlight(n),
 		Eviction:         &e,
 	}
 	if rec != nil {
@@ -128,7 +130,7 @@ func TestEvictionSparesBandsNotBelow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:    []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -1}, {Priority: -5}},
-			Gate:     flowcontrol.MaxInFlight(2),
+			Gate:     gate.MaxInFlight(2),
 			Eviction: &flowcontrol.Eviction{},
 		})
 		ctx := context.Background()
@@ -221,7 +223,7 @@ func TestGuaranteeIsTakenBack(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:            []flowcontrol.BandConfig{{Priority: 10, Guarantee: 0.5}, {Priority: -1, Guarantee: 0.25}},
 			FallbackPriority: 10,
-			Gate:             flowcontrol.MaxInFlight(4),
+			Gate:             gate.MaxInFlight(4),
 			Revocations:      rec.record,
 		})
 		ctx := context.Background()
@@ -351,7 +353,7 @@ func TestEvictedFromAFullBandWaitsItsTurn(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1, RequestCapacity: bounded(1)}},
 			FallbackPriority: 10,
-			Gate:             flowcontrol.MaxInFlight(1),
+			Gate:             gate.MaxInFlight(1),
 			Eviction:         &flowcontrol.Eviction{},
 		})
 		ctx := context.Background()

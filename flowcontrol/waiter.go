@@ -78,7 +78,7 @@ type waiterUse struct {
 
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
-	lease     *lease        // for a MeteredGate, set on dispatch
+	lease     *lease        // for a gate.MeteredGate, set on dispatch
 
 	// What the Observer hears beside the outcome: Request.Tag, and the
 	// time the enqueue took (set under mu as the waiter is queued, when

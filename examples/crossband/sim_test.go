@@ -290,7 +290,7 @@ func TestOtherRouters(t *testing.T) {
 			if setup.QueueDepthThreshold == 0 {
 				// Lending alone: each revocation is confirmed at once
 				// and the gate sees the slot only at its next scrape; the
-				// gate's lag (gate.Saturation is a flowcontrol.LagGate)
+				// gate's lag (gate.Saturation is a gate.LagGate)
 				// paces the decisions, as it paces eviction's.
 				lending := variant(t, c, "lending, chat guarantee 0.7")
 				for i, r := range c.Runs[lending] {

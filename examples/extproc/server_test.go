@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
@@ -35,7 +37,7 @@ func priorityFromHeader(c *extproc.Config) {
 // oneSlot is a controller config with one band and room for one request in
 // flight, so a second request queues.
 func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
-	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: flowcontrol.MaxInFlight(1)}
+	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: gate.MaxInFlight(1)}
 }
 
 // admitOne starts a harness over oneSlot with band 0 of ten places, opens
@@ -440,7 +442,7 @@ func TestClassifiedRequestReachesTheController(t *testing.T) {
 // countingGate wraps a gate and counts slots taken and returned, to check
 // that every admission is released exactly once.
 type countingGate struct {
-	inner              flowcontrol.Gate
+	inner              gate.Gate
 	acquired, released atomic.Int64
 }
 
@@ -462,9 +464,9 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 		// Goroutines from before the test (the runtime's, the test
 		// framework's) are not this test's to end.
 		ignore := goleak.IgnoreCurrent()
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(4)}
+		gt := &countingGate{inner: gate.MaxInFlight(4)}
 		bands := []int{10, 0, -10}
-		cfg := flowcontrol.Config{Gate: gate}
+		cfg := flowcontrol.Config{Gate: gt}
 		for _, p := range bands {
 			cfg.Bands = append(cfg.Bands, flowcontrol.BandConfig{Priority: p, RequestCapacity: capacity.Bounded(20)})
 		}
@@ -554,7 +556,7 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 		}
 		// The observer runs outside the controller's lock, possibly just after
 		// the waiter has its admission; synctest.Wait above let it finish.
-		if got, want := outcomes[flowcontrol.OutcomeDispatched].Load(), gate.acquired.Load(); got != want {
+		if got, want := outcomes[flowcontrol.OutcomeDispatched].Load(), gt.acquired.Load(); got != want {
 			t.Errorf("observer saw %d dispatches, gate granted %d slots", got, want)
 		}
 		dispatched := outcomes[flowcontrol.OutcomeDispatched].Load()
@@ -568,7 +570,7 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 		if rejected.Load() > total-dispatched {
 			t.Errorf("clients saw %d rejections, controller reported %d non-dispatch outcomes", rejected.Load(), total-dispatched)
 		}
-		if got, want := gate.released.Load(), gate.acquired.Load(); got != want {
+		if got, want := gt.released.Load(), gt.acquired.Load(); got != want {
 			t.Errorf("gate: %d slots released for %d taken; each admission must be released exactly once", got, want)
 		}
 		if admitted.Load() == 0 || rejected.Load() == 0 {

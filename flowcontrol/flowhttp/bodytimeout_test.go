@@ -102,8 +102,8 @@ func TestStalledBodyIsCutAtTheBound(t *testing.T) {
 // when it is dispatched.
 func TestBodyBoundEndsWithTheBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := newCountingGate(1)
-		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}, Gate: gate})
+		gt := newCountingGate(1)
+		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}, Gate: gt})
 		backend := newHoldingBackend()
 		h := mustHandler(t, flowhttp.Config{Controller: fc, BodyReadTimeout: time.Second}, backend)
 		dial := serveRaw(t, h)

@@ -17,6 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -155,7 +157,7 @@ func TestCostCapacityOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: capacity.Bounded(100)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		h := mustHandler(t, flowhttp.Config{Controller: fc, Classify: tokenEstimate}, okHandler)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -210,7 +212,7 @@ func TestDisplacedAnswered429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{band(0, 2)},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		called := false
 		h := newHandler(t, fc, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))

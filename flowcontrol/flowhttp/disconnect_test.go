@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -68,7 +70,7 @@ func newDisconnectRig(t *testing.T) *disconnectRig {
 	}
 	rig.fc = newController(t, flowcontrol.Config{
 		Bands:    []flowcontrol.BandConfig{band(0, 10)},
-		Gate:     flowcontrol.MaxInFlight(1),
+		Gate:     gate.MaxInFlight(1),
 		Observer: func(ev flowcontrol.Event) { rig.events <- ev },
 	})
 	backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -294,10 +294,10 @@ func TestCancelledWhileQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var outcomes []flowcontrol.Outcome
-		gate := newCountingGate(1)
+		gt := newCountingGate(1)
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  gate,
+			Gate:  gt,
 			Observer: func(ev flowcontrol.Event) {
 				mu.Lock()
 				outcomes = append(outcomes, ev.Outcome)
@@ -331,7 +331,7 @@ func TestCancelledWhileQueued(t *testing.T) {
 		if n := backend.calls.Load(); n != 1 {
 			t.Errorf("backend called %d times, want 1", n)
 		}
-		if a := gate.acquired.Load(); a != 1 {
+		if a := gt.acquired.Load(); a != 1 {
 			t.Errorf("%d slots taken, want 1", a)
 		}
 	})

@@ -29,7 +29,7 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 			if n, c := g.InFlight(); n != 1 || c != math.MaxInt64 {
 				t.Fatalf("InFlight = %d, %d; want 1, MaxInt64", n, c)
 			}
-			g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: math.MaxInt64}})
+			g.Returned(gate.Usage{Slot: gate.Slot{Cost: math.MaxInt64}})
 			if n, c := g.InFlight(); n != 0 || c != 0 {
 				t.Fatalf("InFlight after the return = %d, %d; want 0, 0", n, c)
 			}
@@ -39,14 +39,14 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 			if got := takes(g, 600, 600, 600); got != "yyn" {
 				t.Fatalf("600-token offers: %s, want two admitted", got)
 			}
-			g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 600}})
+			g.Returned(gate.Usage{Slot: gate.Slot{Cost: 600}})
 			if got := takes(g, math.MaxInt64, 1, math.MaxInt64); got != "ynn" {
 				t.Fatalf("offers with 600 in flight: %s, want the huge one admitted, then none", got)
 			}
 			// Several huge costs Took without the gate's say (a misbehaving
 			// composer) still sum exactly, and come back to 0.
-			g.Took(flowcontrol.Slot{Cost: math.MaxInt64})
-			g.Took(flowcontrol.Slot{Cost: math.MaxInt64})
+			g.Took(gate.Slot{Cost: math.MaxInt64})
+			g.Took(gate.Slot{Cost: math.MaxInt64})
 			if _, c := g.InFlight(); c != math.MaxInt64 {
 				t.Fatalf("cost in flight %d over MaxInt64, want it reported as MaxInt64", c)
 			}
@@ -54,7 +54,7 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 				t.Fatal("admitted with 3×MaxInt64+600 tokens in flight")
 			}
 			for _, c := range []int64{600, math.MaxInt64, math.MaxInt64, math.MaxInt64} {
-				g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: c}})
+				g.Returned(gate.Usage{Slot: gate.Slot{Cost: c}})
 			}
 			if n, c := g.InFlight(); n != 0 || c != 0 {
 				t.Fatalf("InFlight after every return = %d, %d; want 0, 0", n, c)
@@ -72,13 +72,13 @@ func TestConcurrencyCostsBelowOneCountAsOne(t *testing.T) {
 		t.Fatalf("cost in flight %d, want 2", c)
 	}
 	for _, c := range []int64{math.MinInt64, -5} {
-		g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: c}})
+		g.Returned(gate.Usage{Slot: gate.Slot{Cost: c}})
 	}
 	if n, c := g.InFlight(); n != 0 || c != 0 {
 		t.Fatalf("InFlight = %d, %d; want 0, 0", n, c)
 	}
 	// More handed back than was taken leaves nothing negative.
-	g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 7}})
+	g.Returned(gate.Usage{Slot: gate.Slot{Cost: 7}})
 	g.Release(0)
 	if n, c := g.InFlight(); n != 0 || c != 0 {
 		t.Fatalf("InFlight after extra returns = %d, %d; want 0, 0", n, c)
@@ -168,7 +168,7 @@ func TestConcurrencyProperty(t *testing.T) {
 				i := rapid.IntRange(0, len(m.inFlight)-1).Draw(t, "which")
 				cost := m.inFlight[i]
 				m.inFlight = append(m.inFlight[:i], m.inFlight[i+1:]...)
-				g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: cost}})
+				g.Returned(gate.Usage{Slot: gate.Slot{Cost: cost}})
 				m.requests--
 				m.cost.Sub(&m.cost, big.NewInt(max(cost, 1)))
 				check()
@@ -182,7 +182,7 @@ func TestConcurrencyProperty(t *testing.T) {
 				t.Fatalf("TryAcquire = %v with %d requests and %s tokens in flight, want %v", got, m.requests, &m.cost, want)
 			}
 			if want {
-				g.Took(flowcontrol.Slot{Cost: cost})
+				g.Took(gate.Slot{Cost: cost})
 				m.requests++
 				m.cost.Add(&m.cost, big.NewInt(max(cost, 1)))
 				m.inFlight = append(m.inFlight, cost)
@@ -190,7 +190,7 @@ func TestConcurrencyProperty(t *testing.T) {
 			check()
 		}
 		for _, cost := range m.inFlight {
-			g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: cost}})
+			g.Returned(gate.Usage{Slot: gate.Slot{Cost: cost}})
 		}
 		if n, c := g.InFlight(); n != 0 || c != 0 {
 			t.Fatalf("InFlight after every return = %d, %d; want 0, 0", n, c)

@@ -19,17 +19,17 @@ func newConcurrency(t *testing.T, cfg gate.ConcurrencyConfig) *gate.ConcurrencyG
 }
 
 // take acquires a slot and, if granted, reports a request of cost on it.
-func take(g flowcontrol.MeteredGate, cost int64) bool {
+func take(g gate.MeteredGate, cost int64) bool {
 	if !g.TryAcquire(0) {
 		return false
 	}
-	g.Took(flowcontrol.Slot{Cost: cost})
+	g.Took(gate.Slot{Cost: cost})
 	return true
 }
 
 // takes offers one request of each cost in turn and returns, per offer,
 // "y" if it was admitted and "n" if refused.
-func takes(g flowcontrol.MeteredGate, costs ...int64) string {
+func takes(g gate.MeteredGate, costs ...int64) string {
 	var b []byte
 	for _, c := range costs {
 		if take(g, c) {
@@ -42,8 +42,8 @@ func takes(g flowcontrol.MeteredGate, costs ...int64) string {
 }
 
 func TestConcurrencyModes(t *testing.T) {
-	done := func(g flowcontrol.MeteredGate, cost int64) {
-		g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: cost}})
+	done := func(g gate.MeteredGate, cost int64) {
+		g.Returned(gate.Usage{Slot: gate.Slot{Cost: cost}})
 	}
 
 	// requests: cost is counted but bounds nothing.

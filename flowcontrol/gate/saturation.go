@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // Metrics is what a model server last reported about its load, as a scraper
@@ -75,7 +73,7 @@ type SaturationConfig struct {
 	Replicas, Replica int
 	// Clock times the staleness of metrics; nil means the real clock. Give
 	// it the controller's clock.
-	Clock flowcontrol.Clock
+	Clock Clock
 }
 
 // Defaults of [SaturationConfig], llm-d-router's utilization-detector's.
@@ -87,7 +85,7 @@ const (
 
 // SaturationGate admits requests while the model servers, by their own
 // latest metrics, have room: it is llm-d-router's utilization-detector as a
-// [flowcontrol.Gate]. Create one with [Saturation] and feed it with
+// [Gate]. Create one with [Saturation] and feed it with
 // [SaturationGate.Update] from a scraper, on any goroutine.
 //
 // An endpoint has room when its metrics are fresh and valid (see [Metrics])
@@ -120,7 +118,7 @@ const (
 // scraped at different moments the bound is conservative: it never admits
 // more, and may admit fewer, than the room.
 //
-// When metrics arrive, Update calls [flowcontrol.FlowController.Nudge],
+// When metrics arrive, Update calls [github.com/sluicegate/sluice/flowcontrol.FlowController.Nudge],
 // so waiting requests start as soon as there is room; the controller runs
 // no goroutine or ticker for it. An endpoint's metrics become stale
 // MetricsStalenessThreshold after they were read (a timer on the
@@ -142,14 +140,14 @@ const (
 //
 // The gate knows the endpoints it was given metrics for and not removed
 // ([SaturationGate.Remove]). With none at all it reports
-// [flowcontrol.EndpointGate.NoEndpoints], and the controller ends waiting
-// requests with [flowcontrol.OutcomeRejectedNoEndpoints] (503) after its
+// [EndpointGate.NoEndpoints], and the controller ends waiting
+// requests with [github.com/sluicegate/sluice/flowcontrol.OutcomeRejectedNoEndpoints] (503) after its
 // NoEndpointsTTL. Before the first Update there are none.
 //
-// A SaturationGate is a [flowcontrol.MeteredGate] (Release hands back a
+// A SaturationGate is a [MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a
-// [flowcontrol.BoundGate], a [flowcontrol.EndpointGate] and a
-// [flowcontrol.SaturationDetector] ([SaturationGate.Saturation]). It serves one
+// [BoundGate], a [EndpointGate] and a
+// [SaturationDetector] ([SaturationGate.Saturation]). It serves one
 // controller. Its methods are safe for concurrent use.
 type SaturationGate struct {
 	// started counts the starts granted and not handed back, ever. It is
@@ -170,10 +168,10 @@ type SaturationGate struct {
 	kvThr             float64
 	stale             time.Duration
 	replicas, replica int
-	clock             flowcontrol.Clock
+	clock             Clock
 	mu                sync.Mutex
-	endpoints         map[string]*endpoint        // guarded by mu
-	fc                *flowcontrol.FlowController // set by Bind, guarded by mu
+	endpoints         map[string]*endpoint // guarded by mu
+	fc                Controller           // set by Bind, guarded by mu
 }
 
 // endpoint is what the gate keeps of one model server. Guarded by the
@@ -189,7 +187,7 @@ type endpoint struct {
 	share  int64 // this replica's share of the room at the last refresh; 0 when stale or bad
 	base   int64 // started at the last refresh
 	gen    uint64
-	timer  flowcontrol.Timer // the staleness timer of the last refresh
+	timer  Timer // the staleness timer of the last refresh
 }
 
 // Saturation returns a saturation gate for cfg, or an error naming the
@@ -223,7 +221,7 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 		return nil, configError("Replica", "", cfg.Replica, "outside [0, Replicas)")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = flowcontrol.RealClock{}
+		cfg.Clock = RealClock{}
 	}
 	g := &SaturationGate{
 		qThr:      cfg.QueueDepthThreshold,
@@ -249,22 +247,22 @@ func (g *SaturationGate) TryAcquire(int) bool {
 	return true
 }
 
-// Lag returns MetricsStalenessThreshold, for [flowcontrol.Eviction.Grace]
-// ([flowcontrol.LagGate]): the gate reads no metrics older than that, so a
+// Lag returns MetricsStalenessThreshold, for [github.com/sluicegate/sluice/flowcontrol.Eviction.Grace]
+// ([LagGate]): the gate reads no metrics older than that, so a
 // slot a model server freed is in its view by then.
 func (g *SaturationGate) Lag() time.Duration { return g.stale }
 
-// Release hands back a start that TryAcquire granted and that was not used
-// (a composing gate refused the request).
-func (g *SaturationGate) Release(int) { g.started.Add(-1) }
+// Release does nothing: the request ended, and the next metrics show what
+// it left behind. A start that never ran comes back through Returned.
+func (g *SaturationGate) Release(int) {}
 
 // Took does nothing: a start costs one place in a queue, whatever the
 // request's cost.
-func (g *SaturationGate) Took(flowcontrol.Slot) {}
+func (g *SaturationGate) Took(Slot) {}
 
 // Returned hands back the start of a request that never ran; for one that
 // ran it does nothing, since the next metrics show what it left behind.
-func (g *SaturationGate) Returned(u flowcontrol.Usage) {
+func (g *SaturationGate) Returned(u Usage) {
 	if u.Unused {
 		g.started.Add(-1)
 	}
@@ -275,7 +273,7 @@ func (g *SaturationGate) NoEndpoints() bool { return g.known.Load() == 0 }
 
 // Bind records the controller that Update and Remove nudge. It refuses a
 // second controller.
-func (g *SaturationGate) Bind(c *flowcontrol.FlowController) error {
+func (g *SaturationGate) Bind(c Controller) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.fc != nil && g.fc != c {
@@ -531,7 +529,7 @@ func (g *SaturationGate) invalid() int {
 // mean over the endpoints of min(1, max(Waiting/QueueDepthThreshold,
 // KVCache/KVCacheUtilThreshold)), an endpoint with stale metrics or an
 // invalid reading counting 1; 1 with no endpoints. Below 1, some endpoint
-// has room. It is the gate's [flowcontrol.SaturationDetector] reading,
+// has room. It is the gate's [SaturationDetector] reading,
 // which a band ceiling ([Ceiling]) compares with each band's ceiling, and a
 // gauge's: it reads one atomic, which each Update, Remove and staleness
 // refreshes.

@@ -24,7 +24,7 @@ func newSaturation(t *testing.T, cfg gate.SaturationConfig) *gate.SaturationGate
 
 // acquireAll takes every start the gate grants, up to 1000, and returns
 // how many it granted.
-func acquireAll(g flowcontrol.Gate) int {
+func acquireAll(g gate.Gate) int {
 	n := 0
 	for n < 1000 && g.TryAcquire(0) {
 		n++
@@ -47,9 +47,10 @@ func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
 	if n := acquireAll(g); n != 8 {
 		t.Fatalf("granted %d starts before the next refresh, want the room, 8", n)
 	}
-	g.Release(0) // a composing gate hands one back unused
-	g.Returned(flowcontrol.Usage{Unused: true})
-	g.Returned(flowcontrol.Usage{Held: time.Second}) // a request that ran returns nothing
+	g.Returned(gate.Usage{Unused: true})                           // a composing gate hands one back, before any Took
+	g.Returned(gate.Usage{Slot: gate.Slot{Cost: 1}, Unused: true}) // a request that never ran
+	g.Returned(gate.Usage{Held: time.Second})                      // a request that ran returns nothing
+	g.Release(0)                                                   // nor does one whose caller knows only Gate
 	if n := acquireAll(g); n != 2 {
 		t.Fatalf("granted %d after two starts came back unused, want 2", n)
 	}

@@ -74,7 +74,7 @@
 //	        weights: {tenant-a: 3}    # by flow ID; default 1
 //
 //	gate:                             # default: no gate, every request starts at once
-//	  maxInFlight: 256                # flowcontrol.MaxInFlight
+//	  maxInFlight: 256                # gate.MaxInFlight
 //	  saturation:                     # llm-d-router's utilization-detector
 //	    queueDepthThreshold: 5
 //	    kvCacheUtilThreshold: 0.8
@@ -122,7 +122,7 @@
 // stopped) and confirmationGrace has passed, or confirmationTimeout has.
 // "eviction: true" is llm-d-router's enableEviction with its defaults. A
 // confirmationGrace left out is the gate's own lag (its
-// [flowcontrol.LagGate]), none for a gate that counts its slots; 0 is
+// [gate.LagGate]), none for a gate that counts its slots; 0 is
 // none. A band's guarantee is its share of the gate's capacity
 // ([flowcontrol.BandConfig.Guarantee]), a fraction in [0, 1], lent to
 // other bands while it is idle and taken back by revoking the borrowers'

@@ -25,7 +25,7 @@ var ConcurrencyModes = []string{gate.ModeRequests, gate.ModeTokens, gate.ModeHyb
 // once.
 type Gate struct {
 	// MaxInFlight, when set, caps the requests in flight at once
-	// ([flowcontrol.MaxInFlight]).
+	// ([gate.MaxInFlight]).
 	MaxInFlight *int
 	// Saturation, when set, admits while the model servers' queue depth
 	// and KV-cache utilisation are under their thresholds (llm-d-router's
@@ -375,7 +375,7 @@ type Gates struct {
 	// [gate.All] of every gate set in the order MaxInFlight, Concurrency,
 	// Saturation, inside [gate.Ceiling] when UsageLimit is set; nil when
 	// none is.
-	Gate flowcontrol.Gate
+	Gate gate.Gate
 	// Saturation is the saturation gate, nil when not set; feed it each
 	// endpoint's metrics with Update.
 	Saturation *gate.SaturationGate
@@ -389,9 +389,9 @@ type Gates struct {
 // gate for its ceilings to read.
 func (g Gate) Build(opts BuildOptions) (Gates, error) {
 	var gs Gates
-	var all []flowcontrol.Gate
+	var all []gate.Gate
 	if g.MaxInFlight != nil {
-		all = append(all, flowcontrol.MaxInFlight(*g.MaxInFlight))
+		all = append(all, gate.MaxInFlight(*g.MaxInFlight))
 	}
 	if c := g.Concurrency; c != nil {
 		cfg := gate.ConcurrencyConfig{Mode: c.Mode, MaxConcurrency: c.MaxConcurrency, MaxTokenConcurrency: c.MaxTokenConcurrency}

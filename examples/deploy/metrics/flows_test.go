@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
@@ -19,7 +21,7 @@ func TestQueueGaugesPerFlow(t *testing.T) {
 	m := metrics.New(metrics.Options{MaxFairnessIDs: 2})
 	cfg := flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
-		Gate:  flowcontrol.MaxInFlight(0), // everything waits
+		Gate:  gate.MaxInFlight(0), // everything waits
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)
@@ -65,7 +67,7 @@ func TestQueueGaugesNeverPromote(t *testing.T) {
 	cfg := flowcontrol.Config{
 		Bands:        []flowcontrol.BandConfig{{Priority: -10}, {Priority: 0}, {Priority: 10}},
 		NeverPromote: true,
-		Gate:         flowcontrol.MaxInFlight(0),
+		Gate:         gate.MaxInFlight(0),
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -20,7 +22,7 @@ func modelController(t *testing.T, m *metrics.Metrics, bands ...flowcontrol.Band
 	t.Helper()
 	cfg := flowcontrol.Config{
 		Bands:    bands,
-		Gate:     flowcontrol.MaxInFlight(1),
+		Gate:     gate.MaxInFlight(1),
 		Observer: m.Observe,
 		Waiting:  m.Waiting,
 	}

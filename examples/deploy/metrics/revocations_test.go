@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -66,7 +68,7 @@ func newEvicting(t *testing.T, m *metrics.Metrics, e flowcontrol.Eviction) *evic
 	c, err := flowcontrol.New(flowcontrol.Config{
 		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 		FallbackPriority: 10,
-		Gate:             flowcontrol.MaxInFlight(1),
+		Gate:             gate.MaxInFlight(1),
 		Clock:            clock,
 		Eviction:         &e,
 		Observer:         m.Observe,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -51,7 +53,7 @@ func testController(t *testing.T, m *metrics.Metrics, clock *clocktest.Clock) (*
 		ByteCapacity:    capacity.Bounded(10_000),
 		CostCapacity:    capacity.Bounded(1000),
 		NoDisplacement:  true,
-		Gate:            flowcontrol.MaxInFlight(1),
+		Gate:            gate.MaxInFlight(1),
 		Clock:           clock,
 		Observer:        m.Observe,
 		Waiting:         m.Waiting,
@@ -209,7 +211,7 @@ func TestWatchBand(t *testing.T) {
 	m := metrics.New(metrics.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	cfg := flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(4)}},
-		Gate:  flowcontrol.MaxInFlight(0), // everything waits
+		Gate:  gate.MaxInFlight(0), // everything waits
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -177,7 +179,7 @@ func TestShutdownRejectsQueuedAndDrainsAdmitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		}
 		fc, client, shutdown, done := startServe(t, cfg, time.Minute)
 		ctx := t.Context()
@@ -234,7 +236,7 @@ func TestShutdownRejectsQueuedAndDrainsAdmitted(t *testing.T) {
 
 func TestShutdownTimeoutCancelsStragglers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)}
+		cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(1)}
 		fc, client, shutdown, done := startServe(t, cfg, 10*time.Millisecond)
 		a, err := client.Process(t.Context())
 		if err != nil {
