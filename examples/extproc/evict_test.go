@@ -1,7 +1,6 @@
 package extproc_test
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"runtime"
@@ -71,6 +70,15 @@ func evicting(gt *countingGate, rec *steps) flowcontrol.Config {
 	}
 }
 
+// evictingHarness starts a harness over evicting with one slot, classified
+// by priorityFromHeader, and returns its counting gate and its recorder.
+func evictingHarness(t *testing.T) (*countingGate, *steps, *harness) {
+	t.Helper()
+	gt := &countingGate{inner: gate.MaxInFlight(1)}
+	rec := newSteps()
+	return gt, rec, newHarness(t, evicting(gt, rec), priorityFromHeader)
+}
+
 // readers counts the adapter's reader goroutines (inbox.read) alive now.
 func readers() int {
 	buf := make([]byte, 64<<10)
@@ -91,9 +99,7 @@ func readers() int {
 // goes to the interactive request.
 func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gt := &countingGate{inner: gate.MaxInFlight(1)}
-		rec := newSteps()
-		h := newHarness(t, evicting(gt, rec), priorityFromHeader)
+		gt, rec, h := evictingHarness(t)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -135,16 +141,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 		if ir.GetDetails() != "evicted-priority" {
 			t.Errorf("details %q, want evicted-priority", ir.GetDetails())
 		}
-		var body struct {
-			Error struct {
-				Message, Type string
-				Code          *string
-			}
-		}
-		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Type != "rate_limit_exceeded" ||
-			body.Error.Code == nil || *body.Error.Code != "evicted-priority" || body.Error.Message == "" {
-			t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code evicted-priority", ir.GetBody(), err)
-		}
+		wantRateLimited(t, ir.GetBody(), "evicted-priority")
 		// The adapter ends the stream cleanly after the answer.
 		if _, err := batch.s.Recv(); !errors.Is(err, io.EOF) {
 			t.Errorf("batch: after the ImmediateResponse got %v, want io.EOF", err)
@@ -187,9 +184,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 // request gets the slot without an eviction.
 func TestCompletedResponseIsNotEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gt := &countingGate{inner: gate.MaxInFlight(1)}
-		rec := newSteps()
-		h := newHarness(t, evicting(gt, rec), priorityFromHeader)
+		gt, rec, h := evictingHarness(t)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -217,9 +212,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 	for _, how := range []string{"cancel", "close"} {
 		for range 10 {
 			synctest.Test(t, func(t *testing.T) {
-				gt := &countingGate{inner: gate.MaxInFlight(1)}
-				rec := newSteps()
-				h := newHarness(t, evicting(gt, rec), priorityFromHeader)
+				gt, rec, h := evictingHarness(t)
 
 				batch := h.open()
 				batch.admit("x-test-priority", "-1")
@@ -264,9 +257,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 // costs no goroutine: the adapter reads the stream itself.
 func TestUnrevocableAdmissionStartsNoReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
+		_, a := admitOne(t)
 		a.responseHeaders(false)
 		synctest.Wait()
 		if n := readers(); n != 0 {

@@ -95,16 +95,10 @@ func TestBackendHeadroomNeverReachesClient(t *testing.T) {
 	}
 }
 
+// mapsEqual reports whether two header maps hold the same names with the
+// same values in the same order.
 func mapsEqual(a, b map[string][]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, slices.Equal)
 }
 
 // TestRejectionsOverHTTP: a request flow control does not dispatch is
@@ -431,10 +425,7 @@ func TestBodySizing(t *testing.T) {
 			fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{
 				{Priority: 0, ByteCapacity: capacity.Bounded(c.byteCap)},
 			}})
-			h, err := flowhttp.New(flowhttp.Config{Controller: fc, MaxBodyBytes: c.maxBody}, echo)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := mustHandler(t, flowhttp.Config{Controller: fc, MaxBodyBytes: c.maxBody}, echo)
 			url := loopbackServer(t, h)
 			var rd io.Reader = strings.NewReader(body)
 			if c.chunked {
@@ -482,10 +473,7 @@ func TestDeclaredBodyOverTheLimitIsNotRead(t *testing.T) {
 		Bands:    []flowcontrol.BandConfig{band(0, 10)},
 		Observer: func(flowcontrol.Event) { events.Add(1) },
 	})
-	h, err := flowhttp.New(flowhttp.Config{Controller: fc, MaxBodyBytes: 10}, okHandler)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandler(t, flowhttp.Config{Controller: fc, MaxBodyBytes: 10}, okHandler)
 	url := loopbackServer(t, h)
 	tr := &http.Transport{ExpectContinueTimeout: watchdog}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -57,6 +57,17 @@ func (e Effective) Write(w io.Writer) error {
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
+	// list prints a top-level sequence of quoted strings, [] when empty.
+	list := func(name string, items []string) {
+		if len(items) == 0 {
+			line(0, "%s: []", name)
+			return
+		}
+		line(0, "%s:", name)
+		for _, item := range items {
+			line(1, "- %s", quote(item))
+		}
+	}
 	fmt.Fprintf(&b, "# %s -%s: the configuration is valid; this is what it runs.\n", e.Binary, CheckConfigFlag)
 	if e.ConfigPath == "" {
 		line(0, "config: none")
@@ -68,14 +79,7 @@ func (e Effective) Write(w io.Writer) error {
 	for _, l := range e.Listen {
 		line(1, "%s: %s", l[0], quote(l[1]))
 	}
-	if len(e.Backends) == 0 {
-		line(0, "backends: []")
-	} else {
-		line(0, "backends:")
-		for _, u := range e.Backends {
-			line(1, "- %s", quote(u))
-		}
-	}
+	list("backends", e.Backends)
 	line(0, "scrapeInterval: %s", e.ScrapeInterval)
 	line(0, "scrapeTimeout: %s", e.ScrapeTimeout)
 	line(0, "gracePeriod: %s", e.GracePeriod)
@@ -159,14 +163,7 @@ func (e Effective) Write(w io.Writer) error {
 			}
 		}
 	}
-	if len(e.Warnings) == 0 {
-		line(0, "warnings: []")
-	} else {
-		line(0, "warnings:")
-		for _, w := range e.Warnings {
-			line(1, "- %s", quote(w))
-		}
-	}
+	list("warnings", e.Warnings)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -193,22 +194,10 @@ func New(opts Options) *Metrics {
 			panic(fmt.Sprintf("metrics: QueueDurationBuckets %v do not increase strictly", opts.QueueDurationBuckets))
 		}
 	}
-	maxFlows := opts.MaxFairnessIDs
-	if maxFlows == 0 {
-		maxFlows = DefaultMaxFairnessIDs
-	}
-	maxLabelLen := opts.MaxLabelLength
-	if maxLabelLen == 0 {
-		maxLabelLen = DefaultMaxLabelLength
-	}
-	maxPriorities := opts.MaxPriorities
-	if maxPriorities == 0 {
-		maxPriorities = DefaultMaxPriorities
-	}
-	maxModels := opts.MaxModelNames
-	if maxModels == 0 {
-		maxModels = DefaultMaxModelNames
-	}
+	maxFlows := cmp.Or(opts.MaxFairnessIDs, DefaultMaxFairnessIDs)
+	maxLabelLen := cmp.Or(opts.MaxLabelLength, DefaultMaxLabelLength)
+	maxPriorities := cmp.Or(opts.MaxPriorities, DefaultMaxPriorities)
+	maxModels := cmp.Or(opts.MaxModelNames, DefaultMaxModelNames)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -248,13 +248,27 @@ gate:
   maxInFlight: 1
 `
 
-func TestSaturatedBandAnswers429(t *testing.T) {
+// saturatingOptions returns a held backend and the options of a gateway
+// in front of it alone, configured with saturatingConfig.
+func saturatingOptions(t *testing.T) (*holdBackend, options) {
+	t.Helper()
 	hb := newHoldBackend(t)
 	opts := testOptions()
 	opts.configPath = writeConfig(t, "", saturatingConfig)
 	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	return hb, opts
+}
+
+// startSaturated starts a gateway of saturatingConfig in front of a held
+// backend, and returns the backend, the gateway and a client of it.
+func startSaturated(t *testing.T) (*holdBackend, *testGateway, *http.Client) {
+	t.Helper()
+	hb, opts := saturatingOptions(t)
+	return hb, startGateway(t, opts), newClient(t)
+}
+
+func TestSaturatedBandAnswers429(t *testing.T) {
+	hb, g, client := startSaturated(t)
 
 	a, b := runningAndQueued(t, g, client, hb)
 	c := <-send(client, g.url, "c")
@@ -294,12 +308,7 @@ func TestSaturatedBandAnswers429(t *testing.T) {
 }
 
 func TestShutdownRejectsQueuedAndFinishesAdmitted(t *testing.T) {
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	hb, g, client := startSaturated(t)
 
 	a, b := runningAndQueued(t, g, client, hb)
 	g.stop() // what SIGTERM does
@@ -422,12 +431,7 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 	}
 
 	// A queued request's cost is what the band counts.
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	hb, g, client := startSaturated(t)
 	a, b := runningAndQueued(t, g, client, hb)
 	want := int64(len(chatBody)+3)/4 + 4 // the body's bytes ÷ 4 and its max_tokens
 	if s, _ := g.fc.CapacitySnapshot(0); s.QueuedCost != want {
@@ -444,10 +448,7 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 // gateway, never MaxInt64 (issue 21, defects 2 and 3): the queued cost is
 // the clamp.
 func TestHugeMaxTokensCostsTheClamp(t *testing.T) {
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
+	hb, opts := saturatingOptions(t)
 	opts.maxTokens = 1000
 	g := startGateway(t, opts)
 	client := newClient(t)

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // deployTestdata is examples/deploy/config's testdata, seen from here.
@@ -125,15 +126,8 @@ func (c *child) oneStream(t *testing.T) string {
 func get(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	body := testhttp.Body(t, resp, err)
+	return resp.StatusCode, body
 }
 
 // TestBinaryWithLLMDConfigServesMetrics runs the program on llm-d-router's
