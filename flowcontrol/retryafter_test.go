@@ -141,16 +141,7 @@ func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), TTL: time.Hour}},
 			Gate:  gate.MaxInFlight(1),
 		})
-		// Two dispatches per second while busy, for 5s.
-		h := hold(t, fc)
-		for range 10 {
-			next := start(t.Context(), fc, req("steady", 0))
-			synctest.Wait()
-			time.Sleep(500 * time.Millisecond)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
+		h := drainTwicePerSecond(t, fc)
 		// short gives up after 300ms, too soon for the 1s window to close:
 		// the band still drains 2/s, a place every 500ms.
 		short := start(t.Context(), fc, flowcontrol.Request{Key: key("short", 0), TTL: 300 * time.Millisecond})
@@ -323,16 +314,7 @@ func TestExpiryInADeepBandWaitsBehindTheQueue(t *testing.T) {
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(20), TTL: time.Hour}},
 			Gate:  gate.MaxInFlight(1),
 		})
-		// Two dispatches per second while busy, for 5s.
-		h := hold(t, fc)
-		for range 10 {
-			next := start(t.Context(), fc, req("steady", 0))
-			synctest.Wait()
-			time.Sleep(500 * time.Millisecond)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
+		h := drainTwicePerSecond(t, fc)
 		short := start(t.Context(), fc, flowcontrol.Request{Key: key("short", 0), TTL: 300 * time.Millisecond})
 		var deep []*call
 		for i := range 10 {
@@ -360,4 +342,20 @@ func TestExpiryInADeepBandWaitsBehindTheQueue(t *testing.T) {
 		}
 		h.Done()
 	})
+}
+
+// drainTwicePerSecond holds fc's one slot and hands it on twice a second
+// for 5s, so that band 0 is measured to drain 2/s, and returns the
+// admission that holds the slot then. Called inside a synctest bubble.
+func drainTwicePerSecond(t *testing.T, fc *flowcontrol.FlowController) *flowcontrol.Admission {
+	h := hold(t, fc)
+	for range 10 {
+		next := start(t.Context(), fc, req("steady", 0))
+		synctest.Wait()
+		time.Sleep(500 * time.Millisecond)
+		h.Done()
+		synctest.Wait()
+		h = next.adm
+	}
+	return h
 }
