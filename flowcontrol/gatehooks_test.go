@@ -300,3 +300,29 @@ func TestFirstTokenGateHearsFirstTokensAtOnce(t *testing.T) {
 		t.Fatalf("returned %+v, want %+v", g.returned, want)
 	}
 }
+
+// TestNewThatFailsLeavesTheGateAsItWas: a controller whose gate refuses to
+// be bound — the second gate of an All, here — leaves the gates bound
+// before it unbound, and their counts plain: the same gates serve the next
+// controller.
+func TestNewThatFailsLeavesTheGateAsItWas(t *testing.T) {
+	limit := gate.MaxInFlight(1)
+	budget, err := gate.Concurrency(gate.ConcurrencyConfig{MaxConcurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := &boundGate{Gate: gate.MaxInFlight(8), err: errors.New("refused")}
+	bands := []flowcontrol.BandConfig{{Priority: 0}}
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: gate.All(limit, budget, refusing)}); err == nil {
+		t.Fatal("New with a gate that refuses to be bound succeeded")
+	}
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: gate.Ceiling(gate.All(limit, refusing), gate.SoftReflectiveCeiling())}); err == nil {
+		t.Fatal("New with a ceiling over a gate that refuses to be bound succeeded")
+	}
+	fc := mustNew(t, flowcontrol.Config{Bands: bands, Gate: gate.All(limit, budget)})
+	a, err := fc.EnqueueAndWait(context.Background(), req("a", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Done()
+}

@@ -240,6 +240,8 @@ func (g *AdaptiveGate) Bind(c Controller) error {
 	return nil
 }
 
+func (g *AdaptiveGate) unbind(c Controller) { g.owner.release(c) }
+
 // Saturation returns the requests in flight ÷ the learned limit, at most
 // 1 (a decrease may leave more in flight than the new limit). It is
 // called under the lock that serializes the gate's methods, as a gate

@@ -189,16 +189,28 @@ func (a *allGate) Returned(u Usage) {
 	}
 }
 
+// Bind binds each of the gates that is a BoundGate, in order. When one
+// refuses, the gates of this package bound before it are unbound again.
 func (a *allGate) Bind(c Controller) error {
 	for i := range a.children {
 		if b, ok := a.children[i].gate.(BoundGate); ok {
 			if err := b.Bind(c); err != nil {
+				a.unbindFirst(i, c)
 				return fmt.Errorf("gate: All: gates[%d]: %w", i, err)
 			}
 		}
 	}
 	return nil
 }
+
+// unbindFirst undoes the Bind of c by the first n gates, where they can.
+func (a *allGate) unbindFirst(n int, c Controller) {
+	for j := range n {
+		unbind(a.children[j].gate, c)
+	}
+}
+
+func (a *allGate) unbind(c Controller) { a.unbindFirst(len(a.children), c) }
 
 func (a *allGate) NoEndpoints() bool {
 	for _, e := range a.endpoints {

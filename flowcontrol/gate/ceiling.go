@@ -182,15 +182,24 @@ func (g *ceilingGate) Bind(c Controller) error {
 	}
 	if b, ok := g.policy.(policyBinder); ok {
 		if err := b.bind(c); err != nil {
+			g.fc.release(c)
 			return fmt.Errorf("gate: Ceiling: %s: %w", g.policy.TypeName(), err)
 		}
 	}
 	if b, ok := g.children[0].gate.(BoundGate); ok {
 		if err := b.Bind(c); err != nil {
+			unbind(g.policy, c)
+			g.fc.release(c)
 			return fmt.Errorf("gate: Ceiling: %s: %w", nameOf(b), err)
 		}
 	}
 	return nil
+}
+
+func (g *ceilingGate) unbind(c Controller) {
+	unbind(g.children[0].gate, c)
+	unbind(g.policy, c)
+	g.fc.release(c)
 }
 
 // String names the gate, its inner gate and its policy, as the

@@ -189,6 +189,8 @@ func (g *ConcurrencyGate) Bind(c Controller) error {
 	return nil
 }
 
+func (g *ConcurrencyGate) unbind(c Controller) { g.owner.release(c) }
+
 // InFlight returns the requests and the cost in flight, the cost capped at
 // math.MaxInt64 (the gate's own sum is exact beyond it). Like the gate's
 // other methods it reads counts without synchronisation of its own: call

@@ -95,3 +95,5 @@ func (g *EndpointsGate) Bind(c Controller) error {
 	}
 	return nil
 }
+
+func (g *EndpointsGate) unbind(c Controller) { g.fc.release(c) }

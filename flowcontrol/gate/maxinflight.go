@@ -39,6 +39,8 @@ func (g *maxInFlight) Bind(c Controller) error {
 	return nil
 }
 
+func (g *maxInFlight) unbind(c Controller) { g.owner.release(c) }
+
 func (g *maxInFlight) String() string { return fmt.Sprintf("MaxInFlight(%d)", g.count.limit) }
 
 // TryAcquire takes a slot if fewer than n are taken.

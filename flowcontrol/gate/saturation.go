@@ -290,6 +290,14 @@ func (g *SaturationGate) Bind(c Controller) error {
 	return nil
 }
 
+func (g *SaturationGate) unbind(c Controller) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fc == c {
+		g.fc = nil
+	}
+}
+
 // Update records an endpoint's latest metrics, adding the endpoint if it is
 // new, and nudges the controller. Metrics with a ReadAt no later than the
 // one the gate has for that endpoint are ignored (a reading counts once);

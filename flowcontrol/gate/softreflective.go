@@ -50,6 +50,8 @@ func (p *softReflective) bind(c Controller) error {
 	return nil
 }
 
+func (p *softReflective) unbind(c Controller) { p.owner.release(c) }
+
 func (p *softReflective) Ceiling(s float64, rank int, priorities []int) float64 {
 	n := len(priorities)
 	if rank == 0 || n <= 1 {
