@@ -123,7 +123,10 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if sat != nil {
 		stale = s.gate.Saturation.MetricsStalenessThreshold
 	}
-	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale})
+	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale,
+		unhealthyThreshold: opts.unhealthyThreshold, unhealthyWindow: opts.unhealthyWindow,
+		outlier: outlierConfig{consecutive5xx: opts.consecutive5xx, baseEjectionTime: opts.baseEjectionTime,
+			maxEjectionPercent: opts.maxEjectionPercent}})
 	if sat != nil {
 		g.scraper, err = vllm.New(vllm.Config{
 			Targets:  s.backendNames(),
@@ -416,11 +419,28 @@ type backendCollector struct{ pool *pool }
 var backendInFlightDesc = prometheus.NewDesc("sluice_gateway_backend_requests_in_flight",
 	"Requests this gateway has sent to a backend whose responses have not ended.", []string{"backend"}, nil)
 
-func (c backendCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backendInFlightDesc }
+func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- backendInFlightDesc
+	ch <- backendResponsesDesc
+	ch <- backendEjectionsDesc
+	ch <- backendEjectedDesc
+}
 
+// Collect sends each configured backend's series: their number is bounded
+// by the backends, and those of a backend a reload removed go with it.
 func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.pool.clock.Now().UnixNano()
 	for _, b := range c.pool.list() {
 		ch <- prometheus.MustNewConstMetric(backendInFlightDesc, prometheus.GaugeValue, float64(b.inFlight.Load()), b.name)
+		for i, class := range codeClasses {
+			ch <- prometheus.MustNewConstMetric(backendResponsesDesc, prometheus.CounterValue, float64(b.responses[i].Load()), b.name, class)
+		}
+		ch <- prometheus.MustNewConstMetric(backendEjectionsDesc, prometheus.CounterValue, float64(b.ejectionsTotal.Load()), b.name)
+		ejected := 0.0
+		if b.ejectedAt(now) {
+			ejected = 1
+		}
+		ch <- prometheus.MustNewConstMetric(backendEjectedDesc, prometheus.GaugeValue, ejected, b.name)
 	}
 }
 
