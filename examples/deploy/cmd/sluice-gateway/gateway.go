@@ -87,8 +87,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 	g := &gateway{opts: opts, log: log, cur: s}
-	for _, w := range s.file.Warnings {
-		log.Warn("configuration", "warning", w.String())
+	for _, w := range s.warnings {
+		log.Warn("configuration", "warning", w)
 	}
 
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
@@ -387,7 +387,7 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 	g.grace.Store(int64(next.grace))
 	g.drain.Store(int64(next.drain))
 	g.cur = next
-	return c.Live, config.WarningStrings(next.file.Warnings), nil
+	return c.Live, next.warnings, nil
 }
 
 // describeBands formats the bands for the start-up log.
