@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
@@ -100,7 +101,7 @@ func (e Effective) Write(w io.Writer) error {
 	if len(routes) == 0 {
 		routes = DefaultInferenceRoutes().Routes()
 	}
-	line(0, "inference: # admitted through flow control; every other request goes to a backend at once")
+	line(0, "inference: # admitted through flow control; every other request passes at once, neither queued nor gated")
 	for _, r := range routes {
 		line(1, "- %s", quote(r.String()))
 	}
@@ -157,12 +158,7 @@ func (e Effective) Write(w io.Writer) error {
 	}
 	line(1, "bands:")
 	for _, bc := range f.Bands {
-		// A band's wait is bounded by the smaller of its TTL and the
-		// default, as the controller bounds it.
-		wait := bc.TTL
-		if wait <= 0 || (f.DefaultTTL > 0 && f.DefaultTTL < wait) {
-			wait = f.DefaultTTL
-		}
+		wait := BandWait(bc, f.DefaultTTL)
 		line(1, "- priority: %d", bc.Priority)
 		line(2, "maxRequests: %s", limit(bc.RequestCapacity))
 		line(2, "maxBytes: %s", limit(bc.ByteCapacity))
@@ -220,6 +216,19 @@ func (e Effective) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// BandWait returns how long a request may wait in band b of a controller
+// whose default TTL is defaultTTL: the smaller of the band's TTL and the
+// default, as the controller bounds it; 0 for no bound. A band of
+// llm-d-router's form has no TTL of its own, so it waits
+// defaultRequestTTL.
+func BandWait(b flowcontrol.BandConfig, defaultTTL time.Duration) time.Duration {
+	wait := b.TTL
+	if wait <= 0 || (defaultTTL > 0 && defaultTTL < wait) {
+		wait = defaultTTL
+	}
+	return max(wait, 0)
 }
 
 func limit(l capacity.Limit) string { return l.String() }

@@ -78,7 +78,30 @@ var llmdPluginTypes = map[string]bool{
 const (
 	sluicePicks   = "Sluice picks no endpoint: it sends each admitted request to the backend with the fewest requests in flight from it"
 	sluiceScrapes = "Sluice scrapes each backend's /metrics itself and takes the backends from -backend and gateway.backends"
+	sluiceBodies  = "Sluice reads a body only for its size and token estimate, and forwards it unchanged"
 )
+
+// The same, behind Envoy (sluice-extproc), where Envoy routes each
+// request and sends the adapter no body: see [BehindEnvoy].
+var behindEnvoy = strings.NewReplacer(
+	sluicePicks, "Sluice picks no endpoint: Envoy sends each admitted request to an endpoint of its cluster, by its own load balancing",
+	sluiceScrapes, "Envoy's cluster is the endpoints; a saturation gate scrapes the /metrics of -backend and gateway.backends itself",
+	sluiceBodies, "Envoy sends sluice-extproc no body, and forwards each unchanged",
+)
+
+// BehindEnvoy returns ws as they read for a binary behind Envoy
+// (sluice-extproc), where Envoy, not Sluice, picks each request's
+// endpoint and the binary sees no body: the warnings [Load] gives say
+// what sluice-gateway, which proxies, does instead of llm-d-router's
+// scheduling, data layer and parsers. ws is not changed.
+func BehindEnvoy(ws []Warning) []Warning {
+	out := make([]Warning, len(ws))
+	for i, w := range ws {
+		w.Msg = behindEnvoy.Replace(w.Msg)
+		out[i] = w
+	}
+	return out
+}
 
 // unread warns of every section, plugin and feature gate of an llm-d-router
 // file that llm-d-router would honour and Sluice reads past, each at its
@@ -100,8 +123,8 @@ func (d *decoder) unread(top, keys map[string]*yaml.Node, plugins map[string]*pl
 	sections := []struct{ key, loss string }{
 		{"schedulingProfiles", "llm-d-router's endpoint scheduling (its filters, scorers, their weights and the picker) is not read: " + sluicePicks},
 		{"dataLayer", "llm-d-router's data layer (its sources, extractors and endpoint discovery) is not read: " + sluiceScrapes},
-		{"requestHandler", "llm-d-router's request parsers are not read: Sluice reads a body only for its size and token estimate, and forwards it unchanged"},
-		{"parser", "llm-d-router's request parser is not read: Sluice reads a body only for its size and token estimate, and forwards it unchanged"},
+		{"requestHandler", "llm-d-router's request parsers are not read: " + sluiceBodies},
+		{"parser", "llm-d-router's request parser is not read: " + sluiceBodies},
 	}
 	for _, s := range sections {
 		if n := top[s.key]; n != nil && !isEmpty(n) {
@@ -132,7 +155,7 @@ func pluginLoss(typ string, g Gate) string {
 	case strings.HasSuffix(typ, "-producer"), strings.HasSuffix(typ, "-extractor"), strings.HasSuffix(typ, "-source"):
 		return "llm-d-router's data layer, which feeds its scheduling: " + sluiceScrapes
 	case strings.HasSuffix(typ, "-parser"):
-		return "a request parser: Sluice reads a body only for its size and token estimate, and forwards it unchanged"
+		return "a request parser: " + sluiceBodies
 	case strings.HasSuffix(typ, "-policy"):
 		return "a policy Sluice does not have (flowControl may not refer to it)"
 	}

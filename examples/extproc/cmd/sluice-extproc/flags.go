@@ -276,7 +276,9 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	if err != nil {
 		return config.Gate{}, err
 	}
-	o.warnings = append(o.warnings, config.WarningStrings(f.Warnings)...)
+	// The file's warnings say what sluice-gateway does instead of
+	// llm-d-router's scheduling; behind Envoy, Envoy routes.
+	o.warnings = append(o.warnings, config.WarningStrings(config.BehindEnvoy(f.Warnings))...)
 	o.form = f.Form
 
 	flagged := o.controller
