@@ -151,6 +151,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		classify = headerModels(opts.classifier.Classify)
 	}
 	classify = announced(classify, g.metrics.Enqueued)
+	// A backend that cuts a stream off is answered by the guard.
+	backends := streamGuard{next: g.pool, log: log}
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
 		Logger:                  log, // a failed read for the headroom header
@@ -158,7 +160,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		MaxBodyBytes:            opts.maxBodyBytes,
 		BodyReadTimeout:         bodyReadTimeout,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
-	}, g.pool)
+	}, backends)
 	if err != nil {
 		g.fc.Close()
 		return nil, err
@@ -181,7 +183,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if len(inference.Routes()) == 0 {
 		inference = config.DefaultInferenceRoutes()
 	}
-	proxied := router{inference: inference, admit: admit, pass: g.pool, refusing: &g.refusing}
+	proxied := router{inference: inference, admit: admit, pass: backends, refusing: &g.refusing}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.work.add()
 		defer g.work.done()
