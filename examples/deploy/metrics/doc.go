@@ -68,7 +68,10 @@
 // part of the total that no model accounts for (requests without
 // [RequestLabels], a request between its insert and its Waiting call, a
 // controller without the Waiting hook) has empty model labels, as has
-// the "other" flow.
+// the "other" flow. A flow has a series per model it has waited for in
+// the band, which reads 0 once none waits, as llm-d-router's gauges do;
+// a flow that never waited in the band (its requests started or were
+// refused at once) has none there.
 //
 // model_name and target_model_name come from the [RequestLabels] a
 // request carries as its [flowcontrol.Request.Tag]; a request without

@@ -111,40 +111,46 @@ func (m *Metrics) collectFlows(ch chan<- prometheus.Metric, w *watched, ids []st
 
 // collectModels sends the queue gauges of flow id in band priority, whose
 // snapshot fs has just been read, split by models: each pair of models
-// the flow has waiting there ([Metrics.Waiting] counts them), within what
-// fs holds, and the rest — requests without model labels, or the moment
-// between a request's insert and its Waiting call — under empty model
-// labels, sent also when it is nothing and no model is, so that a flow
-// seen reads 0 once its queue empties. It returns, not sends, what the
-// flow has waiting for pairs of models past the series cap: the caller
-// sends the band's sum under fairness_id "other".
+// the flow has waited for in the band ([Metrics.Waiting] counts them),
+// within what fs holds, 0 once none of them waits, as llm-d-router's
+// gauges read; and the rest — requests of the flow without model labels,
+// or the moment between a request's insert and its Waiting call — under
+// empty model labels while it is not nothing, or when requests without
+// labels have waited there. A flow that never waited in the band (its
+// requests dispatched or refused at once) has no series: a series with
+// empty model labels would misname what it asks for. It returns, not
+// sends, what the flow has waiting for pairs of models past the series
+// cap: the caller sends the band's sum under fairness_id "other".
 func (m *Metrics) collectModels(ch chan<- prometheus.Metric, id string, priority int, prio string, fs capacity.Snapshot) (foldedRequests, foldedBytes int64) {
 	restRequests, restBytes := fs.QueuedRequests, fs.QueuedBytes
-	sent := false
+	unlabelled := false // requests without model labels have waited here
 	if f, ok := m.flows.load(id); ok && f.label == id {
 		if p := f.waits.m.Load(); p != nil {
 			for k, c := range *p {
-				if k.priority != priority || (k.models == (models{}) && !k.folded) {
+				if k.priority != priority {
 					continue
 				}
-				n := min(c.requests.Load(), restRequests)
-				if n <= 0 {
+				if k.models == (models{}) && !k.folded {
+					unlabelled = true
 					continue
 				}
+				n := max(min(c.requests.Load(), restRequests), 0)
 				b := min(max(c.bytes.Load(), 0), restBytes)
+				if n == 0 {
+					b = 0
+				}
 				restRequests -= n
 				restBytes -= b
 				if k.folded {
 					foldedRequests, foldedBytes = n, b
 					continue
 				}
-				sent = true
 				gauge(ch, m.queueSize, float64(n), id, prio, k.models.name, k.models.target)
 				gauge(ch, m.queueBytes, float64(b), id, prio, k.models.name, k.models.target)
 			}
 		}
 	}
-	if restRequests > 0 || restBytes > 0 || !sent {
+	if restRequests > 0 || restBytes > 0 || unlabelled {
 		gauge(ch, m.queueSize, float64(max(restRequests, 0)), id, prio, "", "")
 		gauge(ch, m.queueBytes, float64(max(restBytes, 0)), id, prio, "", "")
 	}

@@ -20,8 +20,10 @@ import (
 func TestQueueGaugesPerFlow(t *testing.T) {
 	m := metrics.New(metrics.Options{MaxFairnessIDs: 2})
 	cfg := flowcontrol.Config{
-		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
-		Gate:  gate.MaxInFlight(0), // everything waits
+		Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
+		Gate:     gate.MaxInFlight(0), // everything waits
+		Observer: m.Observe,
+		Waiting:  m.Waiting,
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)

@@ -71,16 +71,20 @@ func TestModelLabels(t *testing.T) {
 		"fairness_id=a,model_name=llama,outcome=Dispatched,priority=0,target_model_name=llama": 1,
 	})
 
-	// As each leaves, its model's series goes; once the queue is empty the
-	// flow reads 0, without model labels.
+	// As each leaves, its model's series reads 0, as llm-d-router's do;
+	// once the queue is empty each series the flow had reads 0, under its
+	// own model labels.
 	running.Done() // the llama request starts
 	wantCounts(t, m, metrics.Prefix+"flow_control_queue_size", map[string]float64{
-		"fairness_id=a,model_name=qwen,priority=0,target_model_name=qwen": 2,
-		"fairness_id=a,model_name=,priority=0,target_model_name=":         1,
+		"fairness_id=a,model_name=llama,priority=0,target_model_name=llama": 0,
+		"fairness_id=a,model_name=qwen,priority=0,target_model_name=qwen":   2,
+		"fairness_id=a,model_name=,priority=0,target_model_name=":           1,
 	})
 	c.Close()
 	wantCounts(t, m, metrics.Prefix+"flow_control_queue_size", map[string]float64{
-		"fairness_id=a,model_name=,priority=0,target_model_name=": 0,
+		"fairness_id=a,model_name=llama,priority=0,target_model_name=llama": 0,
+		"fairness_id=a,model_name=qwen,priority=0,target_model_name=qwen":   0,
+		"fairness_id=a,model_name=,priority=0,target_model_name=":           0,
 	})
 	q := counts(t, m, queueDuration)
 	require.Equal(t, 2.0, q["fairness_id=a,model_name=llama,outcome=Dispatched,priority=0,target_model_name=llama"])

@@ -252,6 +252,7 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
+	noteBackend(r.Context(), b.name) // for the log of a response cut off: see streamGuard
 	b.proxy.ServeHTTP(w, r)
 }
 

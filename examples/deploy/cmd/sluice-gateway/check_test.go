@@ -61,9 +61,10 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 		out.Controller.Bands[0].TTL != "1m0s" || out.Gate.Saturation.QueueDepthThreshold != 999999999 {
 		t.Errorf("the output does not say what runs: %+v\n%s", out, stdout)
 	}
-	if len(out.Warnings) != 3 || !strings.Contains(out.Warnings[0], "llmd-probabilistic-admitter.yaml:10:3: plugins[0]") ||
-		!strings.Contains(out.Warnings[0], "effectively no admission control") {
-		t.Errorf("warnings %q, want the file's three, the admitter's first", out.Warnings)
+	if len(out.Warnings) != 4 || !strings.Contains(out.Warnings[0], "llmd-probabilistic-admitter.yaml:8:1: featureGates: llm-d-router runs flow control only with") ||
+		!strings.Contains(out.Warnings[1], "llmd-probabilistic-admitter.yaml:10:3: plugins[0]") ||
+		!strings.Contains(out.Warnings[1], "effectively no admission control") {
+		t.Errorf("warnings %q, want the file's four, the feature gate's first, then the admitter's", out.Warnings)
 	}
 	if _, again, _ := runCheck(t, args...); again != stdout {
 		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
@@ -77,9 +78,9 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 	}
 
 	// Flags win over the file, and a run without a file prints the
-	// defaults.
+	// defaults; without a backend, it says so.
 	_, stdout, _ = runCheck(t, "-check-config", "-max-inflight", "7")
-	for _, want := range []string{"config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings: []\n"} {
+	for _, want := range []string{"config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings:\n  - \"sluice-gateway: no backend: "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("-check-config -max-inflight 7 lacks %q:\n%s", want, stdout)
 		}

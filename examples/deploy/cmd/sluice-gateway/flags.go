@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"time"
 
@@ -197,8 +196,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o.inference = shared.InferenceRoutes
 	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 	if set["listen"] {
-		if _, port, err := net.SplitHostPort(listen); err != nil || port == "" {
-			return fail(fmt.Errorf("-listen %q: want host:port, such as %q", listen, config.DefaultListen))
+		if err := config.CheckListen(listen); err != nil {
+			return fail(fmt.Errorf("-listen %q: %w", listen, err))
 		}
 		o.listen = listen
 	}

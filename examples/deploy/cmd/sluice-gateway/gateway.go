@@ -87,8 +87,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 	g := &gateway{opts: opts, log: log, cur: s}
-	for _, w := range s.file.Warnings {
-		log.Warn("configuration", "warning", w.String())
+	for _, w := range s.warnings {
+		log.Warn("configuration", "warning", w)
 	}
 
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
@@ -154,6 +154,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		classify = headerModels(opts.classifier.Classify)
 	}
 	classify = announced(classify, g.metrics.Enqueued)
+	// A backend that cuts a stream off is answered by the guard.
+	backends := streamGuard{next: g.pool, log: log}
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
 		Logger:                  log, // a failed read for the headroom header
@@ -161,7 +163,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		MaxBodyBytes:            opts.maxBodyBytes,
 		BodyReadTimeout:         bodyReadTimeout,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
-	}, g.pool)
+	}, backends)
 	if err != nil {
 		g.fc.Close()
 		return nil, err
@@ -184,7 +186,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if len(inference.Routes()) == 0 {
 		inference = config.DefaultInferenceRoutes()
 	}
-	proxied := router{inference: inference, admit: admit, pass: g.pool, refusing: &g.refusing}
+	proxied := router{inference: inference, admit: admit, pass: backends, refusing: &g.refusing}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.work.add()
 		defer g.work.done()
@@ -390,7 +392,7 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 	g.grace.Store(int64(next.grace))
 	g.drain.Store(int64(next.drain))
 	g.cur = next
-	return c.Live, config.WarningStrings(next.file.Warnings), nil
+	return c.Live, next.warnings, nil
 }
 
 // describeBands formats the bands for the start-up log.

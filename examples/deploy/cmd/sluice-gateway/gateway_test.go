@@ -382,7 +382,6 @@ func TestMetricsExposeLLMDNames(t *testing.T) {
 		// The body's model labels the request (Sluice rewrites none).
 		`llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",model_name="sim",outcome="Dispatched",priority="0",target_model_name="sim"}`,
 		`llm_d_epp_flow_control_request_enqueue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",outcome="Dispatched",priority="0"}`,
-		`llm_d_epp_flow_control_queue_size{fairness_id="default-flow",inference_pool="pool-a",model_name="",priority="0",target_model_name=""}`,
 		`llm_d_epp_flow_control_capacity_utilization_requests{inference_pool="pool-a",priority="0"}`,
 		`llm_d_epp_flow_control_pool_saturation{inference_pool="pool-a",stage="effective"}`,
 		`llm_d_epp_flow_control_requests_in_flight{inference_pool="pool-a"}`,
@@ -392,6 +391,11 @@ func TestMetricsExposeLLMDNames(t *testing.T) {
 		if _, ok := metricValue(page, series); !ok {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+	// The request started at once: its flow never waited, so it has no
+	// queue_size series (which carried model_name="" before issue 31).
+	if strings.Contains(page, `llm_d_epp_flow_control_queue_size{fairness_id="default-flow"`) {
+		t.Errorf("/metrics has a queue_size series for a flow that never queued:\n%s", page)
 	}
 }
 

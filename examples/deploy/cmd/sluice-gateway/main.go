@@ -100,7 +100,12 @@
 // 5xx), sluice_gateway_backend_outlier_ejections_total{backend} and
 // sluice_gateway_backend_outlier_ejected{backend}. Router-owned response headers (the headroom, the queue
 // duration, the dropped reason) are removed from what a backend sends; the
-// gateway sets its own.
+// gateway sets its own. A response its backend cuts off after the header
+// was sent (a crash, a reset connection) cannot be answered 502 any more:
+// a stream (text/event-stream) then ends with an OpenAI error event,
+// data: {"error":{...,"type":"server_error",...}}, on an event boundary,
+// which an OpenAI SDK raises as an API error; any other response is cut
+// off. Either is logged with the backend's name.
 //
 // # Signals
 //
