@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // call is one EnqueueAndWait running on its own goroutine.
@@ -137,6 +138,17 @@ func hold(t testing.TB, fc *flowcontrol.FlowController) *flowcontrol.Admission {
 		t.Fatalf("holder: %v", err)
 	}
 	return a
+}
+
+// heldSlot returns a controller of one band, band 0, behind
+// MaxInFlight(1), and the admission that holds its one slot.
+func heldSlot(t testing.TB) (*flowcontrol.FlowController, *flowcontrol.Admission) {
+	t.Helper()
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0}},
+		Gate:  gate.MaxInFlight(1),
+	})
+	return fc, hold(t, fc)
 }
 
 func key(id string, priority int) flowcontrol.FlowKey {
