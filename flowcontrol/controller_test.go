@@ -53,11 +53,7 @@ func TestImmediateDispatchWithoutGate(t *testing.T) {
 
 func TestDoneIsIdempotent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:  gate.MaxInFlight(1),
-		})
-		a := hold(t, fc)
+		fc, a := heldSlot(t)
 		w1 := start(t.Context(), fc, req("w1", 0))
 		synctest.Wait()
 		w2 := start(t.Context(), fc, req("w2", 0))
@@ -83,11 +79,7 @@ func TestDoneIsIdempotent(t *testing.T) {
 
 func TestQueuedRequestDispatchesOnDoneWithQueueTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:  gate.MaxInFlight(1),
-		})
-		h := hold(t, fc)
+		fc, h := heldSlot(t)
 		w := start(t.Context(), fc, req("w", 0))
 		synctest.Wait()
 		if w.finished() || queued(t, fc, 0) != 1 {

@@ -27,11 +27,7 @@ import (
 // stack overflow ("goroutine stack exceeds 1000000000-byte limit") of
 // whatever goroutine called the first Done. The depth must stay bounded.
 func TestDoneInsideCallbackDoesNotRecurse(t *testing.T) {
-	fc := mustNew(t, flowcontrol.Config{
-		Bands: []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:  gate.MaxInFlight(1),
-	})
-	h := hold(t, fc)
+	fc, h := heldSlot(t)
 	const n = 2000
 	var depths []int
 	pcs := make([]uintptr, 64*n)

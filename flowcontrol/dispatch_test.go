@@ -28,11 +28,7 @@ func TestStrictPriorityAcrossThreeBands(t *testing.T) {
 			calls = append(calls, start(t.Context(), fc, req(fmt.Sprintf("%d:%d", i, p), p)))
 			synctest.Wait() // fix the arrival order
 		}
-		order := ids(dispatchOrder(t, h, calls))
-		want := []string{"2:5", "5:5", "1:0", "4:0", "6:0", "0:-1", "3:-1"}
-		if fmt.Sprint(order) != fmt.Sprint(want) {
-			t.Fatalf("dispatch order %v, want %v", order, want)
-		}
+		requireOrder(t, h, calls, "2:5", "5:5", "1:0", "4:0", "6:0", "0:-1", "3:-1")
 	})
 }
 
@@ -137,11 +133,7 @@ func TestSLODeadlineOrderEndToEnd(t *testing.T) {
 			}))
 			synctest.Wait()
 		}
-		order := ids(dispatchOrder(t, h, calls))
-		want := []string{"alias-200", "slo-300", "slo-100-late", "slo-500", "no-slo-early", "bad-slo", "no-slo-later"}
-		if fmt.Sprint(order) != fmt.Sprint(want) {
-			t.Fatalf("order %v, want %v", order, want)
-		}
+		requireOrder(t, h, calls, "alias-200", "slo-300", "slo-100-late", "slo-500", "no-slo-early", "bad-slo", "no-slo-later")
 	})
 }
 

@@ -1068,15 +1068,7 @@ func (cb *modelCallbacks) directly(rt *rapid.T, f func()) {
 // outcome in c, exactly once, and then does what mode says. (c is made
 // beforehand: Submit may panic with its callback.)
 func (cb *modelCallbacks) submit(ctx context.Context, fc *flowcontrol.FlowController, c *call, mode callbackMode) {
-	req := c.req
-	fc.Submit(ctx, req, func(adm *flowcontrol.Admission, err error) {
-		select {
-		case <-c.done:
-			panic("flowcontrol: Submit's done called twice for " + req.Key.ID)
-		default:
-		}
-		c.adm, c.err = adm, err
-		close(c.done)
+	fc.Submit(ctx, c.req, c.callback(func(adm *flowcontrol.Admission, err error) {
 		if mode == callbackDonePanic && adm != nil {
 			adm.Done()
 		}
@@ -1087,5 +1079,5 @@ func (cb *modelCallbacks) submit(ctx context.Context, fc *flowcontrol.FlowContro
 			cb.raised.Add(1)
 			panic("callback boom")
 		}
-	})
+	}))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,27 +16,12 @@ import (
 )
 
 // revocations records what Config.Revocations hears.
-type revocations struct {
-	mu    sync.Mutex
-	steps []flowcontrol.Revocation
-}
+type revocations struct{ heard[flowcontrol.Revocation] }
 
-func (r *revocations) record(v flowcontrol.Revocation) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.steps = append(r.steps, v)
-}
+func (r *revocations) record(v flowcontrol.Revocation) { r.add(v) }
 
 func (r *revocations) count(step flowcontrol.RevocationStep) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, v := range r.steps {
-		if v.Step == step {
-			n++
-		}
-	}
-	return n
+	return r.countIf(func(v flowcontrol.Revocation) bool { return v.Step == step })
 }
 
 // evicting returns a controller with bands 10 and -1 under MaxInFlight(n),

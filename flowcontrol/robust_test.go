@@ -68,11 +68,7 @@ func TestObserverPanicOnQueuedDispatch(t *testing.T) {
 			},
 		})
 		h := hold(t, fc)
-		panicked := make(chan any, 1)
-		go func() {
-			defer func() { panicked <- recover() }()
-			_, _ = fc.EnqueueAndWait(context.Background(), req("waiter", 0))
-		}()
+		panicked := startRecovering(context.Background(), fc, req("waiter", 0))
 		synctest.Wait()
 		armed.Store(true)
 		h.Done() // starts "waiter", whose observer panics on its goroutine

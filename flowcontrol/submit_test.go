@@ -406,11 +406,7 @@ func TestCloseFromACallbackPanics(t *testing.T) {
 				},
 			})
 			h := hold(t, fc)
-			panicked := make(chan any, 1)
-			go func() {
-				defer func() { panicked <- recover() }()
-				_, _ = fc.EnqueueAndWait(context.Background(), req("waiter", 0))
-			}()
+			panicked := startRecovering(context.Background(), fc, req("waiter", 0))
 			synctest.Wait()
 			h.Done() // starts the waiter, whose Observer closes
 			wantPanic(t, <-panicked)
@@ -425,11 +421,7 @@ func TestCloseFromACallbackPanics(t *testing.T) {
 			gt.set(1, 5) // band 5 is refused: its waiter holds band 0 back
 			fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 5}, {Priority: 0}}, Gate: gt})
 			ctx, cancel := context.WithCancel(context.Background())
-			panicked := make(chan any, 1)
-			go func() {
-				defer func() { panicked <- recover() }()
-				_, _ = fc.EnqueueAndWait(ctx, req("waiter", 5))
-			}()
+			panicked := startRecovering(ctx, fc, req("waiter", 5))
 			synctest.Wait()
 			called := 0
 			fc.Submit(context.Background(), req("behind", 0), func(a *flowcontrol.Admission, err error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/examples/internal/sim"
+	"github.com/sluicegate/sluice/examples/internal/simtest"
 )
 
 // variant returns the index of the row named name.
@@ -345,27 +346,13 @@ var mainComparison = func() func(t *testing.T) *Comparison {
 // Same seed, same bytes: the tables and the detail, twice, with the runs
 // spread over goroutines in whatever order they finish.
 func TestSameSeedSameBytes(t *testing.T) {
-	table := func(seed uint64) []byte {
+	simtest.SameSeedSameBytes(t, 7, func(seed uint64) []byte {
 		var b bytes.Buffer
-		c, err := Compare(MainSetup, Variants, []uint64{seed})
-		if err != nil {
+		if err := run(&b, []uint64{seed}); err != nil {
 			t.Fatal(err)
 		}
-		c.Print(&b)
-		for _, setup := range Setups {
-			c, err := Compare(setup, setup.Rows, []uint64{seed})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.PrintSetup(&b)
-		}
 		return b.Bytes()
-	}
-	if first := table(7); !bytes.Equal(first, table(7)) {
-		t.Fatal("seed 7 printed two different tables")
-	} else if bytes.Equal(first, table(8)) {
-		t.Fatal("seeds 7 and 8 printed the same table")
-	}
+	})
 	detail := func() []byte {
 		var b bytes.Buffer
 		if err := PrintDetail(&b, Variants, 3); err != nil {

@@ -16,7 +16,7 @@ import (
 // Defect 9: with InitialLimit = MaxLimit = MaxInt the limit wrapped to
 // MinInt64 and the gate admitted nothing.
 func TestAdaptiveMaxIntLimitDoesNotWrap(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MaxLimit: math.MaxInt})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MaxLimit: math.MaxInt})
 	if l := g.Limit(); l != math.MaxInt {
 		t.Fatalf("Limit() = %d, want MaxInt", l)
 	}
@@ -36,7 +36,7 @@ func TestAdaptiveMaxIntLimitDoesNotWrap(t *testing.T) {
 		t.Fatalf("Limit() = %d after a decrease, want it below MaxInt and positive", l)
 	}
 
-	pinned := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MinLimit: math.MaxInt, MaxLimit: math.MaxInt})
+	pinned := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MinLimit: math.MaxInt, MaxLimit: math.MaxInt})
 	pinned.TryAcquire(0)
 	pinned.FirstToken(gate.Slot{}, time.Hour)
 	if l := pinned.Limit(); l != math.MaxInt {
@@ -45,7 +45,7 @@ func TestAdaptiveMaxIntLimitDoesNotWrap(t *testing.T) {
 }
 
 func TestAdaptiveNegativeFirstTokenTeachesNothing(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 1})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 1})
 	fill(g)
 	for range 20 {
 		g.FirstToken(gate.Slot{}, -time.Hour)

@@ -10,15 +10,6 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
-func newAdaptive(t *testing.T, cfg gate.AdaptiveConfig) *gate.AdaptiveGate {
-	t.Helper()
-	g, err := gate.Adaptive(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // fill takes every slot the gate grants and returns how many.
 func fill(g *gate.AdaptiveGate) int {
 	n := 0
@@ -35,7 +26,7 @@ func respond(g *gate.AdaptiveGate, ttft time.Duration) {
 }
 
 func TestAdaptiveDecreasesOncePerHalfTheRequestsInFlight(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 20})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 20})
 	if n := fill(g); n != 20 {
 		t.Fatalf("admitted %d, want the initial limit 20", n)
 	}
@@ -59,7 +50,7 @@ func TestAdaptiveDecreasesOncePerHalfTheRequestsInFlight(t *testing.T) {
 }
 
 func TestAdaptiveIncreasesOnlyOnClearlyTimelyResponsesWhileInUse(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 0.5})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 0.5})
 	fill(g)
 	respond(g, 600*time.Millisecond) // between T/2 and T: hold
 	respond(g, time.Second)          // at T: hold
@@ -96,7 +87,7 @@ func TestAdaptiveIncreasesOnlyOnClearlyTimelyResponsesWhileInUse(t *testing.T) {
 }
 
 func TestAdaptiveStaysWithinItsBounds(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, MinLimit: 3, MaxLimit: 5, Increase: 1})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, MinLimit: 3, MaxLimit: 5, Increase: 1})
 	for range 20 {
 		fill(g)
 		for range g.Limit() {
@@ -122,7 +113,7 @@ func TestAdaptiveStaysWithinItsBounds(t *testing.T) {
 // requests meet.
 func TestAdaptiveLearnsFromFirstTokensThroughAController(t *testing.T) {
 	clock := newClock()
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: 200 * time.Millisecond, InitialLimit: 4, MinLimit: 1})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: 200 * time.Millisecond, InitialLimit: 4, MinLimit: 1})
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
 	var adms []*flowcontrol.Admission
 	for range 4 {
@@ -174,7 +165,7 @@ func TestAdaptiveConfigErrorsNameTheField(t *testing.T) {
 			t.Errorf("Adaptive(%+v) = %v, want an error starting %q", tc.cfg, err, tc.want)
 		}
 	}
-	g := newAdaptive(t, target)
+	g := must(t, gate.Adaptive, target)
 	if g.Limit() != gate.DefaultInitialLimit {
 		t.Fatalf("default limit %d", g.Limit())
 	}
@@ -187,7 +178,7 @@ func TestAdaptiveConfigErrorsNameTheField(t *testing.T) {
 // A first token heard while its request runs teaches the gate at once, and
 // the same response does not teach it again when its slot comes back.
 func TestAdaptiveLearnsFromFirstTokensOnce(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Backoff: 0.5})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Backoff: 0.5})
 	var _ gate.FirstTokenGate = g
 	if n := fill(g); n != 10 {
 		t.Fatalf("filled %d slots, want 10", n)
@@ -221,7 +212,7 @@ func TestAllIsAFirstTokenGateOnlyWithOne(t *testing.T) {
 		t.Fatal("All of a concurrency gate hears first tokens")
 	}
 	conc2, _ := gate.Concurrency(gate.ConcurrencyConfig{})
-	a := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, Backoff: 0.5})
+	a := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, Backoff: 0.5})
 	all, ok := gate.All(conc2, a).(gate.FirstTokenGate)
 	if !ok {
 		t.Fatal("All with an adaptive gate does not hear first tokens")

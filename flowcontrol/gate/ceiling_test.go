@@ -13,15 +13,6 @@ import (
 // twoBands is a controller's bands: 10 (interactive) and 0 (batch).
 var twoBands = []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}}
 
-func holdback(t *testing.T, cfg gate.PriorityHoldbackConfig) gate.UsageLimitPolicy {
-	t.Helper()
-	p, err := gate.PriorityHoldback(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func submitN(fc *flowcontrol.FlowController, id string, priority, n int) []*call {
 	calls := make([]*call, n)
 	for i := range calls {
@@ -58,7 +49,7 @@ func doneAll(calls []*call) {
 func TestCeilingHoldsALowBandToItsShare(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
-		Gate:  gate.Ceiling(gate.MaxInFlight(10), holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
+		Gate:  gate.Ceiling(gate.MaxInFlight(10), must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
 	batch := submitN(fc, "batch", 0, 8)
 	if got := fc.InFlight(); got != 5 {
@@ -104,7 +95,7 @@ func TestCeilingOnTheSaturationGate(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
 		Clock: clock,
-		Gate:  gate.Ceiling(sat, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
+		Gate:  gate.Ceiling(sat, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
 	sat.Update("vllm-0", gate.Metrics{Waiting: 4}) // saturation 0.4, room 6
 	batch := submitN(fc, "batch", 0, 2)
@@ -136,7 +127,7 @@ func TestCeilingOnTheSaturationGate(t *testing.T) {
 func TestCeilingRanksABandProvisionedAtRunTime(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
-		Gate:  gate.Ceiling(gate.MaxInFlight(4), holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
+		Gate:  gate.Ceiling(gate.MaxInFlight(4), must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
 	batch := submitN(fc, "batch", 0, 4)
 	if n := started(batch); n != 2 {
@@ -209,7 +200,7 @@ func TestCeilingKeepsTheInnerGatesInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conc := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
+	conc := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
 	g := gate.Ceiling(conc, static)
 	m, ok := g.(gate.MeteredGate)
 	if !ok {
@@ -319,7 +310,7 @@ func TestCeilingPanicsOnMisuse(t *testing.T) {
 // ceiling and waits out the inner gate's lag.
 func TestCeilingTellsEvictionItsCeilingsAndLag(t *testing.T) {
 	mif := gate.MaxInFlight(4)
-	g := gate.Ceiling(mif, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5}))
+	g := gate.Ceiling(mif, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5}))
 	cg, ok := g.(gate.CeilingGate)
 	if !ok {
 		t.Fatal("Ceiling is not a gate.CeilingGate")
@@ -342,7 +333,7 @@ func TestCeilingTellsEvictionItsCeilingsAndLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := gate.Ceiling(sat, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})).(gate.LagGate).Lag(); l != 300*time.Millisecond {
+	if l := gate.Ceiling(sat, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})).(gate.LagGate).Lag(); l != 300*time.Millisecond {
 		t.Errorf("Ceiling(Saturation) lag %v, want its staleness threshold", l)
 	}
 

@@ -20,7 +20,7 @@ import (
 func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 	for _, mode := range []string{gate.ModeTokens, gate.ModeHybrid} {
 		t.Run(mode, func(t *testing.T) {
-			g := newConcurrency(t, gate.ConcurrencyConfig{Mode: mode, MaxTokenConcurrency: 1000})
+			g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: mode, MaxTokenConcurrency: 1000})
 			// Costlier than the whole budget, with nothing in flight: admitted
 			// (the cost in flight is under the budget), and then nothing more.
 			if got := takes(g, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, 1); got != "ynnnn" {
@@ -64,7 +64,7 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 }
 
 func TestConcurrencyCostsBelowOneCountAsOne(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 2})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 2})
 	if got := takes(g, math.MinInt64, -5, 0); got != "yyn" {
 		t.Fatalf("offers of negative and zero costs: %s, want two admitted, as costs of 1", got)
 	}
@@ -86,7 +86,7 @@ func TestConcurrencyCostsBelowOneCountAsOne(t *testing.T) {
 }
 
 func TestConcurrencyRequestsModeIgnoresHugeCosts(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{MaxConcurrency: 3})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{MaxConcurrency: 3})
 	if got := takes(g, math.MaxInt64, math.MaxInt64, math.MaxInt64, 1); got != "yyyn" {
 		t.Fatalf("requests mode: %s, want the request bound alone to decide", got)
 	}
@@ -95,7 +95,7 @@ func TestConcurrencyRequestsModeIgnoresHugeCosts(t *testing.T) {
 // Through a controller: huge costs in tokens mode put one request in
 // flight, not all of them.
 func TestConcurrencyHugeCostsThroughAController(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
 	fc := mustNew(t, flowcontrol.Config{Gate: g, Bands: []flowcontrol.BandConfig{{Priority: 0}}})
 	var adms []*flowcontrol.Admission
 	for range 5 {

@@ -36,7 +36,7 @@ func TestGatesReportTheirSaturation(t *testing.T) {
 		{gate.ModeHybrid, []int64{2000, 1500}, 0.875},
 		{gate.ModeTokens, []int64{3900, math.MaxInt64}, 1},
 	} {
-		g := newConcurrency(t, gate.ConcurrencyConfig{Mode: tc.mode, MaxConcurrency: 4, MaxTokenConcurrency: 4000})
+		g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: tc.mode, MaxConcurrency: 4, MaxTokenConcurrency: 4000})
 		for _, c := range tc.costs {
 			if g.TryAcquire(0) {
 				g.Took(gate.Slot{Cost: c})
@@ -68,7 +68,7 @@ func TestGatesReportTheirSaturation(t *testing.T) {
 	if s := gate.Endpoints(1).Saturation(); s != 0 {
 		t.Errorf("Endpoints: saturation %v, want 0", s)
 	}
-	conc := newConcurrency(t, gate.ConcurrencyConfig{MaxConcurrency: 10})
+	conc := must(t, gate.Concurrency, gate.ConcurrencyConfig{MaxConcurrency: 10})
 	conc.TryAcquire(0)
 	conc.TryAcquire(0)
 	all := gate.All(gate.Endpoints(1), conc, fixedGate{saturation: 0.1}, plainGate{}).(gate.SaturationDetector)

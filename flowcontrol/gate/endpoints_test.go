@@ -18,7 +18,7 @@ import (
 func innerGates(t *testing.T, clock *clocktest.Clock) map[string]gate.Gate {
 	t.Helper()
 	freshSaturation := func() *gate.SaturationGate {
-		g := newSaturation(t, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: time.Hour})
+		g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: time.Hour})
 		g.Update("e", gate.Metrics{})
 		return g
 	}

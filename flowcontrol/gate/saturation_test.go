@@ -14,15 +14,6 @@ import (
 	"pgregory.net/rapid"
 )
 
-func newSaturation(t *testing.T, cfg gate.SaturationConfig) *gate.SaturationGate {
-	t.Helper()
-	g, err := gate.Saturation(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // acquireAll takes every start the gate grants, up to 1000, and returns
 // how many it granted.
 func acquireAll(g gate.Gate) int {
@@ -35,7 +26,7 @@ func acquireAll(g gate.Gate) int {
 
 func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	// Defaults: queue threshold 5, KV threshold 0.8.
 	g.Update("a", gate.Metrics{Waiting: 2, Running: 8, KVCache: 0.5}) // room 3
 	g.Update("b", gate.Metrics{Waiting: 7, Running: 8, KVCache: 0.5}) // over the queue threshold: 0
@@ -75,7 +66,7 @@ func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
 
 func TestSaturationCountsAReadingOnce(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	read := clock.Now()
 	g.Update("a", gate.Metrics{Waiting: 1, ReadAt: read})
 	if n := acquireAll(g); n != 4 {
@@ -90,7 +81,7 @@ func TestSaturationCountsAReadingOnce(t *testing.T) {
 
 func TestSaturationStaleMetricsFailClosed(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: 200 * time.Millisecond})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: 200 * time.Millisecond})
 	g.Update("a", gate.Metrics{Waiting: 0, ReadAt: clock.Now().Add(-50 * time.Millisecond)})
 	clock.Advance(149 * time.Millisecond) // 199 ms old
 	if got := g.Status(); got.Fresh != 1 || got.Budget != 5 {
@@ -182,7 +173,7 @@ func TestSaturationReplicaSharesSumToTheRoom(t *testing.T) {
 
 func TestSaturationNoEndpointsThroughAController(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0, TTL: time.Minute}},
 		Gate:           g,
@@ -226,7 +217,7 @@ func TestSaturationNoEndpointsThroughAController(t *testing.T) {
 
 func TestSaturationUpdateNudgesTheController(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
 	g.Update("a", gate.Metrics{Waiting: 5}) // saturated
 	calls := []*call{submit(fc, "a", 0), submit(fc, "b", 0), submit(fc, "c", 0)}
@@ -255,7 +246,7 @@ func TestSaturationUpdateNudgesTheController(t *testing.T) {
 
 func TestSaturationGauge(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 4, KVCacheUtilThreshold: 0.5})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 4, KVCacheUtilThreshold: 0.5})
 	if s := g.Saturation(); s != 1 {
 		t.Fatalf("no endpoints: %v, want 1", s)
 	}
@@ -292,7 +283,7 @@ func TestSaturationConfigErrorsNameTheField(t *testing.T) {
 }
 
 func TestSaturationServesOneController(t *testing.T) {
-	g := newSaturation(t, gate.SaturationConfig{})
+	g := must(t, gate.Saturation, gate.SaturationConfig{})
 	mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	if err == nil || !strings.Contains(err.Error(), "another controller") {
