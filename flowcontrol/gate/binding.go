@@ -43,10 +43,3 @@ func (b *binding) controller() Controller {
 	}
 	return nil
 }
-
-// nudge nudges the controller bound, if any.
-func (b *binding) nudge() {
-	if c := b.controller(); c != nil {
-		c.Nudge()
-	}
-}
