@@ -61,7 +61,7 @@ func (c *FlowController) dropNoEndpoints() {
 		}
 		var due []*waiter
 		for _, f := range b.flows {
-			for w := f.newest; w != nil; w = w.older {
+			for w := f.waiters.Back(); w != nil; w = w.links.Prev {
 				switch deadline := max(w.enqueued, emptySince) + c.noEndpointsTTL; {
 				case deadline <= at:
 					due = append(due, w)
