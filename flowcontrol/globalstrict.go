@@ -24,10 +24,10 @@ type strictScheduler struct {
 	heap *dheap.Heap[ordering.Rank, *Flow]
 }
 
-func (s *strictScheduler) Add(f *Flow)    { f.sched.heap = s.heap.Push(f.headKey(), f) }
+func (s *strictScheduler) Add(f *Flow)    { f.sched.heap = s.heap.Push(f.headRank(), f) }
 func (s *strictScheduler) Remove(f *Flow) { s.heap.Remove(f.sched.heap) }
 
-func (s *strictScheduler) HeadChanged(f *Flow) { s.heap.Fix(f.sched.heap, f.headKey()) }
+func (s *strictScheduler) HeadChanged(f *Flow) { s.heap.Fix(f.sched.heap, f.headRank()) }
 
 func (s *strictScheduler) Next() *Flow {
 	_, f, _ := s.heap.Peek()
@@ -36,13 +36,13 @@ func (s *strictScheduler) Next() *Flow {
 
 func (s *strictScheduler) Served(f *Flow, _ int64) {
 	if f.Len() > 0 {
-		s.heap.Fix(f.sched.heap, f.headKey())
+		s.heap.Fix(f.sched.heap, f.headRank())
 	}
 }
 
-// headKey is the flow's head in the band's single-queue order: its key,
+// headRank is the flow's head in the band's single-queue order: its key,
 // then its arrival in the band, in the order a heap queue keeps.
-func (f *Flow) headKey() ordering.Rank {
+func (f *Flow) headRank() ordering.Rank {
 	if f.queue == nil {
 		// A FIFO band's single queue is in arrival order, whatever the
 		// keys say (enqueue times read before the lock may disagree).
