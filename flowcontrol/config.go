@@ -292,17 +292,18 @@ func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 	return bc.Policy, nil
 }
 
-// newQueue builds the queue of a new band.
-func newQueue(name string, p ordering.Policy, kind ordering.QueueKind) (ordering.Queue, error) {
+// bandOrder resolves the policy and queue kind of a new band, p and kind
+// as configured (either may be unset), and checks that the kind can run
+// the policy.
+func bandOrder(name string, p ordering.Policy, kind ordering.QueueKind) (ordering.Policy, ordering.QueueKind, error) {
 	if p == nil {
 		p = ordering.FCFS()
 	}
 	if kind == "" {
 		kind = ordering.DefaultQueueKind(p)
 	}
-	q, err := ordering.NewQueue(kind, p)
-	if err != nil {
-		return nil, fmt.Errorf("flowcontrol: %s.Queue %q with policy %q: %w", name, kind, p.TypeName(), err)
+	if err := ordering.CheckQueue(kind, p); err != nil {
+		return nil, "", fmt.Errorf("flowcontrol: %s.Queue %q with policy %q: %w", name, kind, p.TypeName(), err)
 	}
-	return q, nil
+	return p, kind, nil
 }

@@ -213,7 +213,7 @@ func gateName(g gate.Gate) string {
 
 // newBand builds a band from a validated configuration.
 func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
-	q, err := newQueue(name, p, bc.Queue)
+	p, kind, err := bandOrder(name, p, bc.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -223,15 +223,12 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 	}
 	b := &band{
 		priority:  bc.Priority,
-		policy:    q.Policy(),
-		kind:      q.Kind(),
+		policy:    p,
+		kind:      kind,
 		fairness:  fair,
 		sched:     fair.NewScheduler(),
 		guarantee: bc.Guarantee,
 		flows:     make(map[string]*Flow),
-	}
-	if b.kind != ordering.QueueFIFO {
-		b.free = append(b.free, &Flow{band: b, queue: q})
 	}
 	b.limits.Store(newBandLimits(bc))
 	return b, nil
@@ -333,7 +330,7 @@ func (c *FlowController) shutdown() {
 	for _, b := range c.bands.Load().desc {
 		var all []*waiter
 		for _, f := range b.flows {
-			for w := f.newest; w != nil; w = w.older {
+			for w := f.waiters.Back(); w != nil; w = w.links.Prev {
 				all = append(all, w)
 			}
 		}

@@ -53,7 +53,7 @@ func (c *FlowController) unlockNoting(head, tail *waiter) {
 }
 
 // outcomes is a list of waiters whose outcomes are yet to be delivered,
-// linked through waiter.newer (free once a waiter has left its queue), in
+// linked through waiter.links.Next (free once a waiter has left its queue), in
 // order.
 type outcomes struct{ head, tail *waiter }
 
@@ -65,7 +65,7 @@ func (l *outcomes) add(head, tail *waiter) {
 	if l.tail == nil {
 		l.head = head
 	} else {
-		l.tail.newer = head
+		l.tail.links.Next = head
 	}
 	l.tail = tail
 }
@@ -94,7 +94,7 @@ func (c *FlowController) deliverEach(todo *outcomes) {
 	}()
 	for todo.head != nil {
 		w := todo.head
-		todo.head, w.newer = w.newer, nil
+		todo.head, w.links.Next = w.links.Next, nil
 		if todo.head == nil {
 			todo.tail = nil
 		}
@@ -317,7 +317,7 @@ func (c *FlowController) park() {
 	if c.parkedTail == nil {
 		c.parked = c.decided
 	} else {
-		c.parkedTail.newer = c.decided
+		c.parkedTail.links.Next = c.decided
 	}
 	c.parkedTail = c.decidedTail
 	c.decided, c.decidedTail = nil, nil

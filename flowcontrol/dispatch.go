@@ -89,7 +89,7 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 }
 
 // decide settles w's outcome at now and lists it for delivery when mu is
-// released. w has left its queue, so its newer link is free for the list.
+// released. w has left its queue, so its links.Next is free for the list.
 // Called with mu held.
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.settled = uint8(o)
@@ -102,7 +102,7 @@ func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	if c.decidedTail == nil {
 		c.decided = w
 	} else {
-		c.decidedTail.newer = w
+		c.decidedTail.links.Next = w
 	}
 	c.decidedTail = w
 }

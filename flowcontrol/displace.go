@@ -143,9 +143,9 @@ func displaceFirst(g, best *Flow) bool {
 // newestUnplanned returns f's most recently queued request not already
 // chosen for displacement. f holds some that are not.
 func newestUnplanned(f *Flow) *waiter {
-	v := f.newest
+	v := f.waiters.Back()
 	for v.planned {
-		v = v.older
+		v = v.links.Prev
 	}
 	return v
 }

@@ -97,7 +97,7 @@ func (c *FlowController) dropNoEndpoints() {
 		}
 		var due []*waiter
 		for _, f := range b.flows {
-			for w := f.newest; w != nil; w = w.older {
+			for w := f.waiters.Back(); w != nil; w = w.links.Prev {
 				switch deadline := addTime(max(w.enqueued, emptySince), e.ttl); {
 				case deadline <= at:
 					due = append(due, w)
