@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/headroom"
@@ -17,7 +19,7 @@ func Example() {
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 0, RequestCapacity: capacity.Bounded(100)},
 		},
-		Gate: flowcontrol.MaxInFlight(1),
+		Gate: gate.MaxInFlight(1),
 	})
 	if err != nil {
 		panic(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"pgregory.net/rapid"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -43,7 +45,7 @@ func (o *doneLog) done(i int) func(*Admission, error) {
 func TestCounterRangeIsRefused(t *testing.T) {
 	for _, measure := range []string{"bytes", "cost"} {
 		t.Run(measure, func(t *testing.T) {
-			c, err := New(Config{Bands: []BandConfig{{Priority: 0}}, Gate: MaxInFlight(0)})
+			c, err := New(Config{Bands: []BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +138,7 @@ func TestCountersStayExact(t *testing.T) {
 			ByteCapacity:    limit(t, "global-bytes"),
 			CostCapacity:    limit(t, "global-cost"),
 			NoDisplacement:  rapid.Bool().Draw(t, "no-displacement"),
-			Gate:            MaxInFlight(rapid.IntRange(0, 2).Draw(t, "in-flight")),
+			Gate:            gate.MaxInFlight(rapid.IntRange(0, 2).Draw(t, "in-flight")),
 		})
 		if err != nil {
 			t.Fatal(err)

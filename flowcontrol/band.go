@@ -96,22 +96,20 @@ func (f *Flow) push(w *waiter) {
 	if f.queue != nil {
 		f.queue.AddKeyed(w.item, w.key)
 	}
-	if f.newest != nil {
-		f.newest.newer = w
-	} else {
-		f.oldest = w
-	}
-	w.older, w.newer, f.newest = f.newest, nil, w
+	f.waiters.PushBack(w, waiterLinks)
 	f.queued.add(w.size, w.cost)
 }
 
 // pop takes out the flow's head; the flow has waiters.
 func (f *Flow) pop() *waiter {
-	w := f.oldest
-	if f.queue != nil {
+	var w *waiter
+	if f.queue == nil {
+		w = f.waiters.PopFront(waiterLinks)
+	} else {
 		w = f.queue.PopHead().Value.(*waiter)
+		f.waiters.Remove(w, waiterLinks)
 	}
-	f.unlink(w)
+	f.uncount(w)
 	return w
 }
 
@@ -120,24 +118,14 @@ func (f *Flow) remove(w *waiter) {
 	if f.queue != nil {
 		f.queue.Remove(w.item)
 	}
-	f.unlink(w)
+	f.waiters.Remove(w, waiterLinks)
+	f.uncount(w)
 }
 
-// unlink takes w, out of the flow's queue already, off its arrival list and
-// uncounts it.
-func (f *Flow) unlink(w *waiter) {
+// uncount takes w, off the flow's lists already, out of its counts.
+func (f *Flow) uncount(w *waiter) {
 	f.queued.remove(w.size, w.cost)
-	if w.older != nil {
-		w.older.newer = w.newer
-	} else {
-		f.oldest = w.newer
-	}
-	if w.newer != nil {
-		w.newer.older = w.older
-	} else {
-		f.newest = w.older
-	}
-	w.older, w.newer, w.flow = nil, nil, nil
+	w.flow = nil
 }
 
 // minFreeFlows is how many emptied flows a band keeps for reuse at least.

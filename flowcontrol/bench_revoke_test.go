@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -33,7 +35,7 @@ func BenchmarkRevocation(b *testing.B) {
 			cfg := flowcontrol.Config{
 				Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 				FallbackPriority: 10,
-				Gate:             flowcontrol.MaxInFlight(running),
+				Gate:             gate.MaxInFlight(running),
 				Clock:            nopClock{},
 			}
 			if mode == "evict" {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -29,24 +31,24 @@ import (
 const contendedGoroutines, contendedSlots = 64, 8
 
 // benchController returns a one-band controller; it is closed at cleanup.
-func benchController(b *testing.B, gate flowcontrol.Gate) *flowcontrol.FlowController {
+func benchController(b *testing.B, gt gate.Gate) *flowcontrol.FlowController {
 	b.Helper()
-	fc := newBenchController(b, gate)
+	fc := newBenchController(b, gt)
 	b.Cleanup(fc.Close)
 	return fc
 }
 
-func newBenchController(b *testing.B, gate flowcontrol.Gate) *flowcontrol.FlowController {
-	return newFairBenchController(b, gate, nil)
+func newBenchController(b *testing.B, gt gate.Gate) *flowcontrol.FlowController {
+	return newFairBenchController(b, gt, nil)
 }
 
-func newFairBenchController(b *testing.B, gate flowcontrol.Gate, fair flowcontrol.Fairness) *flowcontrol.FlowController {
+func newFairBenchController(b *testing.B, gt gate.Gate, fair flowcontrol.Fairness) *flowcontrol.FlowController {
 	b.Helper()
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 0, RequestCapacity: capacity.Bounded(1 << 20), Fairness: fair},
 		},
-		Gate: gate,
+		Gate: gt,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -62,7 +64,7 @@ func BenchmarkEnqueueAndWait(b *testing.B) {
 	ctx := context.Background()
 	req := flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "bench", Priority: 0}, ByteSize: 100}
 	b.Run("mode=immediate", func(b *testing.B) {
-		fc := benchController(b, flowcontrol.MaxInFlight(1))
+		fc := benchController(b, gate.MaxInFlight(1))
 		b.ReportAllocs()
 		for b.Loop() {
 			a, err := fc.EnqueueAndWait(ctx, req)
@@ -73,7 +75,7 @@ func BenchmarkEnqueueAndWait(b *testing.B) {
 		}
 	})
 	b.Run("mode=contended/g=64", func(b *testing.B) {
-		fc := benchController(b, flowcontrol.MaxInFlight(contendedSlots))
+		fc := benchController(b, gate.MaxInFlight(contendedSlots))
 		b.ReportAllocs()
 		runContended(b, func() {
 			a, err := fc.EnqueueAndWait(ctx, req)
@@ -241,7 +243,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 			var elapsed time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				fc := newFairBenchController(b, flowcontrol.MaxInFlight(slots), bc.fair)
+				fc := newFairBenchController(b, gate.MaxInFlight(slots), bc.fair)
 				// Hold every slot so that the waiters queue.
 				blockers := make([]*flowcontrol.Admission, slots)
 				for i := range blockers {
@@ -332,7 +334,7 @@ func BenchmarkFairness(b *testing.B) {
 				sub += "/waiters=" + strconv.Itoa(bc.waiters)
 			}
 			b.Run(sub, func(b *testing.B) {
-				fc := newFairBenchController(b, flowcontrol.MaxInFlight(1), fair)
+				fc := newFairBenchController(b, gate.MaxInFlight(1), fair)
 				defer fc.Close()
 				reqs := make([]flowcontrol.Request, flows)
 				for i, id := range flowIDs(flows) {
@@ -383,7 +385,7 @@ func BenchmarkCapacitySnapshot(b *testing.B) {
 		}
 	})
 	b.Run("mode=parallel-traffic", func(b *testing.B) {
-		fc := benchController(b, flowcontrol.MaxInFlight(1))
+		fc := benchController(b, gate.MaxInFlight(1))
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() { driveTraffic(fc, stop) })
@@ -468,7 +470,7 @@ func BenchmarkQueuedMemory(b *testing.B) {
 				before := memInUse()
 				fc, err := flowcontrol.New(flowcontrol.Config{
 					Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: bc.policy}},
-					Gate:  flowcontrol.MaxInFlight(0),
+					Gate:  gate.MaxInFlight(0),
 				})
 				if err != nil {
 					b.Fatal(err)

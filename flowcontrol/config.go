@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -44,7 +46,7 @@ type Request struct {
 	// a configuration that sets no cost counts requests; above
 	// [MaxRequestCost] counts as MaxRequestCost. The cost the controller's
 	// counters, the fairness policy ([Flow.HeadCost], [Scheduler.Served])
-	// and a [MeteredGate] ([Slot.Cost]) see is that value.
+	// and a [gate.MeteredGate] ([gate.Slot.Cost]) see is that value.
 	Cost int64
 	// Tag is the caller's own value for the request, such as the labels
 	// its metrics are counted under. The controller never reads it: it
@@ -68,12 +70,6 @@ const (
 	// MaxRequestBytes is the largest byte size a request counts as: 2^40.
 	MaxRequestBytes int64 = 1 << 40
 )
-
-// counted returns the byte size and the cost req counts as: its ByteSize
-// within [0, MaxRequestBytes], its Cost within [1, MaxRequestCost].
-func counted(req *Request) (size, cost int64) {
-	return min(max(req.ByteSize, 0), MaxRequestBytes), min(max(req.Cost, 1), MaxRequestCost)
-}
 
 // BandConfig configures one priority band.
 type BandConfig struct {
@@ -108,14 +104,21 @@ type BandConfig struct {
 	// bands above it that use at least theirs, and when the gate refuses
 	// it, admissions of bands below it beyond their own guarantees are
 	// revoked ([OutcomeEvicted]) until it has its guarantee: idle, the
-	// share is lent to any band; wanted, it comes back within one
-	// revocation's confirmation — the time the holders take to stop and
-	// call Done, paced and bounded as [Eviction] says. A band below it
+	// share is lent to any band; wanted, it comes back in rounds, paced
+	// as [Eviction] says. Each revocation decision is sized from the
+	// band's requests waiting then, at most MaxPerDecision (M, 2 by
+	// default), and the next decision waits until those revocations are
+	// confirmed (C, the time the holders take to stop and call Done, at
+	// most Timeout) and Grace has passed. A burst that finds G admissions
+	// of its share lent out gets them back within 1 + ⌈(G−1)/M⌉ rounds of
+	// C + Grace — its first arrival's decision revokes for that arrival
+	// alone — or ⌈G/M⌉ rounds when the burst is queued before its first
+	// refusal: with G = 4 and the defaults, 3 rounds. A band below it
 	// lends it back so; a band above it, as its requests end, since a
 	// higher band is never revoked for a lower one. Usage is counted in
 	// admissions at the mean footprint: the gate's saturation
-	// ([SaturationDetector]) ÷ the requests in flight, so with
-	// [MaxInFlight](n) a guarantee g is g×n admissions; a gate that
+	// ([gate.SaturationDetector]) ÷ the requests in flight, so with
+	// [gate.MaxInFlight](n) a guarantee g is g×n admissions; a gate that
 	// reports no saturation counts each band's share of the requests in
 	// flight. A controller whose bands have no guarantee at [New] takes
 	// none later from ProvisionBand.
@@ -178,7 +181,7 @@ type Config struct {
 	// TTL and the time left until its context's deadline.
 	DefaultTTL time.Duration
 	// NoEndpointsTTL bounds how long a request waits while the gate
-	// reports no endpoints at all (see [EndpointGate]): a request that has
+	// reports no endpoints at all (see [gate.EndpointGate]): a request that has
 	// waited that long with the pool empty — counted from when it was
 	// queued or when the pool emptied, whichever is later — ends with
 	// [OutcomeRejectedNoEndpoints]. 0 means no bound of its own: the
@@ -192,7 +195,7 @@ type Config struct {
 	// Gate decides when a request may start. Nil lets every request start
 	// at once (subject to strict priority, which then never holds anything
 	// back).
-	Gate Gate
+	Gate gate.Gate
 	// Clock is the controller's source of time; nil means the real clock.
 	// See [Clock] for how a virtual clock and contexts interact.
 	Clock Clock
@@ -289,17 +292,18 @@ func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 	return bc.Policy, nil
 }
 
-// newQueue builds the queue of a new band.
-func newQueue(name string, p ordering.Policy, kind ordering.QueueKind) (ordering.Queue, error) {
+// bandOrder resolves the policy and queue kind of a new band, p and kind
+// as configured (either may be unset), and checks that the kind can run
+// the policy.
+func bandOrder(name string, p ordering.Policy, kind ordering.QueueKind) (ordering.Policy, ordering.QueueKind, error) {
 	if p == nil {
 		p = ordering.FCFS()
 	}
 	if kind == "" {
 		kind = ordering.DefaultQueueKind(p)
 	}
-	q, err := ordering.NewQueue(kind, p)
-	if err != nil {
-		return nil, fmt.Errorf("flowcontrol: %s.Queue %q with policy %q: %w", name, kind, p.TypeName(), err)
+	if err := ordering.CheckQueue(kind, p); err != nil {
+		return nil, "", fmt.Errorf("flowcontrol: %s.Queue %q with policy %q: %w", name, kind, p.TypeName(), err)
 	}
-	return q, nil
+	return p, kind, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
@@ -99,8 +101,8 @@ func TestNeverPromoteNeedsNoBandZero(t *testing.T) {
 }
 
 func TestMaxInFlightGateServesOneController(t *testing.T) {
-	gate := flowcontrol.MaxInFlight(4)
-	cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate}
+	gt := gate.MaxInFlight(4)
+	cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gt}
 	fc := mustNew(t, cfg)
 	_, err := flowcontrol.New(cfg)
 	if err == nil || !strings.Contains(err.Error(), "Gate MaxInFlight(4)") {
@@ -108,7 +110,7 @@ func TestMaxInFlightGateServesOneController(t *testing.T) {
 	}
 	_ = fc
 	// A configuration that fails for another reason does not claim the gate.
-	fresh := flowcontrol.MaxInFlight(2)
+	fresh := gate.MaxInFlight(2)
 	if _, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 1}}, Gate: fresh}); err == nil {
 		t.Fatal("want a fallback error")
 	}
@@ -118,7 +120,7 @@ func TestMaxInFlightGateServesOneController(t *testing.T) {
 // TestNegativeMaxInFlightIsAConfigError: a bad limit is an error from New
 // naming the gate, never a panic.
 func TestNegativeMaxInFlightIsAConfigError(t *testing.T) {
-	g := flowcontrol.MaxInFlight(-1)
+	g := gate.MaxInFlight(-1)
 	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	if err == nil || !strings.Contains(err.Error(), "Gate MaxInFlight(-1): negative limit") {
 		t.Fatalf("New with MaxInFlight(-1): %v", err)
@@ -181,5 +183,21 @@ func TestProvisionBandChecksGuarantees(t *testing.T) {
 	}
 	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.1}); err != nil {
 		t.Errorf("0.9 and 0.1: %v", err)
+	}
+}
+
+// TestProvisionBandKeepsTheGuarantee: re-provisioning a band to change its
+// TTL leaves its guarantee, as it leaves its policy: band 0 still holds
+// its 0.5, so 0.6 more elsewhere goes past 1.
+func TestProvisionBandKeepsTheGuarantee(t *testing.T) {
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}})
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 0, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: -1, Guarantee: 0.6}); err == nil || !strings.Contains(err.Error(), "past 1") {
+		t.Fatalf("0.6 beside band 0's kept 0.5: %v", err)
+	}
+	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: -1, Guarantee: 0.5}); err != nil {
+		t.Fatalf("0.5 beside band 0's kept 0.5: %v", err)
 	}
 }

@@ -3,10 +3,13 @@ package flowcontrol
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -26,89 +29,81 @@ type FlowController struct {
 	// the highest waiting band costs one word per 64 bands.
 	nonEmpty []uint64
 	queued   backlog // in all bands
-	// inFlight counts the admissions not yet Done, unless slots counts
-	// them (see inFlightNow).
+	// inFlight counts the admissions not yet Done, unless the lock-free
+	// path's count is the count (see took).
 	inFlight int
 	closed   bool
-	// decided lists, in order, the waiters whose outcome was settled in
-	// the current critical section; unlock delivers them.
-	decided, decidedTail *waiter
-	// enqueuing is the waiter whose own enqueue is dispatching: its outcome
-	// is returned by that call, not delivered.
-	enqueuing *waiter
-	// parked lists outcomes settled by a Done of an admission whose Submit
-	// callback is still running: the goroutine running it delivers them
-	// when the callback returns, so a callback that calls Done does not
-	// deliver, and recurse, from inside itself.
-	parked, parkedTail *waiter
 	// drain measures all bands together, for global-capacity rejections.
 	drain drainMeter
-	// slab holds fresh Admissions for the immediate dispatches made under
-	// mu; see admissionsPerSlab.
-	slab []Admission
-	// leases holds fresh leases for the admissions that need one, by
-	// slabs like slab.
-	leases []lease
-	// reclaim is the in-flight eviction and the guarantees; nil without
-	// either. notes is set when a critical section left it something to
-	// do once the lock is released (see takeNotes).
-	reclaim *reclaimer
-	notes   bool
+	// slab holds fresh Admissions, and leases, for the admissions made
+	// under mu.
+	slab slab
+	// outbox lists the outcomes decided under mu, for unlock to deliver.
+	outbox
 
 	// closing is set as Close begins, before it takes mu, so that shutdown
 	// wins over every outcome decided after that.
 	closing atomic.Bool
-	// refusals counts the heads the gate refused; written under mu, read
-	// without it.
-	refusals atomic.Uint64
 	// bands is replaced under mu and read without it.
 	bands atomic.Pointer[bandSet]
 	// owed counts the calls Close waits for; see owed.
 	owed owed
 	// waiterPool recycles this controller's waiters; see recycle.
 	waiterPool sync.Pool
-	// slots is the gate's count when the gate decides on nothing else, and
-	// nil otherwise; slow is then set while a request is queued in any
-	// band, or being queued under mu, and clear only under mu with nothing
-	// queued. While it is clear nothing waits, so a request may take a
-	// slot, and an admission give its slot back, without mu (see
-	// startFast and releaseFast).
-	slots *slots
-	slow  atomic.Int32
-
-	// emptySince is when the gate, an EndpointGate, was last seen to
-	// report no endpoints after reporting some (the zero Time while it
-	// reports endpoints); emptyTimer, if set, is the pending check that
-	// drops requests that waited NoEndpointsTTL with no endpoints.
-	emptySince time.Time
-	emptyTimer Timer
 
 	// Fixed by New.
-	gate           Gate
-	metered        MeteredGate    // gate, when it is one
-	firstTokens    FirstTokenGate // gate, when it is one
-	endpoints      EndpointGate   // gate, when it is one
-	noEndpointsTTL time.Duration
-	epoch          time.Time // the clock's reading at New, for lease.start
-	clock          Clock
+	gate      gated    // the gate, and how often it refused
+	clock     timeline // the clock, and its reading at New
+	rules              // how requests are admitted into bands
+	callbacks          // what the caller hears
+
+	// The optional features, each nil when it is off; the phase files
+	// call their hooks, which do nothing on a nil owner.
+	fast        *lockFree      // start and end without mu while nothing waits: fast.go
+	meter       *metering      // the gate hears costs and usage: metered.go
+	reclaim     *reclaimer     // eviction and guaranteed shares: reclaim.go, guarantee.go
+	noEndpoints *endpointWatch // drop requests while no model server is up: noendpoints.go
+}
+
+// rules are what New fixes of how a request is admitted into a band.
+type rules struct {
 	fallback       *band // nil with NeverPromote
 	neverPromote   bool
 	capacities     capacities // of all bands together
 	empty          room       // of the controller with nothing queued
 	noDisplacement bool
 	defaultTTL     time.Duration
-	observer       func(Event)
-	waiting        func(Event)
-	revocations    func(Revocation)
+}
+
+// callbacks are the functions of Config the controller calls back.
+type callbacks struct {
+	observer    func(Event)
+	waiting     func(Event)
+	revocations func(Revocation)
 	// timed: an Observer or Waiting hears each request's enqueue time, so
 	// the clock is read around each enqueue; only then.
 	timed bool
 }
 
+// gated is the controller's gate and how often it refused.
+type gated struct {
+	gate.Gate
+	// refusals counts the heads the gate refused; written under mu, read
+	// without it.
+	refusals atomic.Uint64
+}
+
+// timeline is the controller's clock and its reading at New, the epoch
+// from which admissions and waiters keep their times in 8 bytes.
+type timeline struct {
+	Clock
+	epoch time.Time
+}
+
 // New returns a controller for cfg. A bad configuration fails with an error
 // naming the field and its value: no bands, duplicate priorities, an unknown
 // policy name, a policy on a queue without the capability it needs, a
-// negative capacity or TTL, a negative [MaxInFlight] limit, a MaxInFlight
+// negative capacity or TTL, a negative [gate.MaxInFlight] limit, a gate.MaxInFlight
 // gate used by another controller, or a fallback band that is not
 // configured.
 func New(cfg Config) (*FlowController, error) {
@@ -157,37 +152,36 @@ func New(cfg Config) (*FlowController, error) {
 	}
 	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
 
+	g := cfg.Gate
+	if g == nil {
+		g = newOpenGate()
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = RealClock{}
+	}
 	c := &FlowController{
-		gate:           cfg.Gate,
-		clock:          cfg.Clock,
-		neverPromote:   cfg.NeverPromote,
-		capacities:     newCapacities(cfg.RequestCapacity, cfg.ByteCapacity, cfg.CostCapacity),
-		noDisplacement: cfg.NoDisplacement,
-		defaultTTL:     cfg.DefaultTTL,
-		noEndpointsTTL: cfg.NoEndpointsTTL,
-		observer:       cfg.Observer,
-		waiting:        cfg.Waiting,
-		revocations:    cfg.Revocations,
-		timed:          cfg.Observer != nil || cfg.Waiting != nil,
+		clock: timeline{Clock: clock, epoch: clock.Now()},
+		rules: rules{
+			neverPromote:   cfg.NeverPromote,
+			capacities:     newCapacities(cfg.RequestCapacity, cfg.ByteCapacity, cfg.CostCapacity),
+			noDisplacement: cfg.NoDisplacement,
+			defaultTTL:     cfg.DefaultTTL,
+		},
+		callbacks: callbacks{
+			observer:    cfg.Observer,
+			waiting:     cfg.Waiting,
+			revocations: cfg.Revocations,
+			timed:       cfg.Observer != nil || cfg.Waiting != nil,
+		},
+		meter:       newMetering(g),
+		reclaim:     newReclaimer(cfg.Eviction, guarantees > 0, g),
+		noEndpoints: newEndpointWatch(g, cfg.NoEndpointsTTL),
 	}
+	c.gate.Gate = g
 	c.empty = c.capacities.room()
-	if c.gate == nil {
-		c.gate = newOpenGate()
-	}
-	c.metered, _ = c.gate.(MeteredGate)
-	c.firstTokens, _ = c.gate.(FirstTokenGate)
-	c.endpoints, _ = c.gate.(EndpointGate)
-	if c.clock == nil {
-		c.clock = RealClock{}
-	}
-	c.epoch = c.clock.Now()
-	if c.reclaim = newReclaimer(cfg.Eviction, guarantees > 0, c.gate); c.reclaim != nil {
+	if c.reclaim != nil {
 		c.reclaim.nudge = c.Nudge
-	}
-	if g, ok := c.gate.(slotCounted); ok && c.reclaim == nil {
-		// Nothing but the count decides: no cost to meter, no endpoints
-		// to watch, no admission to track for revocation.
-		c.slots = g.counter()
 	}
 	c.setBands(&bandSet{desc: desc})
 	set := c.bands.Load()
@@ -198,16 +192,19 @@ func New(cfg Config) (*FlowController, error) {
 	} else if c.fallback = set.lookup(cfg.FallbackPriority); c.fallback == nil {
 		return nil, configError("FallbackPriority", cfg.FallbackPriority, "no band in Bands has this priority")
 	}
-	if g, ok := c.gate.(BoundGate); ok {
-		if err := g.Bind(c); err != nil {
-			return nil, fmt.Errorf("flowcontrol: Gate %s: %w", gateName(g), err)
+	if b, ok := g.(gate.BoundGate); ok {
+		if err := b.Bind(c); err != nil {
+			return nil, fmt.Errorf("flowcontrol: Gate %s: %w", gateName(b), err)
 		}
 	}
+	// Last, once nothing can fail: a controller that returns an error
+	// leaves its gate as it found it.
+	c.fast = newLockFree(c)
 	return c, nil
 }
 
 // gateName names g in an error: its String, if it has one, or its type.
-func gateName(g Gate) string {
+func gateName(g gate.Gate) string {
 	if s, ok := g.(fmt.Stringer); ok {
 		return s.String()
 	}
@@ -216,7 +213,7 @@ func gateName(g Gate) string {
 
 // newBand builds a band from a validated configuration.
 func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
-	q, err := newQueue(name, p, bc.Queue)
+	p, kind, err := bandOrder(name, p, bc.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -226,15 +223,12 @@ func newBand(name string, bc BandConfig, p ordering.Policy) (*band, error) {
 	}
 	b := &band{
 		priority:  bc.Priority,
-		policy:    q.Policy(),
-		kind:      q.Kind(),
+		policy:    p,
+		kind:      kind,
 		fairness:  fair,
 		sched:     fair.NewScheduler(),
 		guarantee: bc.Guarantee,
 		flows:     make(map[string]*Flow),
-	}
-	if b.kind != ordering.QueueFIFO {
-		b.free = append(b.free, &Flow{band: b, queue: q})
 	}
 	b.limits.Store(newBandLimits(bc))
 	return b, nil
@@ -329,14 +323,14 @@ func (c *FlowController) shutdown() {
 		return
 	}
 	c.closed = true
-	if c.reclaim != nil && c.reclaim.timer != nil {
-		c.reclaim.timer.Stop()
+	if c.reclaim != nil {
+		c.reclaim.stop()
 	}
 	now := c.clock.Now()
 	for _, b := range c.bands.Load().desc {
 		var all []*waiter
 		for _, f := range b.flows {
-			for w := f.newest; w != nil; w = w.older {
+			for w := f.waiters.Back(); w != nil; w = w.links.Prev {
 				all = append(all, w)
 			}
 		}
@@ -348,10 +342,12 @@ func (c *FlowController) shutdown() {
 	}
 }
 
-// ProvisionBand adds a band, or changes the capacities and TTL of an existing
-// one. For an existing band, Policy, Queue and Fairness must be left empty
-// or name what the band already runs: a band's order cannot change while
-// requests wait in it. The new limits apply to requests enqueued from now on;
+// ProvisionBand adds a band, or changes the capacities, TTL and guarantee
+// of an existing one. For an existing band, Policy, Queue and Fairness must
+// be left empty or name what the band already runs: a band's order cannot
+// change while requests wait in it. A Guarantee of 0 keeps the band's
+// guarantee, as an empty Policy keeps its policy; a guarantee can be
+// changed, not removed. The new limits apply to requests enqueued from now on;
 // requests already queued keep their TTL and stay queued even if the band now
 // holds more than its capacity. Requests already admitted keep the band they
 // were admitted under. It fails with an error wrapping [ErrRejectedShuttingDown] after
@@ -381,11 +377,13 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 			return configError("BandConfig.Queue", bc.Queue,
 				fmt.Sprintf("band %d already runs %q; a provisioned band's queue cannot change", bc.Priority, running))
 		}
-		if err := c.checkGuarantees(b, bc.Guarantee); err != nil {
-			return err
+		if bc.Guarantee != 0 {
+			if err := c.checkGuarantees(b, bc.Guarantee); err != nil {
+				return err
+			}
+			b.guarantee = bc.Guarantee
 		}
 		b.limits.Store(lim)
-		b.guarantee = bc.Guarantee
 		return nil
 	}
 	if err := c.checkGuarantees(nil, bc.Guarantee); err != nil {
@@ -400,33 +398,11 @@ func (c *FlowController) ProvisionBand(bc BandConfig) error {
 	return nil
 }
 
-// checkGuarantees checks that band b, or a new band when b is nil, may have
-// guarantee g: the controller tracks guarantees, and all of them together,
-// with g for b's, come to at most 1. Called with mu held.
-func (c *FlowController) checkGuarantees(b *band, g float64) error {
-	if g == 0 {
-		return nil
-	}
-	if c.reclaim == nil || !c.reclaim.lending {
-		return configError("BandConfig.Guarantee", g, "the controller was created with no guarantee: it tracks none")
-	}
-	sum := g
-	for _, o := range c.bands.Load().desc {
-		if o != b {
-			sum += o.guarantee
-		}
-	}
-	if sum > 1+1e-9 {
-		return configError("BandConfig.Guarantee", g, "takes the bands' guarantees past 1")
-	}
-	return nil
-}
-
 // Clock returns the controller's clock: [Config.Clock], or [RealClock]
 // when none was configured. Code around the controller that measures time
 // (a gateway's queue-duration header, say) reads it so that it shares the
 // controller's time line.
-func (c *FlowController) Clock() Clock { return c.clock }
+func (c *FlowController) Clock() Clock { return c.clock.Clock }
 
 // GateRefusals returns how many times, since New, the gate refused the
 // request offered to it: each TryAcquire that returned false. A request
@@ -434,12 +410,13 @@ func (c *FlowController) Clock() Clock { return c.clock }
 // count grows with the events, not with the requests; its rate beside the
 // dispatch rate tells a gate-bound controller from one bound by its
 // capacities. It reads one atomic counter and takes no lock.
-func (c *FlowController) GateRefusals() uint64 { return c.refusals.Load() }
+func (c *FlowController) GateRefusals() uint64 { return c.gate.refusals.Load() }
 
 // InFlight returns the number of dispatched requests whose admission is not
-// yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly.
+// yet Done. Unlike CapacitySnapshot it takes the controller's lock briefly,
+// unless the lock-free path counts them.
 func (c *FlowController) InFlight() int {
-	if c.slots != nil {
+	if c.fast != nil {
 		return c.inFlightNow()
 	}
 	c.mu.Lock()
@@ -447,19 +424,50 @@ func (c *FlowController) InFlight() int {
 	return c.inFlight
 }
 
-// took counts an admission the gate has just granted, unless the gate's
-// own count is the count (see slots). Called with mu held.
+// took counts an admission the gate has just granted, unless the lock-free
+// path's count is the count. Called with mu held.
 func (c *FlowController) took() {
-	if c.slots == nil {
+	if c.fast == nil {
 		c.inFlight++
 	}
 }
 
+// untook takes back an admission took counted, which ended: see took.
+// Called with mu held.
+func (c *FlowController) untook() {
+	if c.fast == nil {
+		c.inFlight--
+	}
+}
+
 // inFlightNow returns the admissions not yet Done. Called with mu held,
-// or without it when slots counts them.
+// or without it when the lock-free path counts them.
 func (c *FlowController) inFlightNow() int {
-	if c.slots != nil {
-		return int(c.slots.taken())
+	if c.fast != nil {
+		return int(c.fast.slots.Taken())
 	}
 	return c.inFlight
 }
+
+// offer asks the gate whether the head of band b may start, counting a
+// refusal. Called with mu held.
+func (c *FlowController) offer(b *band) bool {
+	if c.gate.TryAcquire(b.priority) {
+		return true
+	}
+	c.gate.refusals.Add(1)
+	return false
+}
+
+// openGate is the gate of a controller configured without one: it admits
+// everything, and counts what it admitted, so that the controller can ask
+// it without its lock. It reports no saturation.
+type openGate struct{ inner gate.CountGate }
+
+func newOpenGate() openGate {
+	return openGate{gate.MaxInFlight(math.MaxInt).(gate.CountGate)}
+}
+
+func (g openGate) TryAcquire(priority int) bool { return g.inner.TryAcquire(priority) }
+func (g openGate) Release(priority int)         { g.inner.Release(priority) }
+func (g openGate) Count() *gate.Count           { return g.inner.Count() }

@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
@@ -51,11 +53,7 @@ func TestImmediateDispatchWithoutGate(t *testing.T) {
 
 func TestDoneIsIdempotent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:  flowcontrol.MaxInFlight(1),
-		})
-		a := hold(t, fc)
+		fc, a := heldSlot(t)
 		w1 := start(t.Context(), fc, req("w1", 0))
 		synctest.Wait()
 		w2 := start(t.Context(), fc, req("w2", 0))
@@ -81,11 +79,7 @@ func TestDoneIsIdempotent(t *testing.T) {
 
 func TestQueuedRequestDispatchesOnDoneWithQueueTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:  flowcontrol.MaxInFlight(1),
-		})
-		h := hold(t, fc)
+		fc, h := heldSlot(t)
 		w := start(t.Context(), fc, req("w", 0))
 		synctest.Wait()
 		if w.finished() || queued(t, fc, 0) != 1 {
@@ -115,7 +109,7 @@ func TestFallbackKeepsTheEffectiveBand(t *testing.T) {
 		rec := &recorder{}
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:    []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(10)}},
-			Gate:     flowcontrol.MaxInFlight(1),
+			Gate:     gate.MaxInFlight(1),
 			Observer: rec.observe,
 		})
 		h := hold(t, fc)
@@ -215,7 +209,7 @@ func TestCloseRejectsQueuedAndLaterRequests(t *testing.T) {
 		rec := &recorder{}
 		fc, err := flowcontrol.New(flowcontrol.Config{
 			Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 3, Policy: ordering.EDF()}},
-			Gate:     flowcontrol.MaxInFlight(1),
+			Gate:     gate.MaxInFlight(1),
 			Observer: rec.observe,
 		})
 		if err != nil {
@@ -288,7 +282,7 @@ func TestObserverRunsOutsideTheLock(t *testing.T) {
 		var seen []string
 		fc = mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(1), TTL: time.Second}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 			Observer: func(ev flowcontrol.Event) {
 				fc.Nudge()
 				s, _ := fc.CapacitySnapshot(0)
@@ -320,7 +314,7 @@ func TestProvisionBandChangesCapacityAndTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(1), TTL: time.Hour, Policy: ordering.FCFS()}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		first := start(t.Context(), fc, req("first", 0))
 		synctest.Wait()
@@ -354,7 +348,7 @@ func TestExtremePriorities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: math.MinInt}, {Priority: 0}, {Priority: math.MaxInt}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		for _, p := range []int{math.MinInt, 0, math.MaxInt} {
 			if _, err := fc.CapacitySnapshot(p); err != nil {

@@ -7,6 +7,22 @@ import (
 	"sync/atomic"
 )
 
+// outbox lists the outcomes settled under the controller's mu, for
+// delivery once it is released. Guarded by mu.
+type outbox struct {
+	// decided lists, in order, the waiters whose outcome was settled in
+	// the current critical section; unlock delivers them.
+	decided, decidedTail *waiter
+	// enqueuing is the waiter whose own enqueue is dispatching: its outcome
+	// is returned by that call, not delivered.
+	enqueuing *waiter
+	// parked lists outcomes settled by a Done of an admission whose Submit
+	// callback is still running: the goroutine running it delivers them
+	// when the callback returns, so a callback that calls Done does not
+	// deliver, and recurse, from inside itself.
+	parked, parkedTail *waiter
+}
+
 // unlock releases mu and then delivers the outcomes decided while it was
 // held. Every critical section ends here, also when a panic unwinds it.
 func (c *FlowController) unlock() {
@@ -14,7 +30,7 @@ func (c *FlowController) unlock() {
 	if head != nil {
 		c.decided, c.decidedTail = nil, nil
 	}
-	if c.notes {
+	if r := c.reclaim; r != nil && r.noted {
 		c.unlockNoting(head, tail)
 		return
 	}
@@ -28,7 +44,7 @@ func (c *FlowController) unlock() {
 // takeNotes): they are announced after the outcomes are delivered, also
 // when a delivery panics. Apart, so that unlock itself defers nothing.
 func (c *FlowController) unlockNoting(head, tail *waiter) {
-	n := c.takeNotes()
+	n := c.reclaim.takeNotes()
 	c.mu.Unlock()
 	defer c.announce(&n)
 	if head != nil {
@@ -37,7 +53,7 @@ func (c *FlowController) unlockNoting(head, tail *waiter) {
 }
 
 // outcomes is a list of waiters whose outcomes are yet to be delivered,
-// linked through waiter.newer (free once a waiter has left its queue), in
+// linked through waiter.links.Next (free once a waiter has left its queue), in
 // order.
 type outcomes struct{ head, tail *waiter }
 
@@ -49,7 +65,7 @@ func (l *outcomes) add(head, tail *waiter) {
 	if l.tail == nil {
 		l.head = head
 	} else {
-		l.tail.newer = head
+		l.tail.links.Next = head
 	}
 	l.tail = tail
 }
@@ -78,7 +94,7 @@ func (c *FlowController) deliverEach(todo *outcomes) {
 	}()
 	for todo.head != nil {
 		w := todo.head
-		todo.head, w.newer = w.newer, nil
+		todo.head, w.links.Next = w.links.Next, nil
 		if todo.head == nil {
 			todo.tail = nil
 		}
@@ -301,7 +317,7 @@ func (c *FlowController) park() {
 	if c.parkedTail == nil {
 		c.parked = c.decided
 	} else {
-		c.parkedTail.newer = c.decided
+		c.parkedTail.links.Next = c.decided
 	}
 	c.parkedTail = c.decidedTail
 	c.decided, c.decidedTail = nil, nil
@@ -321,7 +337,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 	}
 	if c.closing.Load() {
 		o, byContext = OutcomeRejectedShuttingDown, false
-	} else if o == OutcomeRejectedTTLExpired && c.endpoints != nil && c.endpoints.NoEndpoints() {
+	} else if o == OutcomeRejectedTTLExpired && c.noEndpointsNow() {
 		o = OutcomeRejectedNoEndpoints // expired in the empty-pool regime
 	}
 	now := c.clock.Now()
@@ -332,7 +348,7 @@ func (c *FlowController) abandon(w *waiter, gen uint64, o Outcome, byContext boo
 		// Its band did not drain fast enough to serve it in time: it may
 		// come back at the band's next promised place, as a request the
 		// band refuses would.
-		w.retryAfter = w.band.drain.retryAfter(now, c.inFlightNow())
+		w.retryAfter = w.band.drain.retryAfterExpiry(now, c.inFlightNow(), w.band.queued.requests, c.sinceEpoch(now)-w.enqueued)
 	case OutcomeRejectedNoEndpoints:
 		w.retryAfter = noEndpointsRetryAfter
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -25,11 +27,7 @@ import (
 // stack overflow ("goroutine stack exceeds 1000000000-byte limit") of
 // whatever goroutine called the first Done. The depth must stay bounded.
 func TestDoneInsideCallbackDoesNotRecurse(t *testing.T) {
-	fc := mustNew(t, flowcontrol.Config{
-		Bands: []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:  flowcontrol.MaxInFlight(1),
-	})
-	h := hold(t, fc)
+	fc, h := heldSlot(t)
 	const n = 2000
 	var depths []int
 	pcs := make([]uintptr, 64*n)
@@ -64,7 +62,7 @@ func TestReentrantCallbacksAndCloseUnderLoad(t *testing.T) {
 		},
 		RequestCapacity: bounded(12),
 		DefaultTTL:      5 * time.Millisecond,
-		Gate:            flowcontrol.MaxInFlight(2),
+		Gate:            gate.MaxInFlight(2),
 	})
 	require.NoError(t, err)
 	var (

@@ -30,35 +30,20 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 		if i < 0 {
 			return
 		}
-		b := desc[i]
-		if c.reclaim != nil && c.reclaim.lending {
-			if g := c.guaranteedHead(i); g != nil {
-				b = g // a band short of its guarantee goes first
-			}
-		}
-		if !c.gate.TryAcquire(b.priority) {
-			c.refusals.Add(1)
-			if c.reclaim != nil {
-				c.reclaimFor(b, now, 0)
-			}
+		b := c.headOf(desc, i) // a band short of its guarantee goes first
+		if !c.offer(b) {
+			c.refusedFor(b, now, 0)
 			// A band short of its guarantee that the gate refuses (a
 			// ceiling holding it back, say) does not hold back the band
 			// strict priority would offer.
-			if b == desc[i] || !c.gate.TryAcquire(desc[i].priority) {
-				if b != desc[i] {
-					c.refusals.Add(1)
-				}
+			if b == desc[i] || !c.offer(desc[i]) {
 				// Strict priority: nothing below a refused band starts.
-				if c.endpoints != nil {
-					c.checkEndpoints(now)
-				}
+				c.refusedAll(now)
 				return
 			}
 			b = desc[i]
 		}
-		if c.endpoints != nil {
-			c.emptySince = time.Time{} // a granted slot means endpoints
-		}
+		c.granted()
 		if now.IsZero() {
 			now = c.clock.Now()
 		}
@@ -96,9 +81,7 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 		c.drain.idle(now)
 	}
 	w.queued = false
-	if c.slots != nil && c.queued.requests == 0 {
-		c.slow.Store(0)
-	}
+	c.drained()
 	w.gen++
 	if w.timer != nil {
 		w.timer.Stop()
@@ -106,7 +89,7 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 }
 
 // decide settles w's outcome at now and lists it for delivery when mu is
-// released. w has left its queue, so its newer link is free for the list.
+// released. w has left its queue, so its links.Next is free for the list.
 // Called with mu held.
 func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	w.settled = uint8(o)
@@ -119,7 +102,7 @@ func (c *FlowController) decide(w *waiter, o Outcome, now time.Time) {
 	if c.decidedTail == nil {
 		c.decided = w
 	} else {
-		c.decidedTail.newer = w
+		c.decidedTail.links.Next = w
 	}
 	c.decidedTail = w
 }

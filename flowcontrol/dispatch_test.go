@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -18,7 +20,7 @@ func TestStrictPriorityAcrossThreeBands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: -1}, {Priority: 0}, {Priority: 5}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		h := hold(t, fc)
 		var calls []*call
@@ -26,11 +28,7 @@ func TestStrictPriorityAcrossThreeBands(t *testing.T) {
 			calls = append(calls, start(t.Context(), fc, req(fmt.Sprintf("%d:%d", i, p), p)))
 			synctest.Wait() // fix the arrival order
 		}
-		order := ids(dispatchOrder(t, h, calls))
-		want := []string{"2:5", "5:5", "1:0", "4:0", "6:0", "0:-1", "3:-1"}
-		if fmt.Sprint(order) != fmt.Sprint(want) {
-			t.Fatalf("dispatch order %v, want %v", order, want)
-		}
+		requireOrder(t, h, calls, "2:5", "5:5", "1:0", "4:0", "6:0", "0:-1", "3:-1")
 	})
 }
 
@@ -39,11 +37,11 @@ func TestStrictPriorityAcrossThreeBands(t *testing.T) {
 // waiter is cancelled, band 0 dispatches at once (cancellation is an event).
 func TestStrictPriorityHoldsLowerBandsWhileHigherIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &switchGate{}
-		gate.set(10, 5)
+		gt := &switchGate{}
+		gt.set(10, 5)
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 5}},
-			Gate:  gate,
+			Gate:  gt,
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		high := start(ctx, fc, req("high", 5))
@@ -69,13 +67,13 @@ func TestStrictPriorityHoldsLowerBandsWhileHigherIsRefused(t *testing.T) {
 
 func TestNudgeDispatchesWhenAnExternalGateOpens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &switchGate{}
-		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate})
+		gt := &switchGate{}
+		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gt})
 		w1 := start(t.Context(), fc, req("w1", 0))
 		synctest.Wait()
 		w2 := start(t.Context(), fc, req("w2", 0))
 		synctest.Wait()
-		gate.set(1)
+		gt.set(1)
 		synctest.Wait()
 		if w1.finished() || w2.finished() {
 			t.Fatal("dispatched without an event")
@@ -85,7 +83,7 @@ func TestNudgeDispatchesWhenAnExternalGateOpens(t *testing.T) {
 		if !w1.finished() || w2.finished() {
 			t.Fatalf("after Nudge: w1 %v w2 %v; want w1 only (FCFS)", w1.finished(), w2.finished())
 		}
-		gate.set(2)
+		gt.set(2)
 		fc.Nudge()
 		synctest.Wait()
 		if !w2.finished() {
@@ -103,7 +101,7 @@ func TestSLODeadlineOrderEndToEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.SLODeadline()}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		h := hold(t, fc)
 		t0 := time.Now()
@@ -135,11 +133,7 @@ func TestSLODeadlineOrderEndToEnd(t *testing.T) {
 			}))
 			synctest.Wait()
 		}
-		order := ids(dispatchOrder(t, h, calls))
-		want := []string{"alias-200", "slo-300", "slo-100-late", "slo-500", "no-slo-early", "bad-slo", "no-slo-later"}
-		if fmt.Sprint(order) != fmt.Sprint(want) {
-			t.Fatalf("order %v, want %v", order, want)
-		}
+		requireOrder(t, h, calls, "alias-200", "slo-300", "slo-100-late", "slo-500", "no-slo-early", "bad-slo", "no-slo-later")
 	})
 }
 
@@ -148,7 +142,7 @@ func TestEDFBandUsesTheEffectiveTTL(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:      []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.EDF()}},
 			DefaultTTL: time.Hour,
-			Gate:       flowcontrol.MaxInFlight(1),
+			Gate:       gate.MaxInFlight(1),
 		})
 		h := hold(t, fc)
 		long := start(t.Context(), fc, flowcontrol.Request{Key: key("long", 0)}) // default TTL: 1h
@@ -177,7 +171,7 @@ func TestManyBandsStrictPriority(t *testing.T) {
 		for p := 0; p < 200; p += 2 {
 			bands = append(bands, flowcontrol.BandConfig{Priority: p})
 		}
-		fc := mustNew(t, flowcontrol.Config{Bands: bands, Gate: flowcontrol.MaxInFlight(1)})
+		fc := mustNew(t, flowcontrol.Config{Bands: bands, Gate: gate.MaxInFlight(1)})
 		h := hold(t, fc)
 		for p := 1; p < 200; p += 20 {
 			if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: p}); err != nil {

@@ -7,23 +7,16 @@ import "time"
 // small ones) is refused instead.
 const maxDisplaced = 8
 
-// makeRoom checks that w fits its band and the controller and, when it does
-// not, displaces the newest requests of the flows holding the most, if w's
-// flow holds less than its share (see [Config.NoDisplacement]). It returns
-// the rejection of w when no room can be made; nothing is displaced then.
-// Called with mu held.
+// makeRoom makes room for w, which does not fit its band or the controller
+// (see fitsQueued): it displaces the newest requests of the flows holding
+// the most, if w's flow holds less than its share (see
+// [Config.NoDisplacement]). It returns the rejection of w when no room can
+// be made; nothing is displaced then. Called with mu held.
 func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	b := w.band
 	lim := b.limits.Load()
-	var f *Flow
-	if lim.flow.bounded {
-		f = b.flows[w.requested.ID] // only a per-flow capacity needs the flow to fit
-	}
 	size := w.size
-	if c.fitsAll(b, lim, f, size, w.cost) {
-		return nil
-	}
-	f = b.flows[w.requested.ID]
+	f := b.flows[w.requested.ID]
 	first := c.refusal(b, lim, f, size, w.cost, nil)
 	var (
 		plan   []*waiter
@@ -150,9 +143,9 @@ func displaceFirst(g, best *Flow) bool {
 // newestUnplanned returns f's most recently queued request not already
 // chosen for displacement. f holds some that are not.
 func newestUnplanned(f *Flow) *waiter {
-	v := f.newest
+	v := f.waiters.Back()
 	for v.planned {
-		v = v.older
+		v = v.links.Prev
 	}
 	return v
 }

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -41,7 +43,7 @@ func TestDisplacedIsRejectedSaturated(t *testing.T) {
 		)
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 			Observer: func(ev flowcontrol.Event) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -89,7 +91,7 @@ func TestDisplacementWorkedExample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(10)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		var a []*call
 		for range 9 {
@@ -123,7 +125,7 @@ func TestDisplacementWorkedExample(t *testing.T) {
 func TestNoDisplacementRejects(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}},
-		Gate:           flowcontrol.MaxInFlight(0),
+		Gate:           gate.MaxInFlight(0),
 		NoDisplacement: true,
 	})
 	a1 := submit(context.Background(), fc, req("A", 0))
@@ -141,7 +143,7 @@ func TestGlobalDisplacementNeverTakesFromAHigherBand(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:           []flowcontrol.BandConfig{{Priority: 5}, {Priority: 0}, {Priority: -5}},
 		RequestCapacity: bounded(6),
-		Gate:            flowcontrol.MaxInFlight(0),
+		Gate:            gate.MaxInFlight(0),
 	})
 	var high, low []*call
 	for range 3 {
@@ -177,7 +179,7 @@ func TestGlobalDisplacementNeverTakesFromAHigherBand(t *testing.T) {
 func TestCostDisplacement(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: bounded(100)}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 	})
 	var big []*call
 	for range 10 {
@@ -201,7 +203,7 @@ func TestCostDisplacement(t *testing.T) {
 func TestFairAdmissionLetsALightTenantIn(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(20), Fairness: flowcontrol.RoundRobin()}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 	})
 	for range 20 {
 		submit(context.Background(), fc, req("heavy", 0))
@@ -227,7 +229,7 @@ func TestBandLimitDisplacesOnlyInItsBand(t *testing.T) {
 			{Priority: -1},
 		},
 		RequestCapacity: bounded(9),
-		Gate:            flowcontrol.MaxInFlight(0), // everything waits
+		Gate:            gate.MaxInFlight(0), // everything waits
 	})
 	var a, b []*call
 	for range 4 {

@@ -1,7 +1,7 @@
 // Package flowcontrol is the admission gate a router puts in front of its
 // model servers: a [FlowController] queues requests in priority bands, keeps
 // one queue per flow (tenant) inside each band, and dispatches them one at a
-// time through a [Gate] — strictly by priority across bands, by the band's
+// time through a [gate.Gate] — strictly by priority across bands, by the band's
 // [Fairness] policy among its flows, and by its ordering policy within a
 // flow — reporting for each request which band really handled it.
 //
@@ -39,7 +39,7 @@
 // way", below). OutcomeRejectedNoEndpoints
 // is a request that waited [Config.NoEndpointsTTL] while its gate reported
 // no model server at all, or whose TTL ran out while it did (see
-// [EndpointGate]).
+// [gate.EndpointGate]).
 //
 // Every error is a [*RejectionError]: it carries the outcome, the requested
 // and the effective keys, the time the request queued and, for every
@@ -139,10 +139,13 @@
 // next 16, and so on.
 //
 // OutcomeRejectedTTLExpired of a queued request takes its band's next
-// promise, like a refusal of the band: the band did not drain fast enough
-// to serve it in time, and a client that rejoins its queue at once would
-// expire again. A band measured not to drain at all gets 30s, as for a
-// refusal. An expiry at the call (a context already past its deadline)
+// promise, like a refusal of the band, but no sooner than the band's
+// queue ÷ its drain rate, less the time the request waited: the band did
+// not drain fast enough to serve it in time, and a client that rejoins the
+// queue before what waits in it has drained that far would expire again.
+// With 100 waiting at 6.5 per second and a 10s TTL, that is 6s or more,
+// where a refusal of the band would be told 1s. A band measured not to
+// drain at all gets 30s, as for a refusal. An expiry at the call (a context already past its deadline)
 // carries none.
 //
 // OutcomeRejectedNoEndpoints (503) carries 1s: nothing measures when
@@ -155,21 +158,20 @@
 // An evicted admission ([Admission.Err]) carries 1s while its band and the
 // controller have room to queue it: it may come back at once and wait its
 // turn there, like the requests it would queue behind. A full band gives
-// it the band's next promise, as a refusal gets. In examples/crossband,
-// 1s rather than the band's promise let batch refill the pool after a
-// burst in 4s instead of 14s (seed 6, its first burst), and kept more of
-// batch's throughput on the median seed over seeds 1–20: 91% of strict
-// priority's against 89% with lending, 89% against 88% with eviction and
-// no grace.
+// it the band's next promise, as a refusal gets. The promise is sized for
+// a full queue: told to an evicted request while its band has room, it
+// would keep the request away while the slots it could take free up
+// (examples/crossband/README.md shows the difference on a simulated
+// pool).
 //
-// A simulation with clients that retry like the OpenAI SDKs chose each
-// rule (examples/retryafter, whose README has the tables): the spread over
-// the queue length divided by the rate and over one drain interval alone;
-// the in-flight prior over none, a constant 1s or 5s, and capacity ÷ TTL,
-// on a cold start with a burst (under half the wasted retries of no prior,
-// at no loss of goodput); and for expiries the band's next promise over
-// none, the queue ÷ the rate, and one drain interval (a third fewer wasted
-// retries than none and almost no give-ups, at the same goodput).
+// The rules for refusals, for the prior and for expiries were each chosen
+// against alternatives by a simulation with clients that retry like the
+// OpenAI SDKs: the spread against the queue length ÷ the rate and one
+// drain interval alone; the in-flight prior against none, a constant and
+// capacity ÷ TTL; and for expiries the band's next promise behind its
+// queue against the promise alone, none, the queue ÷ the rate and one
+// drain interval.
+// examples/retryafter/README.md has the command and the tables.
 //
 // # Dispatch and strict priority
 //
@@ -286,7 +288,7 @@
 //
 // # User code that panics
 //
-// A [Gate], an ordering [ordering.Policy], an [Config.Observer], a
+// A [gate.Gate], an ordering [ordering.Policy], an [Config.Observer], a
 // [Config.Waiting] or a [FlowController.Submit] callback may panic; the controller stays
 // consistent and the panic reaches the goroutine that called into the
 // controller, as net/http expects of a handler:
@@ -315,4 +317,33 @@
 //
 // A fairness [Scheduler] is the exception: it must not panic, since it
 // runs in the middle of a change to its band.
+//
+// # Where the code is
+//
+// A request's life runs through four phase files, which reach the
+// optional features only through the named hooks of hooks.go (each calls
+// its feature's owner only when the feature is on) rather than branching
+// on them:
+//
+//	enqueue.go      arrival: fit, start at once, or queue (EnqueueAndWait, Submit)
+//	dispatch.go     the loop that offers the highest band's head to the gate
+//	admission.go    the Admission and its end (Done)
+//	deliver.go      outcomes delivered once the lock is released
+//	hooks.go        where the phases call the features
+//
+// Each optional feature has one owner, a type whose fields are its own:
+//
+//	fast.go         lockFree: start and end without the lock while nothing waits
+//	metered.go      metering: what a gate.MeteredGate hears of each slot
+//	reclaim.go      reclaimer: in-flight eviction, its decisions and pacing
+//	guarantee.go    the reclaimer's guaranteed shares, lent while idle
+//	noendpoints.go  endpointWatch: drop requests while no model server is up
+//
+// The rest: controller.go (New, Close, ProvisionBand), config.go, band.go
+// and waiter.go (the queues), fairness.go with globalstrict.go,
+// roundrobin.go and drr.go (one policy a file), fit.go and displace.go
+// (capacities and displacement), backlog.go, retry.go (Retry-After),
+// lease.go (what a metered or revocable admission keeps), revoke.go (Eviction and a revoked admission), outcome.go,
+// snapshot.go and clock.go. A new gate lives in package gate; a new
+// give-way policy touches its owner's file, hooks.go, and its test.
 package flowcontrol

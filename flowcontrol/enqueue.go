@@ -14,7 +14,7 @@ import (
 //
 // When there is room — the band fits the request, no band at or above it is
 // waiting and the gate admits it — the request starts at once without being
-// queued. With a gate that only counts ([MaxInFlight], or none) and no
+// queued. With a gate that only counts ([gate.MaxInFlight], or none) and no
 // request waiting in any band, it starts without taking the controller's
 // lock, and its Done returns the slot without it. When its band or the
 // controller is full it is rejected at once.
@@ -150,10 +150,8 @@ func (c *FlowController) admit(ctx context.Context, req *Request, done func(*Adm
 		return nil, &RejectionError{Outcome: OutcomeRejectedSaturated, Requested: req.Key, Effective: req.Key, limit: limitNoBand}, nil, 0
 	}
 	size, cost := counted(req)
-	if c.slots != nil && c.slow.Load() == 0 {
-		if adm := c.startFast(b, req.Key, size, cost); adm != nil {
-			return adm, nil, nil, 0
-		}
+	if adm := c.startFast(b, req.Key, size, cost); adm != nil {
+		return adm, nil, nil, 0
 	}
 	// A band with waiters cannot start a request at once: skip the first
 	// attempt, and its lock, under contention. (A stale read only moves
@@ -237,42 +235,14 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 		}
 		return nil, nil
 	}
-	if !c.isFirst(b) {
-		return nil, nil
-	}
-	if !c.gate.TryAcquire(b.priority) {
-		c.refusals.Add(1)
+	if !c.isFirst(b) || !c.offer(b) {
 		return nil, nil
 	}
 	c.took()
 	l := c.started(b, key, tag, cost, time.Time{})
-	a := c.newAdmission()
+	a := c.slab.admission()
 	a.c, a.requested, a.effective, a.lease = c, key, b.priority, l
 	return a, nil
-}
-
-// startFast starts a request of band b, key, size and cost at once without
-// taking mu, when the controller's gate counts its slots and nothing waits
-// (c.slow was clear): then every band and flow is empty, so the request fits
-// when it is no larger than an empty band and controller hold, it is the
-// first in line, and the gate decides by its count alone. It returns nil
-// when any of that fails, or Close has begun, and the locked path decides.
-//
-// A slot taken just as a request is queued elsewhere goes to this request
-// first, as it would had this one taken mu first; no request waits with a
-// slot free (see releaseFast).
-func (c *FlowController) startFast(b *band, key FlowKey, size, cost int64) *Admission {
-	if !b.limits.Load().empty.fits(size, cost) || !c.empty.fits(size, cost) || !c.slots.take() {
-		return nil
-	}
-	if c.closing.Load() {
-		// Close began after admit looked: shutdown wins, as under mu.
-		c.slots.give()
-		return nil
-	}
-	a := newUnlockedAdmission()
-	a.c, a.requested, a.effective = c, key, b.priority
-	return a
 }
 
 // enqueue queues w, unless it can start at once or no longer fits. When w
@@ -296,35 +266,24 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 			now = t
 		}
 	}
-	if rej := c.makeRoom(w, now); rej != nil {
-		return nil, rej, 0, 0
-	}
-	if c.slots != nil {
-		// Before the gate is asked: see releaseFast. Stored only as it
-		// turns, so that under a backlog the flag is read, not written.
-		if c.slow.Load() == 0 {
-			c.slow.Store(1)
+	if !c.fitsQueued(w) {
+		if rej := c.makeRoom(w, now); rej != nil {
+			return nil, rej, 0, 0
 		}
 	}
+	c.queuing() // before the gate is asked: see lockFree.release
 	first := c.isFirst(b)
 	if first {
-		if c.gate.TryAcquire(b.priority) {
-			if c.slots != nil && c.queued.requests == 0 {
-				c.slow.Store(0)
-			}
+		if c.offer(b) {
+			c.drained()
 			c.took()
 			l := c.started(b, w.requested, w.tag, w.cost, now)
-			a := c.newAdmission()
+			a := c.slab.admission()
 			a.c, a.requested, a.effective, a.lease = c, w.requested, b.priority, l
 			return a, nil, 0, 0
 		}
-		c.refusals.Add(1)
-		if c.endpoints != nil {
-			defer c.checkEndpoints(now) // once w is queued
-		}
-		if c.reclaim != nil {
-			c.reclaimFor(b, now, 1) // w, about to queue, is in the demand
-		}
+		defer c.refusedAll(now) // once w is queued
+		c.refusedFor(b, now, 1) // w, about to queue, is in the demand
 	}
 	c.queue(w, now)
 	if !first {
@@ -396,17 +355,8 @@ func (c *FlowController) withdraw(w *waiter) {
 	}
 	if w.outcome() == OutcomeDispatched {
 		// Its admission was never handed out: nobody else can end it.
-		if c.slots == nil {
-			c.inFlight--
-		}
-		if l := w.lease.tracked(); l != nil {
-			c.endLease(l)
-		}
-		if c.metered != nil {
-			c.metered.Returned(Usage{Slot: Slot{Priority: w.band.priority, Cost: w.lease.cost}, Unused: true})
-			return
-		}
-		c.gate.Release(w.band.priority)
+		c.untook()
+		c.giveBackUnused(w.lease, w.band.priority)
 	}
 }
 
@@ -420,16 +370,7 @@ func (c *FlowController) withdraw(w *waiter) {
 // short of its guarantee, no band at all at or above it.
 func (c *FlowController) isFirst(b *band) bool {
 	top := c.firstNonEmpty()
-	if top < 0 {
-		return true
-	}
-	if c.reclaim == nil || !c.reclaim.lending {
-		return top > b.index
-	}
-	if g := c.guaranteedHead(top); g != nil && g.index <= b.index {
-		return false
-	}
-	return top > b.index || c.shortOfGuarantee(b)
+	return top < 0 || c.firstAt(b, top)
 }
 
 // contextOutcome is the outcome of a wait that ctx ended: an expiry for a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -48,7 +50,7 @@ func TestEventCarriesTagAndEnqueueTime(t *testing.T) {
 	var observed, waited []flowcontrol.Event
 	c, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(1)}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 		Clock: &tickingClock{now: time.Unix(0, 0)},
 		Observer: func(ev flowcontrol.Event) {
 			mu.Lock()
@@ -127,7 +129,7 @@ func TestUntimedAdmissionReadsNoClock(t *testing.T) {
 	clock := &tickingClock{now: time.Unix(0, 0)}
 	c, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 		Clock: clock,
 	})
 	require.NoError(t, err)
@@ -146,7 +148,7 @@ func TestWaitingPanicGivesUpTheWait(t *testing.T) {
 	var outcomes []flowcontrol.Outcome
 	c, err := flowcontrol.New(flowcontrol.Config{
 		Bands:    []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:     flowcontrol.MaxInFlight(1),
+		Gate:     gate.MaxInFlight(1),
 		Observer: func(ev flowcontrol.Event) { outcomes = append(outcomes, ev.Outcome) },
 		Waiting:  func(flowcontrol.Event) { panic("waiting hook") },
 	})

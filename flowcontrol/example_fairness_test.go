@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -14,7 +16,7 @@ import (
 func Example_fairness() {
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10), Fairness: flowcontrol.RoundRobin()}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 	})
 	if err != nil {
 		panic(err)
@@ -90,7 +92,7 @@ func (s *longestScheduler) Served(*flowcontrol.Flow, int64) {}
 func ExampleFairness() {
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, Fairness: longestFirst{}}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 	})
 	if err != nil {
 		panic(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -14,7 +16,7 @@ func ExampleAdmission_Revoked() {
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 		FallbackPriority: 10,
-		Gate:             flowcontrol.MaxInFlight(1),
+		Gate:             gate.MaxInFlight(1),
 		Eviction:         &flowcontrol.Eviction{}, // llm-d's enableEviction
 	})
 	if err != nil {

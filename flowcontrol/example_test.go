@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -20,7 +22,7 @@ func Example() {
 			{Priority: 0, RequestCapacity: capacity.Bounded(100)},
 			{Priority: -1, RequestCapacity: capacity.Bounded(0)}, // sheddable traffic is refused for now
 		},
-		Gate: flowcontrol.MaxInFlight(8),
+		Gate: gate.MaxInFlight(8),
 	})
 	if err != nil {
 		panic(err)
@@ -60,7 +62,7 @@ func Example() {
 func Example_strictPriority() {
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -5}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 	})
 	if err != nil {
 		panic(err)
@@ -110,7 +112,7 @@ func queuedAll(fc *flowcontrol.FlowController) int {
 // A gate's saturation is what band ceilings compare with (package gate's
 // Ceiling); the controller lists its bands for them, highest first.
 func ExampleFlowController_Priorities() {
-	g := flowcontrol.MaxInFlight(4)
+	g := gate.MaxInFlight(4)
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}, {Priority: -5}},
 		Gate:  g,
@@ -124,7 +126,7 @@ func ExampleFlowController_Priorities() {
 		panic(err)
 	}
 	fmt.Println("bands:", fc.Priorities())
-	fmt.Println("saturation:", g.(flowcontrol.SaturationDetector).Saturation())
+	fmt.Println("saturation:", g.(gate.SaturationDetector).Saturation())
 	adm.Done()
 	// Output:
 	// bands: [10 0 -5]

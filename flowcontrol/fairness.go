@@ -85,12 +85,12 @@ func FairnessByName(name string) (Fairness, error) {
 // A scheduler of another package keeps its per-flow state itself (see
 // [Scheduler]). TestHotFieldsShareALine bounds the layout.
 type Flow struct {
-	// The flow's waiters in arrival order, linked through waiter.older
-	// and newer: newest is the first to be displaced. In a band whose
-	// queue kind is FIFO this list is also the flow's queue, oldest its
-	// head; the fields a dispatch reads come first, in one cache line.
-	oldest, newest *waiter
-	queued         backlog // what the waiters hold
+	// The flow's waiters in arrival order, linked through waiter.links:
+	// the back is the first to be displaced. In a band whose queue kind
+	// is FIFO this list is also the flow's queue, its front the head; the
+	// fields a dispatch reads come first, in one cache line.
+	waiters ordering.List[waiter]
+	queued  backlog // what the waiters hold
 	// queue orders the waiters in a band of another queue kind (a heap);
 	// nil in a FIFO band.
 	queue ordering.Queue
@@ -107,10 +107,10 @@ type Flow struct {
 // a map lookup; the ring's next, which every round-robin dispatch reads,
 // comes first so that it shares the cache line of the flow's queue.
 type schedState struct {
-	next, prev *Flow                        // round robin and DRR: the neighbours in the ring
-	deficit    int64                        // DRR: the cost the flow may still be served
-	credited   bool                         // DRR: this visit's quantum is added
-	heap       dheap.Handle[headKey, *Flow] // global-strict: the flow's head in the heap of heads
+	next, prev *Flow                              // round robin and DRR: the neighbours in the ring
+	deficit    int64                              // DRR: the cost the flow may still be served
+	credited   bool                               // DRR: this visit's quantum is added
+	heap       dheap.Handle[ordering.Rank, *Flow] // global-strict: the flow's head in the heap of heads
 }
 
 // ID returns the flow's ID.
@@ -124,7 +124,7 @@ func (f *Flow) HeadCost() int64 { return f.head().cost }
 
 func (f *Flow) head() *waiter {
 	if f.queue == nil {
-		return f.oldest
+		return f.waiters.Front()
 	}
 	return f.queue.Peek().Value.(*waiter)
 }

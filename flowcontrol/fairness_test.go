@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -134,7 +136,7 @@ func servedPrefixes(reqs []fairReq, order []int, byCost bool) (prefix []map[stri
 func TestIdleFlowsLeaveNoState(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, Fairness: flowcontrol.RoundRobin()}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 	})
 	h := hold(t, fc)
 	pass := func(n int, prefix string) {

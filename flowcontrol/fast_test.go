@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // TestStartFastTakesNoLock: with a gate that counts its slots and nothing
@@ -12,8 +14,8 @@ import (
 // the test holds throughout; once a request waits, the next one queues
 // behind it instead of taking a slot the waiter is owed.
 func TestStartFastTakesNoLock(t *testing.T) {
-	for _, gate := range []Gate{MaxInFlight(2), nil} {
-		c, err := New(Config{Bands: []BandConfig{{Priority: 0}}, Gate: gate})
+	for _, gt := range []gate.Gate{gate.MaxInFlight(2), nil} {
+		c, err := New(Config{Bands: []BandConfig{{Priority: 0}}, Gate: gt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,20 +32,20 @@ func TestStartFastTakesNoLock(t *testing.T) {
 		select {
 		case err := <-finished:
 			if err != nil {
-				t.Fatalf("gate %v: %v", gate, err)
+				t.Fatalf("gate %v: %v", gt, err)
 			}
 		case <-time.After(time.Minute): // a failure bound, not a timing
-			t.Fatalf("gate %v: an immediate admission waited for the controller's lock", gate)
+			t.Fatalf("gate %v: an immediate admission waited for the controller's lock", gt)
 		}
 		c.mu.Unlock()
 		if n := c.InFlight(); n != 0 {
-			t.Fatalf("gate %v: %d in flight after Done, want 0", gate, n)
+			t.Fatalf("gate %v: %d in flight after Done, want 0", gt, n)
 		}
 		c.Close()
 	}
 
 	// MaxInFlight(1): a holder, then a waiter; a newcomer must not pass it.
-	c, err := New(Config{Bands: []BandConfig{{Priority: 0}}, Gate: MaxInFlight(1)})
+	c, err := New(Config{Bands: []BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +74,8 @@ func TestStartFastTakesNoLock(t *testing.T) {
 	}
 	wg.Add(2)
 	run("waiter")
-	if c.slow.Load() != 1 {
-		t.Fatalf("slow = %d with one request queued, want 1", c.slow.Load())
+	if c.fast.slow.Load() != 1 {
+		t.Fatalf("slow = %d with one request queued, want 1", c.fast.slow.Load())
 	}
 	holder.Done() // dispatches the waiter, which ends in its callback
 	run("newcomer")
@@ -81,8 +83,8 @@ func TestStartFastTakesNoLock(t *testing.T) {
 	if len(order) != 2 || order[0] != "waiter" {
 		t.Fatalf("order %v, want the waiter first", order)
 	}
-	if c.slow.Load() != 0 || c.InFlight() != 0 {
-		t.Fatalf("slow %d, in flight %d at rest, want 0 and 0", c.slow.Load(), c.InFlight())
+	if c.fast.slow.Load() != 0 || c.InFlight() != 0 {
+		t.Fatalf("slow %d, in flight %d at rest, want 0 and 0", c.fast.slow.Load(), c.InFlight())
 	}
 }
 
@@ -93,7 +95,7 @@ func TestStartFastTakesNoLock(t *testing.T) {
 // through the parking path.
 func TestFastPathLosesNoWakeUp(t *testing.T) {
 	for _, slots := range []int{1, 3} {
-		c, err := New(Config{Bands: []BandConfig{{Priority: 1}, {Priority: 0}}, Gate: MaxInFlight(slots)})
+		c, err := New(Config{Bands: []BandConfig{{Priority: 1}, {Priority: 0}}, Gate: gate.MaxInFlight(slots)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +131,8 @@ func TestFastPathLosesNoWakeUp(t *testing.T) {
 		}
 		wg.Wait()
 		cancel()
-		if c.slow.Load() != 0 || c.InFlight() != 0 {
-			t.Errorf("slots %d: slow %d, in flight %d at rest, want 0 and 0", slots, c.slow.Load(), c.InFlight())
+		if c.fast.slow.Load() != 0 || c.InFlight() != 0 {
+			t.Errorf("slots %d: slow %d, in flight %d at rest, want 0 and 0", slots, c.fast.slow.Load(), c.InFlight())
 		}
 		c.Close()
 	}

@@ -141,3 +141,21 @@ func (c *FlowController) capacityRejection(b *band, key FlowKey, r refusal) *Rej
 func (k limitKind) global() bool {
 	return k == limitGlobalRequests || k == limitGlobalBytes || k == limitGlobalCost
 }
+
+// counted returns the byte size and the cost req counts as: its ByteSize
+// within [0, MaxRequestBytes], its Cost within [1, MaxRequestCost].
+func counted(req *Request) (size, cost int64) {
+	return min(max(req.ByteSize, 0), MaxRequestBytes), min(max(req.Cost, 1), MaxRequestCost)
+}
+
+// fitsQueued reports whether w fits its band and the controller as they
+// are, with nothing displaced. Called with mu held.
+func (c *FlowController) fitsQueued(w *waiter) bool {
+	b := w.band
+	lim := b.limits.Load()
+	var f *Flow
+	if lim.flow.bounded {
+		f = b.flows[w.requested.ID] // only a per-flow capacity needs the flow to fit
+	}
+	return c.fitsAll(b, lim, f, w.size, w.cost)
+}

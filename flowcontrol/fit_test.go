@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
@@ -23,7 +25,7 @@ import (
 func TestFlowRequestCapacity(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, FlowRequestCapacity: bounded(2)}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 	})
 	submit(context.Background(), fc, req("A", 0))
 	submit(context.Background(), fc, req("A", 0))
@@ -40,7 +42,7 @@ func TestCostCapacity(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0, CostCapacity: bounded(1000)}, {Priority: 1}},
 		CostCapacity:   bounded(1500),
-		Gate:           flowcontrol.MaxInFlight(0),
+		Gate:           gate.MaxInFlight(0),
 		NoDisplacement: true,
 	})
 	submit(context.Background(), fc, flowcontrol.Request{Key: key("a", 0), Cost: 800})
@@ -57,7 +59,7 @@ func TestCostCapacity(t *testing.T) {
 	// merely full: the message names the cost capacity.
 	fc2 := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, FlowRequestCapacity: bounded(1), CostCapacity: bounded(10)}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 	})
 	submit(context.Background(), fc2, req("x", 0))
 	_, err = fc2.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: key("x", 0), Cost: 11})
@@ -79,7 +81,7 @@ func TestCostCapacity(t *testing.T) {
 func TestOneHugeRequestLocksNobodyOut(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 5}, {Priority: 0}, {Priority: -5}},
-		Gate:  flowcontrol.MaxInFlight(0), // everything waits
+		Gate:  gate.MaxInFlight(0), // everything waits
 	})
 	huge := submit(context.Background(), fc, flowcontrol.Request{Key: key("huge", 0), Cost: math.MaxInt64 - 1, ByteSize: math.MaxInt64})
 	require.False(t, huge.finished(), "the huge request was refused: %v", huge.err)
@@ -130,8 +132,8 @@ func TestMeteredGateHearsTheClampedCost(t *testing.T) {
 	first.adm.Done()
 	require.Equal(t, flowcontrol.OutcomeDispatched, second.outcome(t))
 	second.adm.Done()
-	clamped := flowcontrol.Slot{Priority: 0, Cost: flowcontrol.MaxRequestCost}
-	require.Equal(t, []flowcontrol.Slot{clamped, clamped}, g.took)
+	clamped := gate.Slot{Priority: 0, Cost: flowcontrol.MaxRequestCost}
+	require.Equal(t, []gate.Slot{clamped, clamped}, g.took)
 	require.Len(t, g.returned, 2)
 	for _, u := range g.returned {
 		require.Equal(t, clamped, u.Slot)
@@ -170,7 +172,7 @@ func TestRejectionNamesOnlyABoundedCapacity(t *testing.T) {
 			ByteCapacity:    limit(t, "global-bytes"),
 			CostCapacity:    limit(t, "global-cost"),
 			NoDisplacement:  rapid.Bool().Draw(t, "no-displacement"),
-			Gate:            flowcontrol.MaxInFlight(0),
+			Gate:            gate.MaxInFlight(0),
 		}
 		bounds := map[string]capacity.Limit{
 			"band 0 request": band.RequestCapacity, "band 0 byte": band.ByteCapacity, "band 0 cost": band.CostCapacity,
@@ -222,7 +224,7 @@ func TestRejectionNamesOnlyABoundedCapacity(t *testing.T) {
 func TestHugeSizesKeepCountersSane(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 	})
 	huge := flowcontrol.Request{Key: key("a", 0), ByteSize: math.MaxInt64, Cost: math.MaxInt64}
 	x := submit(context.Background(), fc, huge)
@@ -279,7 +281,7 @@ func TestCapacityRejections(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tc.cfg.Gate = flowcontrol.MaxInFlight(0)
+				tc.cfg.Gate = gate.MaxInFlight(0)
 				tc.cfg.NoDisplacement = true // fair admission has its own tests
 				rec := &recorder{}
 				tc.cfg.Observer = rec.observe
@@ -334,7 +336,7 @@ func TestCapacityAllowsExactlyTheBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(3), ByteCapacity: bounded(30)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		for i := range 3 {
 			start(t.Context(), fc, flowcontrol.Request{Key: key(fmt.Sprint(i), 0), ByteSize: 10})
@@ -350,7 +352,7 @@ func TestNegativeByteSizeCountsAsZero(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, ByteCapacity: bounded(0)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		w := start(t.Context(), fc, flowcontrol.Request{Key: key("unknown-length", 0), ByteSize: -1})
 		synctest.Wait()

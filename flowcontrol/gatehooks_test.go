@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/internal/clocktest"
 )
@@ -15,8 +17,8 @@ import (
 // meterGate is a MeteredGate with n slots that records every call.
 type meterGate struct {
 	n, used  int
-	took     []flowcontrol.Slot
-	returned []flowcontrol.Usage
+	took     []gate.Slot
+	returned []gate.Usage
 	released int
 }
 
@@ -27,9 +29,9 @@ func (g *meterGate) TryAcquire(int) bool {
 	g.used++
 	return true
 }
-func (g *meterGate) Release(int)                  { g.used--; g.released++ }
-func (g *meterGate) Took(s flowcontrol.Slot)      { g.took = append(g.took, s) }
-func (g *meterGate) Returned(u flowcontrol.Usage) { g.used--; g.returned = append(g.returned, u) }
+func (g *meterGate) Release(int)           { g.used--; g.released++ }
+func (g *meterGate) Took(s gate.Slot)      { g.took = append(g.took, s) }
+func (g *meterGate) Returned(u gate.Usage) { g.used--; g.returned = append(g.returned, u) }
 
 func TestMeteredGateHearsCostAndUsage(t *testing.T) {
 	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -52,7 +54,7 @@ func TestMeteredGateHearsCostAndUsage(t *testing.T) {
 	if second.finished() {
 		t.Fatal("second started with the only slot taken")
 	}
-	if len(g.took) != 1 || g.took[0] != (flowcontrol.Slot{Priority: 5, Cost: 700}) {
+	if len(g.took) != 1 || g.took[0] != (gate.Slot{Priority: 5, Cost: 700}) {
 		t.Fatalf("took = %+v, want one slot {5 700}", g.took)
 	}
 
@@ -64,15 +66,15 @@ func TestMeteredGateHearsCostAndUsage(t *testing.T) {
 	if second.outcome(t) != flowcontrol.OutcomeDispatched {
 		t.Fatalf("second: %v", second.err)
 	}
-	want := flowcontrol.Usage{
-		Slot:       flowcontrol.Slot{Priority: 5, Cost: 700},
+	want := gate.Usage{
+		Slot:       gate.Slot{Priority: 5, Cost: 700},
 		Held:       100 * time.Millisecond,
 		FirstToken: 40 * time.Millisecond,
 	}
 	if len(g.returned) != 1 || g.returned[0] != want {
 		t.Fatalf("returned = %+v, want [%+v]", g.returned, want)
 	}
-	if len(g.took) != 2 || g.took[1] != (flowcontrol.Slot{Priority: 0, Cost: 1}) {
+	if len(g.took) != 2 || g.took[1] != (gate.Slot{Priority: 0, Cost: 1}) {
 		t.Fatalf("took = %+v, want the second slot {0 1}", g.took)
 	}
 
@@ -80,7 +82,7 @@ func TestMeteredGateHearsCostAndUsage(t *testing.T) {
 	clock.Advance(5 * time.Second)
 	second.adm.Done()
 	second.adm.Done()
-	want = flowcontrol.Usage{Slot: flowcontrol.Slot{Priority: 0, Cost: 1}, Held: 5 * time.Second}
+	want = gate.Usage{Slot: gate.Slot{Priority: 0, Cost: 1}, Held: 5 * time.Second}
 	if len(g.returned) != 2 || g.returned[1] != want {
 		t.Fatalf("returned = %+v, want second %+v", g.returned, want)
 	}
@@ -91,24 +93,24 @@ func TestMeteredGateHearsCostAndUsage(t *testing.T) {
 
 // boundGate records the controller it is bound to, and may refuse it.
 type boundGate struct {
-	flowcontrol.Gate
-	bound []*flowcontrol.FlowController
+	gate.Gate
+	bound []gate.Controller
 	err   error
 }
 
-func (g *boundGate) Bind(c *flowcontrol.FlowController) error {
+func (g *boundGate) Bind(c gate.Controller) error {
 	g.bound = append(g.bound, c)
 	return g.err
 }
 
 func TestBoundGateIsBoundOnce(t *testing.T) {
-	g := &boundGate{Gate: flowcontrol.MaxInFlight(1)}
+	g := &boundGate{Gate: gate.MaxInFlight(1)}
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
-	if len(g.bound) != 1 || g.bound[0] != fc {
+	if len(g.bound) != 1 || g.bound[0] != gate.Controller(fc) {
 		t.Fatalf("bound to %v, want once to %p", g.bound, fc)
 	}
 
-	refusing := &boundGate{Gate: flowcontrol.MaxInFlight(1), err: errors.New("serves one controller")}
+	refusing := &boundGate{Gate: gate.MaxInFlight(1), err: errors.New("serves one controller")}
 	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: refusing})
 	if err == nil || !errors.Is(err, refusing.err) || !strings.Contains(err.Error(), "Gate") {
 		t.Fatalf("New with a refusing Bind: %v, want an error naming Gate and wrapping %v", err, refusing.err)
@@ -119,7 +121,7 @@ func TestBoundGateIsBoundOnce(t *testing.T) {
 // slot; it nudges its controller when endpoints come and go.
 type poolGate struct {
 	endpoints, used int
-	fc              *flowcontrol.FlowController
+	fc              gate.Controller
 }
 
 func (g *poolGate) TryAcquire(int) bool {
@@ -129,9 +131,9 @@ func (g *poolGate) TryAcquire(int) bool {
 	g.used++
 	return true
 }
-func (g *poolGate) Release(int)                              { g.used-- }
-func (g *poolGate) NoEndpoints() bool                        { return g.endpoints == 0 }
-func (g *poolGate) Bind(c *flowcontrol.FlowController) error { g.fc = c; return nil }
+func (g *poolGate) Release(int)                  { g.used-- }
+func (g *poolGate) NoEndpoints() bool            { return g.endpoints == 0 }
+func (g *poolGate) Bind(c gate.Controller) error { g.fc = c; return nil }
 
 // set changes the number of endpoints; the caller holds no lock the gate's
 // methods take (the test is single-threaded), so it may nudge.
@@ -256,7 +258,7 @@ type ftGate struct {
 	grow  bool // a first token frees one more slot
 }
 
-func (g *ftGate) FirstToken(s flowcontrol.Slot, d time.Duration) {
+func (g *ftGate) FirstToken(s gate.Slot, d time.Duration) {
 	g.heard = append(g.heard, d)
 	if g.grow {
 		g.n++
@@ -290,11 +292,37 @@ func TestFirstTokenGateHearsFirstTokensAtOnce(t *testing.T) {
 	if len(g.heard) != 1 {
 		t.Fatalf("heard %v: a second report, or one after Done, reached the gate", g.heard)
 	}
-	want := []flowcontrol.Usage{
-		{Slot: flowcontrol.Slot{Priority: 0, Cost: 1}, Held: 30 * time.Millisecond, FirstToken: 30 * time.Millisecond, Heard: true},
-		{Slot: flowcontrol.Slot{Priority: 0, Cost: 1}},
+	want := []gate.Usage{
+		{Slot: gate.Slot{Priority: 0, Cost: 1}, Held: 30 * time.Millisecond, FirstToken: 30 * time.Millisecond, Heard: true},
+		{Slot: gate.Slot{Priority: 0, Cost: 1}},
 	}
 	if len(g.returned) != 2 || g.returned[0] != want[0] || g.returned[1] != want[1] {
 		t.Fatalf("returned %+v, want %+v", g.returned, want)
 	}
+}
+
+// TestNewThatFailsLeavesTheGateAsItWas: a controller whose gate refuses to
+// be bound — the second gate of an All, here — leaves the gates bound
+// before it unbound, and their counts plain: the same gates serve the next
+// controller.
+func TestNewThatFailsLeavesTheGateAsItWas(t *testing.T) {
+	limit := gate.MaxInFlight(1)
+	budget, err := gate.Concurrency(gate.ConcurrencyConfig{MaxConcurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := &boundGate{Gate: gate.MaxInFlight(8), err: errors.New("refused")}
+	bands := []flowcontrol.BandConfig{{Priority: 0}}
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: gate.All(limit, budget, refusing)}); err == nil {
+		t.Fatal("New with a gate that refuses to be bound succeeded")
+	}
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: gate.Ceiling(gate.All(limit, refusing), gate.SoftReflectiveCeiling())}); err == nil {
+		t.Fatal("New with a ceiling over a gate that refuses to be bound succeeded")
+	}
+	fc := mustNew(t, flowcontrol.Config{Bands: bands, Gate: gate.All(limit, budget)})
+	a, err := fc.EnqueueAndWait(context.Background(), req("a", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Done()
 }

@@ -17,17 +17,17 @@ type globalStrict struct{}
 func (globalStrict) TypeName() string { return GlobalStrictFairnessName }
 
 func (globalStrict) NewScheduler() Scheduler {
-	return &strictScheduler{heap: dheap.New[headKey, *Flow](lessHead)}
+	return &strictScheduler{heap: dheap.NewPrefixed[ordering.Rank, *Flow](ordering.Rank.Less, ordering.Rank.Digest)}
 }
 
 type strictScheduler struct {
-	heap *dheap.Heap[headKey, *Flow]
+	heap *dheap.Heap[ordering.Rank, *Flow]
 }
 
-func (s *strictScheduler) Add(f *Flow)    { f.sched.heap = s.heap.Push(f.headKey(), f) }
+func (s *strictScheduler) Add(f *Flow)    { f.sched.heap = s.heap.Push(f.headRank(), f) }
 func (s *strictScheduler) Remove(f *Flow) { s.heap.Remove(f.sched.heap) }
 
-func (s *strictScheduler) HeadChanged(f *Flow) { s.heap.Fix(f.sched.heap, f.headKey()) }
+func (s *strictScheduler) HeadChanged(f *Flow) { s.heap.Fix(f.sched.heap, f.headRank()) }
 
 func (s *strictScheduler) Next() *Flow {
 	_, f, _ := s.heap.Peek()
@@ -36,29 +36,18 @@ func (s *strictScheduler) Next() *Flow {
 
 func (s *strictScheduler) Served(f *Flow, _ int64) {
 	if f.Len() > 0 {
-		s.heap.Fix(f.sched.heap, f.headKey())
+		s.heap.Fix(f.sched.heap, f.headRank())
 	}
 }
 
-// headKey is the flow's head in the band's single-queue order.
-type headKey struct {
-	key ordering.Key
-	seq uint64 // arrival in the band
-}
-
-func (f *Flow) headKey() headKey {
+// headRank is the flow's head in the band's single-queue order: its key,
+// then its arrival in the band, in the order a heap queue keeps.
+func (f *Flow) headRank() ordering.Rank {
 	if f.queue == nil {
 		// A FIFO band's single queue is in arrival order, whatever the
 		// keys say (enqueue times read before the lock may disagree).
-		return headKey{seq: f.oldest.seq}
+		return ordering.Rank{Arrival: f.waiters.Front().seq}
 	}
 	w := f.head()
-	return headKey{key: w.key, seq: w.seq}
-}
-
-func lessHead(a, b headKey) bool {
-	if c := a.key.Compare(b.key); c != 0 {
-		return c < 0
-	}
-	return a.seq < b.seq
+	return ordering.Rank{Key: w.key, Arrival: w.seq}
 }

@@ -3,12 +3,14 @@ package flowcontrol_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // call is one EnqueueAndWait running on its own goroutine.
@@ -29,20 +31,41 @@ func start(ctx context.Context, fc *flowcontrol.FlowController, req flowcontrol.
 	return c
 }
 
+// startRecovering runs fc.EnqueueAndWait(ctx, req) on a new goroutine and
+// returns a channel that receives what the call panicked with (nil if
+// nothing).
+func startRecovering(ctx context.Context, fc *flowcontrol.FlowController, req flowcontrol.Request) <-chan any {
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_, _ = fc.EnqueueAndWait(ctx, req)
+	}()
+	return panicked
+}
+
 // submit runs fc.Submit(ctx, req, ...) and returns the call its done
 // function completes.
 func submit(ctx context.Context, fc *flowcontrol.FlowController, req flowcontrol.Request) *call {
 	c := &call{req: req, done: make(chan struct{})}
-	fc.Submit(ctx, req, func(adm *flowcontrol.Admission, err error) {
+	fc.Submit(ctx, req, c.callback(nil))
+	return c
+}
+
+// callback returns a Submit callback that records the outcome in c,
+// exactly once, and then calls then, if not nil.
+func (c *call) callback(then func(*flowcontrol.Admission, error)) func(*flowcontrol.Admission, error) {
+	return func(adm *flowcontrol.Admission, err error) {
 		select {
 		case <-c.done:
-			panic("flowcontrol: Submit's done called twice for " + req.Key.ID)
+			panic("flowcontrol: Submit's done called twice for " + c.req.Key.ID)
 		default:
 		}
 		c.adm, c.err = adm, err
 		close(c.done)
-	})
-	return c
+		if then != nil {
+			then(adm, err)
+		}
+	}
 }
 
 // finished reports whether the call has returned.
@@ -117,6 +140,17 @@ func hold(t testing.TB, fc *flowcontrol.FlowController) *flowcontrol.Admission {
 	return a
 }
 
+// heldSlot returns a controller of one band, band 0, behind
+// MaxInFlight(1), and the admission that holds its one slot.
+func heldSlot(t testing.TB) (*flowcontrol.FlowController, *flowcontrol.Admission) {
+	t.Helper()
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0}},
+		Gate:  gate.MaxInFlight(1),
+	})
+	return fc, hold(t, fc)
+}
+
 func key(id string, priority int) flowcontrol.FlowKey {
 	return flowcontrol.FlowKey{ID: id, Priority: priority}
 }
@@ -125,28 +159,38 @@ func req(id string, priority int) flowcontrol.Request {
 	return flowcontrol.Request{Key: key(id, priority)}
 }
 
-// recorder is an Observer that keeps every event.
-type recorder struct {
+// heard keeps every event a callback hears, safe for concurrent use.
+type heard[E any] struct {
 	mu     sync.Mutex
-	events []flowcontrol.Event
+	events []E
 }
 
-func (r *recorder) observe(ev flowcontrol.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	r.mu.Unlock()
+func (h *heard[E]) add(ev E) {
+	h.mu.Lock()
+	h.events = append(h.events, ev)
+	h.mu.Unlock()
 }
 
-func (r *recorder) count(o flowcontrol.Outcome) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// countIf returns how many of the events heard so far match.
+func (h *heard[E]) countIf(match func(E) bool) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	n := 0
-	for _, ev := range r.events {
-		if ev.Outcome == o {
+	for _, ev := range h.events {
+		if match(ev) {
 			n++
 		}
 	}
 	return n
+}
+
+// recorder is an Observer that keeps every event.
+type recorder struct{ heard[flowcontrol.Event] }
+
+func (r *recorder) observe(ev flowcontrol.Event) { r.add(ev) }
+
+func (r *recorder) count(o flowcontrol.Outcome) int {
+	return r.countIf(func(ev flowcontrol.Event) bool { return ev.Outcome == o })
 }
 
 // switchGate is a Gate whose limit the test sets; it counts slots itself and
@@ -233,6 +277,15 @@ func dispatchOrder(t *testing.T, first *flowcontrol.Admission, calls []*call) []
 	}
 	release.Done()
 	return order
+}
+
+// requireOrder releases first and checks that calls then dispatch one by
+// one in the order of the IDs want.
+func requireOrder(t *testing.T, first *flowcontrol.Admission, calls []*call, want ...string) {
+	t.Helper()
+	if order := ids(dispatchOrder(t, first, calls)); !slices.Equal(order, want) {
+		t.Fatalf("dispatch order %v, want %v", order, want)
+	}
 }
 
 // ids returns the flow IDs of calls.

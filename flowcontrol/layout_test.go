@@ -24,8 +24,7 @@ func TestHotFieldsShareALine(t *testing.T) {
 	// The arrival links, the cost and the band arrival: all a dispatch in
 	// a FIFO band reads of the head it uncovers, and an enqueue of the tail.
 	for name, end := range map[string]uintptr{
-		"older": unsafe.Offsetof(w.older) + unsafe.Sizeof(w.older),
-		"newer": unsafe.Offsetof(w.newer) + unsafe.Sizeof(w.newer),
+		"links": unsafe.Offsetof(w.links) + unsafe.Sizeof(w.links),
 		"cost":  unsafe.Offsetof(w.cost) + unsafe.Sizeof(w.cost),
 		"seq":   unsafe.Offsetof(w.seq) + unsafe.Sizeof(w.seq),
 	} {

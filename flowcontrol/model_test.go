@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -318,7 +319,7 @@ type model struct {
 	noDisplace   bool
 	defaultTTL   time.Duration
 	limit        int
-	fixedGate    bool // the gate is MaxInFlight(limit): the lock-free path runs
+	fixedGate    bool // the gt is MaxInFlight(limit): the lock-free path runs
 	inFlight     int
 	closed       bool
 	reqs         []*modelReq
@@ -742,14 +743,14 @@ func runModel(rt *rapid.T) {
 		m.bands[p] = b
 		cfg.Bands = append(cfg.Bands, bandConfig(b))
 	}
-	gate := &switchGate{}
-	gate.set(m.limit)
-	cfg.Gate = gate
+	gt := &switchGate{}
+	gt.set(m.limit)
+	cfg.Gate = gt
 	// MaxInFlight, whose limit is fixed, starts requests and ends
 	// admissions without the controller's lock while nothing waits: the
 	// model holds it to the same decisions.
 	if m.fixedGate = rapid.Bool().Draw(rt, "maxInFlight"); m.fixedGate {
-		cfg.Gate = flowcontrol.MaxInFlight(m.limit)
+		cfg.Gate = gate.MaxInFlight(m.limit)
 	}
 	rec := &recorder{}
 	cfg.Observer = rec.observe
@@ -851,7 +852,7 @@ func runModel(rt *rapid.T) {
 				rt.Skip("MaxInFlight's limit is fixed")
 			}
 			m.limit = rapid.IntRange(0, 4).Draw(rt, "limit")
-			gate.set(m.limit)
+			gt.set(m.limit)
 			cb.directly(rt, fc.Nudge)
 			m.dispatch()
 		},
@@ -904,7 +905,7 @@ func runModel(rt *rapid.T) {
 		},
 		"": func(rt *rapid.T) {
 			synctest.Wait()
-			checkModel(rt, fc, m, gate, rec, epoch)
+			checkModel(rt, fc, m, gt, rec, epoch)
 			checkEviction(rt, m, revs)
 		},
 	}
@@ -918,7 +919,7 @@ func runModel(rt *rapid.T) {
 	rt.Repeat(actions)
 }
 
-func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *switchGate, rec *recorder, epoch time.Time) {
+func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gt *switchGate, rec *recorder, epoch time.Time) {
 	if got := time.Since(epoch); got != m.now {
 		rt.Fatalf("clock %v, model %v", got, m.now)
 	}
@@ -926,9 +927,9 @@ func checkModel(rt *rapid.T, fc *flowcontrol.FlowController, m *model, gate *swi
 		rt.Fatalf("InFlight %d, model %d", got, m.inFlight)
 	}
 	if !m.fixedGate { // MaxInFlight's count is what InFlight read
-		gate.mu.Lock()
-		overrun, gateInFlight := gate.overrun, gate.inFlight
-		gate.mu.Unlock()
+		gt.mu.Lock()
+		overrun, gateInFlight := gt.overrun, gt.inFlight
+		gt.mu.Unlock()
 		if overrun || gateInFlight != m.inFlight {
 			rt.Fatalf("gate: overrun %v, in flight %d, model %d", overrun, gateInFlight, m.inFlight)
 		}
@@ -1067,15 +1068,7 @@ func (cb *modelCallbacks) directly(rt *rapid.T, f func()) {
 // outcome in c, exactly once, and then does what mode says. (c is made
 // beforehand: Submit may panic with its callback.)
 func (cb *modelCallbacks) submit(ctx context.Context, fc *flowcontrol.FlowController, c *call, mode callbackMode) {
-	req := c.req
-	fc.Submit(ctx, req, func(adm *flowcontrol.Admission, err error) {
-		select {
-		case <-c.done:
-			panic("flowcontrol: Submit's done called twice for " + req.Key.ID)
-		default:
-		}
-		c.adm, c.err = adm, err
-		close(c.done)
+	fc.Submit(ctx, c.req, c.callback(func(adm *flowcontrol.Admission, err error) {
 		if mode == callbackDonePanic && adm != nil {
 			adm.Done()
 		}
@@ -1086,5 +1079,5 @@ func (cb *modelCallbacks) submit(ctx context.Context, fc *flowcontrol.FlowContro
 			cb.raised.Add(1)
 			panic("callback boom")
 		}
-	})
+	}))
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // noEndpointsRetryAfter is the Retry-After of rejected-no-endpoints. Nothing
@@ -14,23 +16,56 @@ import (
 // its drop, whenever the pool recovers.
 const noEndpointsRetryAfter = time.Second
 
-// checkEndpoints follows the gate, an EndpointGate, after it refused at
-// now: when it reports no endpoints and requests wait, it notes when the
-// pool emptied and makes sure a check will drop those that wait
-// NoEndpointsTTL with no endpoints. Called with mu held.
-func (c *FlowController) checkEndpoints(now time.Time) {
-	if !c.endpoints.NoEndpoints() {
-		c.emptySince = time.Time{}
+// endpointWatch drops the requests that wait [Config.NoEndpointsTTL] while
+// the gate, a [gate.EndpointGate], reports no endpoints at all, with
+// OutcomeRejectedNoEndpoints. FlowController.noEndpoints is nil when the
+// gate is not one. Guarded by the controller's mu.
+type endpointWatch struct {
+	gate gate.EndpointGate
+	ttl  time.Duration
+	// emptySince is when the gate was last seen to report no endpoints
+	// after reporting some (the zero Time while it reports endpoints);
+	// timer, if set, is the pending check that drops requests that waited
+	// ttl with no endpoints.
+	emptySince time.Time
+	timer      Timer
+}
+
+// newEndpointWatch returns the watch of gate g with ttl, or nil when g is
+// not an EndpointGate.
+func newEndpointWatch(g gate.Gate, ttl time.Duration) *endpointWatch {
+	eg, ok := g.(gate.EndpointGate)
+	if !ok {
+		return nil
+	}
+	return &endpointWatch{gate: eg, ttl: ttl}
+}
+
+// none reports whether the gate reports no endpoints. Called with mu
+// held.
+func (e *endpointWatch) none() bool { return e.gate.NoEndpoints() }
+
+// granted notes that the gate granted a slot: there are endpoints. Called
+// with mu held.
+func (e *endpointWatch) granted() { e.emptySince = time.Time{} }
+
+// refused follows the gate after it refused at now, with no band left to
+// offer: when it reports no endpoints and requests wait, it notes when the
+// pool emptied and makes sure a check will drop those that wait ttl with no
+// endpoints. Called with mu held.
+func (e *endpointWatch) refused(c *FlowController, now time.Time) {
+	if !e.gate.NoEndpoints() {
+		e.emptySince = time.Time{}
 		return
 	}
 	if now.IsZero() {
 		now = c.clock.Now()
 	}
-	if c.emptySince.IsZero() {
-		c.emptySince = now
+	if e.emptySince.IsZero() {
+		e.emptySince = now
 	}
-	if c.noEndpointsTTL > 0 && c.emptyTimer == nil && c.queued.requests > 0 {
-		c.emptyTimer = c.clock.AfterFunc(c.noEndpointsTTL, c.dropNoEndpoints)
+	if e.ttl > 0 && e.timer == nil && c.queued.requests > 0 {
+		e.timer = c.clock.AfterFunc(e.ttl, c.dropNoEndpoints)
 	}
 }
 
@@ -40,19 +75,20 @@ func (c *FlowController) checkEndpoints(now time.Time) {
 func (c *FlowController) dropNoEndpoints() {
 	c.mu.Lock()
 	defer c.unlock()
-	c.emptyTimer = nil
-	if c.closing.Load() || c.emptySince.IsZero() {
+	e := c.noEndpoints
+	e.timer = nil
+	if c.closing.Load() || e.emptySince.IsZero() {
 		return
 	}
-	if !c.endpoints.NoEndpoints() {
-		c.emptySince = time.Time{}
+	if !e.gate.NoEndpoints() {
+		e.emptySince = time.Time{}
 		c.dispatchLocked(time.Time{})
 		return
 	}
 	now := c.clock.Now()
 	// Instants as time since the controller's epoch, as waiters keep their
 	// enqueue time.
-	at, emptySince := c.sinceEpoch(now), c.sinceEpoch(c.emptySince)
+	at, emptySince := c.sinceEpoch(now), c.sinceEpoch(e.emptySince)
 	var next time.Duration // the earliest deadline of a request kept, if any
 	var kept bool
 	for _, b := range c.bands.Load().desc {
@@ -61,8 +97,8 @@ func (c *FlowController) dropNoEndpoints() {
 		}
 		var due []*waiter
 		for _, f := range b.flows {
-			for w := f.newest; w != nil; w = w.older {
-				switch deadline := max(w.enqueued, emptySince) + c.noEndpointsTTL; {
+			for w := f.waiters.Back(); w != nil; w = w.links.Prev {
+				switch deadline := addTime(max(w.enqueued, emptySince), e.ttl); {
 				case deadline <= at:
 					due = append(due, w)
 				case !kept || deadline < next:
@@ -78,6 +114,6 @@ func (c *FlowController) dropNoEndpoints() {
 		}
 	}
 	if kept {
-		c.emptyTimer = c.clock.AfterFunc(next-at, c.dropNoEndpoints)
+		e.timer = c.clock.AfterFunc(next-at, c.dropNoEndpoints)
 	}
 }

@@ -45,7 +45,7 @@ const (
 	// after it.
 	_
 	// OutcomeRejectedNoEndpoints: the gate reported no endpoints at all
-	// (see [EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
+	// (see [gate.EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
 	// while it waited.
 	OutcomeRejectedNoEndpoints
 	// OutcomeEvicted: the request was dispatched, and then its admission

@@ -2,8 +2,9 @@ package flowcontrol
 
 import (
 	"math"
-	"math/bits"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // reclaimer is the controller's in-flight eviction and guaranteed shares:
@@ -19,8 +20,8 @@ type reclaimer struct {
 	timeout time.Duration
 	lending bool // a band may have a guarantee
 
-	detector SaturationDetector // the gate, when it is one
-	ceilings CeilingGate        // the gate, when it is one
+	detector gate.SaturationDetector // the gate, when it is one
+	ceilings gate.CeilingGate        // the gate, when it is one
 
 	// outstanding lists the revoked admissions not yet confirmed nor
 	// timed out, oldest first.
@@ -31,13 +32,40 @@ type reclaimer struct {
 	cooling   float64
 	pending   float64 // outstanding and cooling footprints
 
-	// What unlock hands on once the lock is released (see notes).
+	// What unlock hands on once the lock is released (see notes); noted
+	// is set when a critical section left any.
+	noted              bool
 	issued, issuedTail *lease
 	ended, endedTail   *lease
 	arm                time.Duration // a wake-up to arm, so long from now; 0 none
 	wakeAt             time.Duration // when the armed wake-up fires; 0 none
-	timer              Timer
+	timer              Timer         // the one wake-up timer kept armed
+	timerAt            time.Duration // when timer fires
 	nudge              func()
+}
+
+// revocable is the revocation of one admission that may be revoked: part
+// of its lease, set when the admission starts in a band the reclaimer
+// tracks, and guarded by the controller's lock.
+type revocable struct {
+	state       leaseState
+	band        *band  // the band that dispatched it; nil when it cannot be revoked
+	prev, next  *lease // in its band's running list, then in the outstanding revocations
+	requested   FlowKey
+	tag         any
+	reason      Outcome       // an evicted outcome once revoked; OutcomeDispatched before
+	forPriority int           // the band it was revoked for
+	revokedAt   time.Duration // since the epoch
+	retryAfter  time.Duration
+	credit      float64       // its footprint at the decision, in saturation units
+	ch          chan struct{} // closed on revocation; made by Revoked
+	// What Config.Revocations hears, delivered after the lock is released:
+	// each lease is listed once issued and once ended, through its own link.
+	issuedNext, endedNext *lease
+	target, pendingIssued float64
+	pendingEnded          float64
+	endStep               RevocationStep
+	waited                time.Duration
 }
 
 // leaseState is where a tracked lease stands.
@@ -86,7 +114,7 @@ func (ls *leaseList) unlink(l *lease) {
 // newReclaimer returns the reclaimer of a controller with eviction e (nil
 // for none) over gate g, lending when a band may have a guarantee; nil
 // when there is neither.
-func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
+func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 	if e == nil && !lending {
 		return nil
 	}
@@ -102,13 +130,13 @@ func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
 		r.grace = e.Grace
 	}
 	if r.grace == 0 {
-		if lg, ok := g.(LagGate); ok {
+		if lg, ok := g.(gate.LagGate); ok {
 			r.grace = max(lg.Lag(), 0)
 		}
 	}
 	r.grace = max(r.grace, 0)
-	r.detector, _ = g.(SaturationDetector)
-	r.ceilings, _ = g.(CeilingGate)
+	r.detector, _ = g.(gate.SaturationDetector)
+	r.ceilings, _ = g.(gate.CeilingGate)
 	return r
 }
 
@@ -116,6 +144,34 @@ func newReclaimer(e *Eviction, lending bool, g Gate) *reclaimer {
 // listed: every band's with guarantees, since any band may borrow; only
 // the sheddable bands' with eviction alone.
 func (r *reclaimer) tracks(b *band) bool { return r.lending || b.priority < r.below }
+
+// track lists l, the lease of an admission of band b, key and tag that
+// has just started, among b's running admissions. Called with mu held.
+func (r *reclaimer) track(l *lease, b *band, key FlowKey, tag any) {
+	l.band, l.requested, l.tag = b, key, tag
+	b.running.push(l)
+}
+
+// finished ends the revocation state of l, the lease of an admission that
+// is Done or was never handed out, if it is tracked. Called with mu held.
+func (r *reclaimer) finished(c *FlowController, l *lease) {
+	if l = l.tracked(); l != nil {
+		c.endLease(l)
+	}
+}
+
+// refused takes a revocation decision for band b, whose head the gate has
+// just refused: see reclaimFor.
+func (r *reclaimer) refused(c *FlowController, b *band, now time.Time, arriving int64) {
+	c.reclaimFor(b, now, arriving)
+}
+
+// stop stops the wake-up timer, at shutdown. Called with mu held.
+func (r *reclaimer) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
 
 // tracked returns l when it is tracked — its admission may be revoked —
 // and nil otherwise, a nil l included.
@@ -154,7 +210,7 @@ func (r *reclaimer) cool(l *lease, now time.Duration) {
 		return
 	}
 	r.cooling += l.credit
-	r.coolUntil = max(r.coolUntil, now+r.grace)
+	r.coolUntil = max(r.coolUntil, addTime(now, r.grace))
 }
 
 // open reports whether a decision may be taken at now: no revocation
@@ -174,7 +230,7 @@ func (r *reclaimer) open(c *FlowController, now time.Duration) bool {
 		l = next
 	}
 	if l := r.outstanding.head; l != nil {
-		r.wake(c, now, l.revokedAt+r.timeout)
+		r.wake(c, now, addTime(l.revokedAt, r.timeout))
 		return false
 	}
 	if now < r.coolUntil {
@@ -191,45 +247,11 @@ func (r *reclaimer) open(c *FlowController, now time.Duration) bool {
 // wake asks for dispatch to run again at at, unless a wake-up already
 // armed comes no later. The timer is armed once the lock is released.
 func (r *reclaimer) wake(c *FlowController, now, at time.Duration) {
-	if r.wakeAt > now && r.wakeAt <= at {
-		return
+	if (r.wakeAt > now && r.wakeAt <= at) || at == maxInt64 {
+		return // one comes sooner, or this one never
 	}
 	r.wakeAt, r.arm = at, at-now
-	c.notes = true
-}
-
-// guaranteedHead returns the highest band at index from or below that has
-// waiters and is short of its guarantee, or nil. Called with mu held.
-func (c *FlowController) guaranteedHead(from int) *band {
-	desc := c.bands.Load().desc
-	for w := from / 64; w < len(c.nonEmpty); w++ {
-		word := c.nonEmpty[w]
-		if w == from/64 {
-			word &^= 1<<(from%64) - 1
-		}
-		for word != 0 {
-			i := w*64 + bits.TrailingZeros64(word)
-			word &= word - 1
-			if b := desc[i]; c.shortOfGuarantee(b) {
-				return b
-			}
-		}
-	}
-	return nil
-}
-
-// shortOfGuarantee reports whether b uses less than its guarantee: its
-// running admissions, each counted at the mean footprint (the gate's
-// saturation ÷ the requests in flight; without a SaturationDetector, its
-// share of the requests in flight), come to less than its guarantee.
-func (c *FlowController) shortOfGuarantee(b *band) bool {
-	if b.guarantee <= 0 {
-		return false
-	}
-	if c.inFlight == 0 {
-		return true
-	}
-	return float64(b.running.n)*c.reclaim.saturation() < b.guarantee*float64(c.inFlight)
+	r.noted = true
 }
 
 // saturation returns the gate's saturation within (0, 1], or 1 when the
@@ -244,15 +266,6 @@ func (r *reclaimer) saturation() float64 {
 		return 1
 	}
 	return s
-}
-
-// guaranteed returns how many admissions of b its guarantee covers at the
-// footprint credit: ⌈guarantee ÷ credit⌉.
-func guaranteed(b *band, credit float64) int {
-	if b.guarantee <= 0 {
-		return 0
-	}
-	return int(math.Ceil(b.guarantee/credit - 1e-9))
 }
 
 // reclaimFor takes a revocation decision for band b, whose head the gate
@@ -315,7 +328,7 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving int64) {
 	}
 	if taken > 0 {
 		// Decide again when the timeout passes, if no Done comes first.
-		r.wake(c, at, at+r.timeout)
+		r.wake(c, at, addTime(at, r.timeout))
 	}
 }
 
@@ -341,7 +354,7 @@ func (c *FlowController) revoke(l *lease, b *band, reason Outcome, credit, targe
 		r.issuedTail.issuedNext = l
 	}
 	r.issuedTail = l
-	c.notes = true
+	r.noted = true
 }
 
 // evictedRetryAfter is the Retry-After of a request revoked from band v
@@ -366,23 +379,22 @@ func (r *reclaimer) noteEnded(c *FlowController, l *lease, step RevocationStep, 
 		r.endedTail.endedNext = l
 	}
 	r.endedTail = l
-	c.notes = true
+	r.noted = true
 }
 
 // notes is what a critical section left for after the lock: revocations
 // to report and a wake-up to arm.
 type notes struct {
 	issued, ended *lease
-	arm           time.Duration
+	arm, at       time.Duration // a wake-up to arm so long from now, due at at
 }
 
 // takeNotes takes what the critical section left for after the lock.
-// Called with mu held, from unlock, when c.notes is set.
-func (c *FlowController) takeNotes() notes {
-	r := c.reclaim
-	n := notes{issued: r.issued, ended: r.ended, arm: r.arm}
+// Called with mu held, from unlock, when r.noted is set.
+func (r *reclaimer) takeNotes() notes {
+	n := notes{issued: r.issued, ended: r.ended, arm: r.arm, at: r.wakeAt}
 	r.issued, r.issuedTail, r.ended, r.endedTail, r.arm = nil, nil, nil, nil, 0
-	c.notes = false
+	r.noted = false
 	return n
 }
 
@@ -398,7 +410,7 @@ func (c *FlowController) announce(n *notes) {
 	if n.arm > 0 {
 		d := n.arm
 		n.arm = 0
-		c.armWake(d)
+		c.armWake(d, n.at)
 	}
 	for n.issued != nil {
 		l := n.issued
@@ -422,18 +434,34 @@ func (c *FlowController) announce(n *notes) {
 	}
 }
 
-// armWake arms the reclaimer's wake-up d from now. Called without mu: a
-// timer may allocate.
-func (c *FlowController) armWake(d time.Duration) {
+// armWake arms the reclaimer's wake-up d from now, due at at (since the
+// epoch). Called without mu: a timer may allocate. One timer is kept
+// armed: of the new one and the one armed before, the later is stopped, so
+// that no timer outlives the wake-up it was armed for (wake-ups are armed
+// after the lock is released, so two may arrive out of order).
+func (c *FlowController) armWake(d, at time.Duration) {
 	r := c.reclaim
 	t := c.clock.AfterFunc(d, r.nudge)
 	c.mu.Lock()
-	// An earlier wake-up is left to fire: it may be the sooner one, and a
-	// spare Nudge costs one dispatch. Close stops the last.
-	r.timer = t
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		t.Stop()
+	stop := t
+	switch {
+	case c.closed:
+	case r.timer != nil && r.timerAt <= at && r.timerAt > c.sinceEpoch(time.Time{}):
+		// The armed one fires first; its dispatch arms again if need be,
+		// which wake allows once it is due.
+		r.wakeAt = r.timerAt
+	default:
+		stop, r.timer, r.timerAt = r.timer, t, at
 	}
+	c.mu.Unlock()
+	if stop != nil {
+		stop.Stop()
+	}
+}
+
+// addTime returns t + d for d ≥ 0, capped at the largest Duration: a
+// configured timeout or grace of any size never wraps an instant into the
+// past.
+func addTime(t, d time.Duration) time.Duration {
+	return time.Duration(saturatingAdd(int64(t), int64(max(d, 0))))
 }

@@ -21,11 +21,12 @@ const (
 // PriorServiceTime is the service time Retry-After assumes before a scope
 // has a measured drain rate: until then the scope is taken to drain at the
 // controller's admissions in flight (at least one) per PriorServiceTime,
-// so the first burst's refusals are spread as later ones are. The
-// simulation in examples/retryafter chose it: on a cold start with a
-// burst it wasted under half the retries of no Retry-After and fewer than
-// a constant 1s or 5s, at no loss of goodput; 0.5s wasted more, and 2s
-// served less.
+// so the first burst's refusals are spread as later ones are. With n in
+// flight and no promise outstanding, the k-th refusal of one instant is
+// told k × PriorServiceTime ÷ max(n, 1), rounded up to whole seconds,
+// between 1s and 30s. examples/retryafter compares the value with no
+// prior, constants and other service times on a cold start; its README
+// has the command and the table.
 const PriorServiceTime = time.Second
 
 // drainMeter measures how fast a scope's queue — one band's, or all bands'
@@ -104,6 +105,22 @@ func (m *drainMeter) roll(now time.Time) {
 // whole seconds, rounded up, between 1s and maxRetryAfter; a scope
 // measured not to drain at all gets maxRetryAfter.
 func (m *drainMeter) retryAfter(now time.Time, inFlight int) time.Duration {
+	return m.promise(now, inFlight, 0, 0)
+}
+
+// retryAfterExpiry returns the Retry-After of a request that expired at
+// now after waiting waited, with ahead requests still queued in the
+// scope. It is promised a place as retryAfter promises one, but starting
+// no sooner than ahead ÷ rate − waited from now: the time what waits now
+// takes to drain, less the wait the request can bear again (its TTL, just
+// waited out). Told to come back sooner, it would rejoin a queue it cannot
+// clear in time and expire again.
+func (m *drainMeter) retryAfterExpiry(now time.Time, inFlight int, ahead int64, waited time.Duration) time.Duration {
+	return m.promise(now, inFlight, ahead, waited)
+}
+
+// promise promises the next place: see retryAfter and retryAfterExpiry.
+func (m *drainMeter) promise(now time.Time, inFlight int, ahead int64, waited time.Duration) time.Duration {
 	m.roll(now)
 	rate := m.avg
 	if !m.measured {
@@ -119,6 +136,9 @@ func (m *drainMeter) retryAfter(now time.Time, inFlight int) time.Duration {
 		interval = time.Duration(secs * float64(time.Second))
 	}
 	at := now
+	if behind := float64(ahead)/rate - waited.Seconds(); behind > 0 {
+		at = now.Add(time.Duration(min(behind, maxRetryAfter.Seconds()) * float64(time.Second)))
+	}
 	if m.promised.After(at) {
 		at = m.promised
 	}

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -60,26 +62,13 @@ func TestRetryAfterOnRetryableRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(5), TTL: time.Hour}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		// Dispatch two requests per second for 10 seconds: the holder of
 		// the slot is released every 500ms and the next waiter starts.
-		h := hold(t, fc)
-		var last *call
-		for range 20 {
-			last = start(t.Context(), fc, req("steady", 0))
-			synctest.Wait()
-			time.Sleep(500 * time.Millisecond)
-			h.Done()
-			synctest.Wait()
-			h = last.adm
-		}
+		h := handOn(t, fc, 0, 20, 500*time.Millisecond)
 		// Fill the band: 5 waiters behind the holder.
-		var waiting []*call
-		for i := range 5 {
-			waiting = append(waiting, start(t.Context(), fc, req(fmt.Sprint("w", i), 0)))
-		}
-		synctest.Wait()
+		waiting := queueUp(t, fc, "w", 0, 5)
 		// The band drains at 2/s while busy: refusals are promised one
 		// place each, 500ms apart, rounded up to whole seconds.
 		var rej *flowcontrol.RejectionError
@@ -117,10 +106,7 @@ func TestRetryAfterOnRetryableRefusals(t *testing.T) {
 		}
 		// The band held waiters for an hour and dispatched none (the slot
 		// was never released): measured not to drain, it gets the 30s cap.
-		for i := range 5 {
-			start(t.Context(), fc, req(fmt.Sprint("again", i), 0))
-		}
-		synctest.Wait()
+		queueUp(t, fc, "again", 0, 5)
 		_, err := fc.EnqueueAndWait(t.Context(), req("over", 0))
 		if !errors.As(err, &rej) || rej.RetryAfter != 30*time.Second {
 			t.Fatalf("after a stuck hour: %v, want RetryAfter 30s", err)
@@ -130,24 +116,12 @@ func TestRetryAfterOnRetryableRefusals(t *testing.T) {
 }
 
 // TestExpiryTakesTheBandsNextPlace: a request that expires in a band that
-// drains is promised the band's next place, as a refusal is, and the
-// refusals after it the places after that — one drain interval apart.
+// drains is promised the band's next place behind what waits in it, less
+// the wait it can bear, and the refusals after it the places after that —
+// one drain interval apart.
 func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), TTL: time.Hour}},
-			Gate:  flowcontrol.MaxInFlight(1),
-		})
-		// Two dispatches per second while busy, for 5s.
-		h := hold(t, fc)
-		for range 10 {
-			next := start(t.Context(), fc, req("steady", 0))
-			synctest.Wait()
-			time.Sleep(500 * time.Millisecond)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
+		fc, h := drainingBand(t, 2)
 		// short gives up after 300ms, too soon for the 1s window to close:
 		// the band still drains 2/s, a place every 500ms.
 		short := start(t.Context(), fc, flowcontrol.Request{Key: key("short", 0), TTL: 300 * time.Millisecond})
@@ -160,19 +134,14 @@ func TestExpiryTakesTheBandsNextPlace(t *testing.T) {
 		require.Equal(t, 300*time.Millisecond, r.QueueTime)
 		require.Equal(t, time.Second, r.RetryAfter, "promised a place at 0.5s")
 		require.Contains(t, r.Error(), "after 300ms queued; retry after 1s")
-		// The band is full again (other and one more); the refusals take the
-		// places at 1s and 1.5s.
+		// Its place was behind what waits: other, 0.5s to drain, less the
+		// 0.3s it can wait, then one interval: 0.7s. The band is full again
+		// (other and one more); the refusals take the places at 1.2s and
+		// 1.7s.
 		more := start(t.Context(), fc, req("more", 0))
 		synctest.Wait()
-		var got []time.Duration
-		for i := range 2 {
-			_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
-			var rej *flowcontrol.RejectionError
-			require.ErrorAs(t, err, &rej)
-			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
-			got = append(got, rej.RetryAfter)
-		}
-		require.Equal(t, []time.Duration{time.Second, 2 * time.Second}, got)
+		got := refusals(t, fc, 2)
+		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, got)
 		h.Done()
 		synctest.Wait()
 		other.adm.Done()
@@ -189,24 +158,14 @@ func TestFirstBurstGetsThePrior(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2)}},
 			NoDisplacement: true,
-			Gate:           flowcontrol.MaxInFlight(4),
+			Gate:           gate.MaxInFlight(4),
 		})
 		var running []*flowcontrol.Admission
 		for range 4 {
 			running = append(running, hold(t, fc))
 		}
-		for i := range 2 {
-			start(t.Context(), fc, req(fmt.Sprint("w", i), 0))
-		}
-		synctest.Wait()
-		var got []time.Duration
-		for i := range 5 {
-			_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
-			var rej *flowcontrol.RejectionError
-			require.ErrorAs(t, err, &rej)
-			require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
-			got = append(got, rej.RetryAfter)
-		}
+		queueUp(t, fc, "w", 0, 2)
+		got := refusals(t, fc, 5)
 		// 4 in flight: a place every PriorServiceTime/4 = 250ms.
 		require.Equal(t, []time.Duration{time.Second, time.Second, time.Second, time.Second, 2 * time.Second}, got)
 		for _, a := range running {
@@ -222,25 +181,14 @@ func TestRetryAfterIgnoresIdleTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(4)}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		})
 		// Busy at 2 dispatches per second for 5s.
-		h := hold(t, fc)
-		for range 10 {
-			next := start(context.Background(), fc, req("steady", 0))
-			synctest.Wait()
-			time.Sleep(500 * time.Millisecond)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
+		h := drainTwicePerSecond(t, fc)
 		h.Done()
 		time.Sleep(45 * time.Second) // idle
 		h = hold(t, fc)
-		for i := range 4 {
-			start(context.Background(), fc, req(fmt.Sprint("w", i), 0))
-		}
-		synctest.Wait()
+		queueUp(t, fc, "w", 0, 4)
 		_, err := fc.EnqueueAndWait(context.Background(), req("over", 0))
 		var rej *flowcontrol.RejectionError
 		require.ErrorAs(t, err, &rej)
@@ -258,22 +206,11 @@ func TestRetryAfterProjectsFromTheScopeThatTripped(t *testing.T) {
 			Bands:           []flowcontrol.BandConfig{{Priority: 1}, {Priority: 0, ByteCapacity: bounded(100)}},
 			RequestCapacity: bounded(3),
 			ByteCapacity:    bounded(1000),
-			Gate:            flowcontrol.MaxInFlight(1),
+			Gate:            gate.MaxInFlight(1),
 		})
 		// Band 1 drains at one request every 4s while busy.
-		h := hold(t, fc)
-		for range 4 {
-			next := start(context.Background(), fc, req("slow", 1))
-			synctest.Wait()
-			time.Sleep(4 * time.Second)
-			h.Done()
-			synctest.Wait()
-			h = next.adm
-		}
-		for i := range 3 {
-			start(context.Background(), fc, req(fmt.Sprint("fill", i), 1))
-		}
-		synctest.Wait()
+		h := handOn(t, fc, 1, 4, 4*time.Second)
+		queueUp(t, fc, "fill", 1, 3)
 		// Band 0 is empty and has never drained; the global scope trips.
 		_, err := fc.EnqueueAndWait(context.Background(), req("global", 0))
 		var rej *flowcontrol.RejectionError
@@ -306,4 +243,98 @@ func TestClosedBandGetsNoRetryAfter(t *testing.T) {
 	require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
 	require.Zero(t, rej.RetryAfter)
 	require.False(t, errors.Is(err, flowcontrol.ErrTooLarge))
+}
+
+// TestExpiryInADeepBandWaitsBehindTheQueue: a request that expires with
+// more waiting in its band than drains within its TTL is told to come back
+// when what waits has drained enough to serve it in time — not in 1s, to
+// rejoin a queue it cannot clear and expire again.
+func TestExpiryInADeepBandWaitsBehindTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc, h := drainingBand(t, 20)
+		short := start(t.Context(), fc, flowcontrol.Request{Key: key("short", 0), TTL: 300 * time.Millisecond})
+		deep := queueUp(t, fc, "deep", 0, 10)
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		r := short.rejection(t)
+		require.Equal(t, flowcontrol.OutcomeRejectedTTLExpired, r.Outcome)
+		// 10 behind at 2/s drain in 5s; less the 0.3s it can wait, plus
+		// one interval: 5.2s, in whole seconds.
+		require.Equal(t, 6*time.Second, r.RetryAfter)
+		ended := map[*call]bool{}
+		for range deep { // started in any order: end each as it starts
+			h.Done()
+			synctest.Wait()
+			h = nil
+			for _, c := range deep {
+				if c.adm != nil && !ended[c] {
+					h, ended[c] = c.adm, true
+				}
+			}
+			require.NotNil(t, h, "a deep request dispatched")
+		}
+		h.Done()
+	})
+}
+
+// drainTwicePerSecond holds fc's one slot and hands it on twice a second
+// for 5s, so that band 0 is measured to drain 2/s, and returns the
+// admission that holds the slot then. Called inside a synctest bubble.
+func drainTwicePerSecond(t *testing.T, fc *flowcontrol.FlowController) *flowcontrol.Admission {
+	return handOn(t, fc, 0, 10, 500*time.Millisecond)
+}
+
+// queueUp starts n requests in band priority, named prefix0, prefix1 and
+// so on, and waits until each has queued or dispatched.
+func queueUp(t *testing.T, fc *flowcontrol.FlowController, prefix string, priority, n int) []*call {
+	var calls []*call
+	for i := range n {
+		calls = append(calls, start(t.Context(), fc, req(fmt.Sprint(prefix, i), priority)))
+	}
+	synctest.Wait()
+	return calls
+}
+
+// refusals enqueues n requests in band 0, each of which must be refused
+// for capacity, and returns the Retry-After of each.
+func refusals(t *testing.T, fc *flowcontrol.FlowController, n int) []time.Duration {
+	t.Helper()
+	var got []time.Duration
+	for i := range n {
+		_, err := fc.EnqueueAndWait(t.Context(), req(fmt.Sprint("over", i), 0))
+		var rej *flowcontrol.RejectionError
+		require.ErrorAs(t, err, &rej)
+		require.Equal(t, flowcontrol.OutcomeRejectedSaturated, rej.Outcome)
+		got = append(got, rej.RetryAfter)
+	}
+	return got
+}
+
+// drainingBand returns a controller of one band, band 0, of the given
+// request capacity and a TTL of an hour, behind one slot, measured to
+// drain 2/s (drainTwicePerSecond), and the admission that holds the slot.
+// Called inside a synctest bubble.
+func drainingBand(t *testing.T, capacity int64) (*flowcontrol.FlowController, *flowcontrol.Admission) {
+	fc := mustNew(t, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(capacity), TTL: time.Hour}},
+		Gate:  gate.MaxInFlight(1),
+	})
+	return fc, drainTwicePerSecond(t, fc)
+}
+
+// handOn holds fc's one slot and, n times, every interval, hands it on to
+// a new request of band priority, so that the band is measured to drain
+// one request per interval; it returns the admission that holds the slot
+// then. Called inside a synctest bubble.
+func handOn(t *testing.T, fc *flowcontrol.FlowController, priority, n int, every time.Duration) *flowcontrol.Admission {
+	h := hold(t, fc)
+	for range n {
+		next := start(t.Context(), fc, req("steady", priority))
+		synctest.Wait()
+		time.Sleep(every)
+		h.Done()
+		synctest.Wait()
+		h = next.adm
+	}
+	return h
 }

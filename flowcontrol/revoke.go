@@ -2,7 +2,6 @@ package flowcontrol
 
 import (
 	"errors"
-	"math"
 	"strconv"
 	"time"
 )
@@ -27,7 +26,7 @@ import (
 //     ([BandConfig.Guarantee]) is never revoked.
 //   - Its size is the demand: the requests waiting in band p, plus the
 //     admissions the gate's saturation stands above the band's ceiling
-//     (see [CeilingGate]), counted in mean footprints (saturation ÷ in
+//     (see [gate.CeilingGate]), counted in mean footprints (saturation ÷ in
 //     flight) — llm-d sizes from the second alone, which frees one slot
 //     per decision when a burst waits at a full pool — capped at
 //     MaxPerDecision and at the victims there are.
@@ -55,7 +54,7 @@ type Eviction struct {
 	MaxPerDecision int
 	// Grace is how long after the last confirmation the next decision
 	// waits: the time the gate takes to see a slot that came back (llm-d
-	// EvictionConfirmationGrace). 0 means the gate's own [LagGate.Lag]
+	// EvictionConfirmationGrace). 0 means the gate's own [gate.LagGate.Lag]
 	// when it reports one, and none otherwise: a gate that counts its
 	// slots (MaxInFlight, a concurrency limit) sees a Done at once. A
 	// negative value means none.
@@ -74,29 +73,6 @@ const (
 	// DefaultRevocationTimeout is [Eviction.Timeout]'s default.
 	DefaultRevocationTimeout = 10 * time.Second
 )
-
-// LagGate is a [Gate] whose view of the model servers lags: a slot given
-// back is seen only some time later, as a gate reading scraped metrics sees
-// it at its next scrape. [Eviction.Grace] defaults to its Lag, the longest
-// such delay, so that eviction does not size a decision on a reading that
-// has not yet seen the last one. Lag is called once, in [New].
-type LagGate interface {
-	Gate
-	Lag() time.Duration
-}
-
-// CeilingGate is a [SaturationDetector] that holds bands back below a
-// ceiling on its saturation (package gate's Ceiling): BandCeiling returns
-// the ceiling of band priority, a fraction in [0, 1], at the current
-// saturation. Eviction reads it to size a decision: a band refused at
-// saturation s with ceiling c needs (s − c) freed before its head can
-// start, beside one footprint per waiting request. It is called with the
-// controller's lock held and must be fast, must not block and must not
-// allocate.
-type CeilingGate interface {
-	SaturationDetector
-	BandCeiling(priority int) float64
-}
 
 // RevocationStep is what happened to a revocation; see [Revocation].
 type RevocationStep uint8
@@ -258,14 +234,6 @@ func checkEviction(e *Eviction) error {
 	}
 	if e.Timeout < 0 {
 		return configError("Eviction.Timeout", e.Timeout, "negative")
-	}
-	return nil
-}
-
-// checkGuarantee validates a band's guarantee.
-func checkGuarantee(name string, g float64) error {
-	if !(g >= 0 && g <= 1) || math.IsNaN(g) {
-		return configError(name, g, "not a fraction in [0, 1]")
 	}
 	return nil
 }

@@ -3,36 +3,25 @@ package flowcontrol_test
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+	"github.com/sluicegate/sluice/internal/clocktest"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // revocations records what Config.Revocations hears.
-type revocations struct {
-	mu    sync.Mutex
-	steps []flowcontrol.Revocation
-}
+type revocations struct{ heard[flowcontrol.Revocation] }
 
-func (r *revocations) record(v flowcontrol.Revocation) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.steps = append(r.steps, v)
-}
+func (r *revocations) record(v flowcontrol.Revocation) { r.add(v) }
 
 func (r *revocations) count(step flowcontrol.RevocationStep) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, v := range r.steps {
-		if v.Step == step {
-			n++
-		}
-	}
-	return n
+	return r.countIf(func(v flowcontrol.Revocation) bool { return v.Step == step })
 }
 
 // evicting returns a controller with bands 10 and -1 under MaxInFlight(n),
@@ -42,7 +31,7 @@ func evicting(t *testing.T, n int, e flowcontrol.Eviction, rec *revocations, obs
 	cfg := flowcontrol.Config{
 		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 		FallbackPriority: 10,
-		Gate:             flowcontrol.MaxInFlight(n),
+		Gate:             gate.MaxInFlight(n),
 		Eviction:         &e,
 	}
 	if rec != nil {
@@ -128,7 +117,7 @@ func TestEvictionSparesBandsNotBelow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:    []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -1}, {Priority: -5}},
-			Gate:     flowcontrol.MaxInFlight(2),
+			Gate:     gate.MaxInFlight(2),
 			Eviction: &flowcontrol.Eviction{},
 		})
 		ctx := context.Background()
@@ -221,7 +210,7 @@ func TestGuaranteeIsTakenBack(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:            []flowcontrol.BandConfig{{Priority: 10, Guarantee: 0.5}, {Priority: -1, Guarantee: 0.25}},
 			FallbackPriority: 10,
-			Gate:             flowcontrol.MaxInFlight(4),
+			Gate:             gate.MaxInFlight(4),
 			Revocations:      rec.record,
 		})
 		ctx := context.Background()
@@ -351,7 +340,7 @@ func TestEvictedFromAFullBandWaitsItsTurn(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1, RequestCapacity: bounded(1)}},
 			FallbackPriority: 10,
-			Gate:             flowcontrol.MaxInFlight(1),
+			Gate:             gate.MaxInFlight(1),
 			Eviction:         &flowcontrol.Eviction{},
 		})
 		ctx := context.Background()
@@ -383,4 +372,125 @@ func TestEvictedFromAFullBandWaitsItsTurn(t *testing.T) {
 		queued.adm.Done()
 		fc.Close()
 	})
+}
+
+// TestHugeEvictionTimesArmNoTimerPerEvent: a Timeout or a Grace of any
+// size, up to the largest Duration, never wraps an instant into the past.
+// While a revocation awaits a confirmation that never comes, the refused
+// offers that follow arm no timer of their own, and the wake-up of a
+// timeout that never comes arms none at all.
+func TestHugeEvictionTimesArmNoTimerPerEvent(t *testing.T) {
+	for name, e := range map[string]flowcontrol.Eviction{
+		"timeout": {Timeout: time.Duration(math.MaxInt64), MaxPerDecision: 1},
+		"grace":   {Grace: time.Duration(math.MaxInt64), MaxPerDecision: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+			rec := &revocations{}
+			fc := mustNew(t, flowcontrol.Config{
+				Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
+				FallbackPriority: 10,
+				Gate:             gate.MaxInFlight(2),
+				Eviction:         &e,
+				Clock:            clock,
+				Revocations:      rec.record,
+			})
+			clock.Advance(time.Nanosecond) // past the epoch: the sum would wrap
+			batch, err := fc.EnqueueAndWait(context.Background(), req("batch", -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := fc.EnqueueAndWait(context.Background(), req("batch", -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { other.Done() }()
+			var waiting []*call
+			for i := range 200 {
+				waiting = append(waiting, submit(context.Background(), fc, req(fmt.Sprint("chat", i), 10)))
+				fc.Nudge()
+			}
+			if !revoked(other) || revoked(batch) {
+				t.Fatal("want the newest batch admission revoked, and it alone")
+			}
+			batch, other = other, batch
+			if n := clock.Pending(); n > 1 {
+				// The requests have no TTL: they arm nothing; the reclaimer
+				// at most its one wake-up.
+				t.Fatalf("%d timers pending after %d refused offers, want at most one of the reclaimer's", n, len(waiting))
+			}
+			if got := rec.count(flowcontrol.RevocationIssued); got != 1 {
+				t.Fatalf("%d revocations issued, want 1: the next decision waits for the confirmation", got)
+			}
+			batch.Done()
+			if name == "grace" {
+				// A grace that never ends holds the next decision back,
+				// however many offers the gate refuses.
+				clock.Advance(time.Hour)
+				fc.Nudge()
+				if got := rec.count(flowcontrol.RevocationIssued); got != 1 {
+					t.Fatalf("%d revocations issued during an endless grace, want 1", got)
+				}
+			}
+			fc.Close()
+			if n := clock.Pending(); n != 0 {
+				t.Fatalf("%d timers pending after Close", n)
+			}
+		})
+	}
+}
+
+// TestGuaranteeComesBackInTheStatedRounds holds BandConfig.Guarantee's
+// bound: a burst of G = 4 that finds its whole share lent out gets it back
+// within 1 + ⌈(G−1)/M⌉ rounds of the holders' confirmation time (1s
+// here; MaxInFlight sees a Done at once, so no grace), and not sooner.
+func TestGuaranteeComesBackInTheStatedRounds(t *testing.T) {
+	for _, m := range []int{1, 2, 8} {
+		t.Run(fmt.Sprint("MaxPerDecision=", m), func(t *testing.T) {
+			const share, confirm = 4, time.Second
+			clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+			fc := mustNew(t, flowcontrol.Config{
+				Bands:            []flowcontrol.BandConfig{{Priority: 10, Guarantee: 1}, {Priority: -1}},
+				FallbackPriority: 10,
+				Gate:             gate.MaxInFlight(share),
+				Eviction:         &flowcontrol.Eviction{MaxPerDecision: m, Below: -100}, // pacing only: nothing is evicted for priority
+				Clock:            clock,
+			})
+			ctx := context.Background()
+			var batch []*flowcontrol.Admission
+			for range share { // the idle share is lent
+				a, err := fc.EnqueueAndWait(ctx, req("b", -1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				batch = append(batch, a)
+			}
+			var burst []*call
+			for range share {
+				burst = append(burst, submit(ctx, fc, req("c", 10)))
+			}
+			rounds := 0
+			for started := 0; started < share; {
+				clock.Advance(confirm) // the holders stop and confirm
+				rounds++
+				for _, a := range batch {
+					if revoked(a) {
+						a.Done()
+					}
+				}
+				started = 0
+				for _, c := range burst {
+					if c.finished() {
+						started++
+					}
+				}
+				if rounds > 10 {
+					t.Fatalf("%d of the burst started after %d rounds", started, rounds)
+				}
+			}
+			if want := 1 + (share-1+m-1)/m; rounds != want {
+				t.Fatalf("the share came back in %d rounds of %s, want 1 + ⌈(G−1)/M⌉ = %d", rounds, confirm, want)
+			}
+		})
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -32,7 +34,7 @@ func TestObserverPanicOnDispatchReleasesTheSlot(t *testing.T) {
 	armed := true
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 		Observer: func(ev flowcontrol.Event) {
 			if armed && ev.Outcome == flowcontrol.OutcomeDispatched {
 				panic("observer boom")
@@ -58,7 +60,7 @@ func TestObserverPanicOnQueuedDispatch(t *testing.T) {
 		var armed atomic.Bool
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 			Observer: func(ev flowcontrol.Event) {
 				if armed.Load() && ev.Outcome == flowcontrol.OutcomeDispatched {
 					panic("observer boom")
@@ -66,11 +68,7 @@ func TestObserverPanicOnQueuedDispatch(t *testing.T) {
 			},
 		})
 		h := hold(t, fc)
-		panicked := make(chan any, 1)
-		go func() {
-			defer func() { panicked <- recover() }()
-			_, _ = fc.EnqueueAndWait(context.Background(), req("waiter", 0))
-		}()
+		panicked := startRecovering(context.Background(), fc, req("waiter", 0))
 		synctest.Wait()
 		armed.Store(true)
 		h.Done() // starts "waiter", whose observer panics on its goroutine
@@ -108,7 +106,7 @@ func (panicPolicy) Key(*ordering.Item) ordering.Key         { panic("key boom") 
 func TestPolicyKeyPanicDoesNotWedge(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: panicPolicy{}}, {Priority: 1}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 	})
 	h := hold(t, fc)
 	require.Equal(t, "key boom", mustPanic(t, func() { _, _ = fc.EnqueueAndWait(context.Background(), req("a", 0)) }))
@@ -249,7 +247,7 @@ func (g *countingPanicGate) Release(int) { g.inFlight-- }
 // done function panics, the others decided in the same event are still
 // delivered, and the panic reaches the goroutine that caused the event.
 func TestSubmitCallbackPanicDoesNotStrandOthers(t *testing.T) {
-	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(0)})
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(0)})
 	var got []string
 	for i := range 3 {
 		name := fmt.Sprint("r", i)
@@ -288,7 +286,7 @@ func TestShutdownWinsOverADoneContext(t *testing.T) {
 func TestShutdownWinsOverAQueuedCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for range 20 {
-			fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(0)})
+			fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(0)})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			w := start(ctx, fc, req("w", 0))
@@ -309,7 +307,7 @@ func TestShutdownWinsOverAQueuedCancellation(t *testing.T) {
 		}
 		// Deterministic order: Close has begun (closing is set) before the
 		// waiter's cancellation reaches the lock.
-		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(0)})
+		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(0)})
 		ctx, cancel := context.WithCancel(context.Background())
 		w := start(ctx, fc, req("w", 0))
 		synctest.Wait()
@@ -350,7 +348,7 @@ func TestObserverPanicOnQueuedRejectionStillCallsDone(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_000_000, 0))
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 		Clock: clock,
 		Observer: func(ev flowcontrol.Event) {
 			if ev.Outcome == flowcontrol.OutcomeRejectedTTLExpired {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -18,7 +20,7 @@ func TestCancelledQueuedRequestLeavesSnapshotImmediately(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:          []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: bounded(2), ByteCapacity: bounded(100)}},
-			Gate:           flowcontrol.MaxInFlight(0),
+			Gate:           gate.MaxInFlight(0),
 			NoDisplacement: true,
 		})
 		ctx, cancel := context.WithCancel(t.Context())

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"go.uber.org/goleak"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -89,7 +91,7 @@ func stress(t *testing.T, cfg flowcontrol.Config, flows int) {
 		observed [numOutcomes]atomic.Int64
 		steps    [4]atomic.Int64 // by RevocationStep
 	)
-	cfg.Gate = flowcontrol.MaxInFlight(slots)
+	cfg.Gate = gate.MaxInFlight(slots)
 	cfg.Observer = func(ev flowcontrol.Event) { observed[ev.Outcome].Add(1) }
 	var badVictim atomic.Value
 	cfg.Revocations = func(r flowcontrol.Revocation) {
@@ -310,15 +312,15 @@ func TestStressPanickingCallbacks(t *testing.T) {
 		slots   = 4
 	)
 	baseline := goleak.IgnoreCurrent()
-	gate := &switchGate{}
-	gate.set(slots)
+	gt := &switchGate{}
+	gt.set(slots)
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 1, RequestCapacity: bounded(8), Fairness: flowcontrol.RoundRobin()},
 			{Priority: 0, RequestCapacity: bounded(16), CostCapacity: bounded(64)},
 		},
 		RequestCapacity: bounded(20),
-		Gate:            gate,
+		Gate:            gt,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -412,7 +414,7 @@ func TestStressPanickingCallbacks(t *testing.T) {
 		recovering(fc.Nudge)
 		if called.Load() == before && len(kept) == 0 {
 			runtime.Gosched()
-			if gate.inFlightNow() == 0 && called.Load() == before && len(kept) == 0 {
+			if gt.inFlightNow() == 0 && called.Load() == before && len(kept) == 0 {
 				break // nothing can move any more
 			}
 		}
@@ -440,8 +442,8 @@ func TestStressPanickingCallbacks(t *testing.T) {
 	if got := fc.InFlight(); got != 0 {
 		t.Errorf("InFlight %d once every admission is done", got)
 	}
-	if got := gate.inFlightNow(); got != 0 || gate.overrun {
-		t.Errorf("the gate holds %d slots (overrun %v)", got, gate.overrun)
+	if got := gt.inFlightNow(); got != 0 || gt.overrun {
+		t.Errorf("the gate holds %d slots (overrun %v)", got, gt.overrun)
 	}
 	for _, p := range []int{1, 0} {
 		if s, err := fc.CapacitySnapshot(p); err != nil || s.QueuedRequests != 0 || s.QueuedBytes != 0 || s.QueuedCost != 0 {

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +43,7 @@ func TestSubmitOnAVirtualClock(t *testing.T) {
 	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: 10 * time.Second}},
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 		Clock: clock,
 	})
 	var log outcomeLog
@@ -81,7 +83,7 @@ func TestSubmitOnAVirtualClock(t *testing.T) {
 // TestSubmitCancellation: a queued Submit whose context is cancelled ends
 // with the cancellation, delivered on the context's AfterFunc goroutine.
 func TestSubmitCancellation(t *testing.T) {
-	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(0)})
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(0)})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	c := submit(ctx, fc, req("a", 0))
 	require.False(t, c.finished())
@@ -114,7 +116,7 @@ func (e errorString) Error() string { return string(e) }
 // callback, no slot is kept, and Close returns.
 func TestSubmitCallbackPanicAfterDoneLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)})
+		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(1)})
 		h := hold(t, fc)
 		fc.Submit(context.Background(), req("a", 0), func(adm *flowcontrol.Admission, err error) {
 			require.NoError(t, err)
@@ -209,7 +211,7 @@ func TestObserverPanicNeverSkipsDone(t *testing.T) {
 					{Priority: 0},
 				},
 				NeverPromote: true,
-				Gate:         flowcontrol.MaxInFlight(1),
+				Gate:         gate.MaxInFlight(1),
 				Clock:        clock,
 				Observer: func(ev flowcontrol.Event) {
 					if armed && ev.Requested.ID == "r" && ev.Outcome == st.want {
@@ -303,7 +305,7 @@ func TestLateTimersOfTwoControllersDoNotRace(t *testing.T) {
 	newFC := func(clock *lateClock) *flowcontrol.FlowController {
 		return mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 			Clock: clock,
 		})
 	}
@@ -341,7 +343,7 @@ func TestLateTimersOfTwoControllersDoNotRace(t *testing.T) {
 // callbacks have.
 func TestCloseWaitsForCallbacksDecidedBeforeIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}}, Gate: flowcontrol.MaxInFlight(1)})
+		fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}}, Gate: gate.MaxInFlight(1)})
 		releaseExpired, releaseStarted := make(chan struct{}), make(chan struct{})
 		go fc.Submit(context.Background(), req("started", 0), func(a *flowcontrol.Admission, err error) {
 			require.NoError(t, err)
@@ -396,7 +398,7 @@ func TestCloseFromACallbackPanics(t *testing.T) {
 			var fc *flowcontrol.FlowController
 			fc = mustNew(t, flowcontrol.Config{
 				Bands: []flowcontrol.BandConfig{{Priority: 0}},
-				Gate:  flowcontrol.MaxInFlight(1),
+				Gate:  gate.MaxInFlight(1),
 				Observer: func(ev flowcontrol.Event) {
 					if ev.Requested.ID == "waiter" {
 						fc.Close()
@@ -404,11 +406,7 @@ func TestCloseFromACallbackPanics(t *testing.T) {
 				},
 			})
 			h := hold(t, fc)
-			panicked := make(chan any, 1)
-			go func() {
-				defer func() { panicked <- recover() }()
-				_, _ = fc.EnqueueAndWait(context.Background(), req("waiter", 0))
-			}()
+			panicked := startRecovering(context.Background(), fc, req("waiter", 0))
 			synctest.Wait()
 			h.Done() // starts the waiter, whose Observer closes
 			wantPanic(t, <-panicked)
@@ -419,15 +417,11 @@ func TestCloseFromACallbackPanics(t *testing.T) {
 	})
 	t.Run("submit callback", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			gate := &switchGate{}
-			gate.set(1, 5) // band 5 is refused: its waiter holds band 0 back
-			fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 5}, {Priority: 0}}, Gate: gate})
+			gt := &switchGate{}
+			gt.set(1, 5) // band 5 is refused: its waiter holds band 0 back
+			fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 5}, {Priority: 0}}, Gate: gt})
 			ctx, cancel := context.WithCancel(context.Background())
-			panicked := make(chan any, 1)
-			go func() {
-				defer func() { panicked <- recover() }()
-				_, _ = fc.EnqueueAndWait(ctx, req("waiter", 5))
-			}()
+			panicked := startRecovering(ctx, fc, req("waiter", 5))
 			synctest.Wait()
 			called := 0
 			fc.Submit(context.Background(), req("behind", 0), func(a *flowcontrol.Admission, err error) {
@@ -453,12 +447,12 @@ func TestCloseFromACallbackPanics(t *testing.T) {
 func TestPanicDeliveringOthersKeepsTheNewcomersOutcome(t *testing.T) {
 	for _, form := range []string{"EnqueueAndWait", "Submit"} {
 		t.Run(form, func(t *testing.T) {
-			gate := &switchGate{}
-			gate.set(1, -1) // band -1 is refused, so its requests wait
+			gt := &switchGate{}
+			gt.set(1, -1) // band -1 is refused, so its requests wait
 			fc := mustNew(t, flowcontrol.Config{
 				Bands:           []flowcontrol.BandConfig{{Priority: 0}, {Priority: -1}},
 				RequestCapacity: bounded(2),
-				Gate:            gate,
+				Gate:            gt,
 			})
 			submit(context.Background(), fc, req("hog", -1))
 			fc.Submit(context.Background(), req("hog", -1), func(_ *flowcontrol.Admission, err error) {
@@ -499,7 +493,7 @@ func TestPanicDeliveringOthersKeepsTheNewcomersOutcome(t *testing.T) {
 func TestDisplacementNeedsTheVictimToHoldMore(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: bounded(6)}},
-		Gate:  flowcontrol.MaxInFlight(0),
+		Gate:  gate.MaxInFlight(0),
 	})
 	a := submit(context.Background(), fc, flowcontrol.Request{Key: key("a", 0), Cost: 4})
 	even := submit(context.Background(), fc, flowcontrol.Request{Key: key("b", 0), Cost: 4})

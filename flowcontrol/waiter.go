@@ -28,12 +28,13 @@ type waiter struct {
 // of thousands of flows, whose waiters are cold in cache, that costs one
 // miss. The key, which only a heap band's global-strict compares, follows.
 type waiterUse struct {
-	// The flow's waiters in arrival order (see Flow.oldest); guarded by
-	// the controller's mu. Once the waiter has left its queue, which sets
-	// both to nil, newer links it instead in the list of outcomes it is
-	// delivered from (the controller's decided or parked list, then an
-	// outcomes): nothing walks a flow's list to a waiter that has left it.
-	older, newer *waiter
+	// The waiter's place in its flow's list of waiters (Flow.waiters);
+	// guarded by the controller's mu. Once the waiter has left its queue,
+	// which sets both to nil, links.Next links it instead in the list of
+	// outcomes it is delivered from (the controller's decided or parked
+	// list, then an outcomes): nothing walks a flow's list to a waiter
+	// that has left it.
+	links ordering.Links[waiter]
 	// Fixed before the waiter is queued.
 	cost int64        // the request's cost, within [1, MaxRequestCost]
 	seq  uint64       // arrival in its band, for the single-queue order of ties; set under mu
@@ -78,7 +79,7 @@ type waiterUse struct {
 
 	requested FlowKey
 	queueTime time.Duration // set for every outcome
-	lease     *lease        // for a MeteredGate, set on dispatch
+	lease     *lease        // for a gate.MeteredGate, set on dispatch
 
 	// What the Observer hears beside the outcome: Request.Tag, and the
 	// time the enqueue took (set under mu as the waiter is queued, when
@@ -86,6 +87,9 @@ type waiterUse struct {
 	tag         any
 	enqueueTime time.Duration
 }
+
+// waiterLinks returns the links of w that its flow's list keeps.
+func waiterLinks(w *waiter) *ordering.Links[waiter] { return &w.links }
 
 // outcome returns w's outcome, once it is settled (see decide).
 func (w *waiterUse) outcome() Outcome { return Outcome(w.settled) }

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -21,7 +23,7 @@ func TestTTLExpiresAtExactlyTheTTL(t *testing.T) {
 		rec := &recorder{}
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:    []flowcontrol.BandConfig{{Priority: 0, TTL: ttl}},
-			Gate:     flowcontrol.MaxInFlight(0),
+			Gate:     gate.MaxInFlight(0),
 			Observer: rec.observe,
 		})
 		w := start(t.Context(), fc, flowcontrol.Request{Key: key("w", 0), ByteSize: 7})
@@ -91,7 +93,7 @@ func TestTTLIsTheSmallestOfBandDefaultOwnAndDeadline(t *testing.T) {
 				fc := mustNew(t, flowcontrol.Config{
 					Bands:      []flowcontrol.BandConfig{{Priority: 0, TTL: tc.band}},
 					DefaultTTL: tc.dflt,
-					Gate:       flowcontrol.MaxInFlight(0),
+					Gate:       gate.MaxInFlight(0),
 				})
 				ctx := t.Context()
 				if tc.deadline > 0 {
@@ -125,7 +127,7 @@ func TestContextCancelWhileQueued(t *testing.T) {
 		rec := &recorder{}
 		fc := mustNew(t, flowcontrol.Config{
 			Bands:    []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:     flowcontrol.MaxInFlight(0),
+			Gate:     gate.MaxInFlight(0),
 			Observer: rec.observe,
 		})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -156,7 +158,7 @@ func TestContextCauseIsMatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := mustNew(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		errClientGone := errors.New("client went away")
 		ctx, cancel := context.WithCancelCause(t.Context())
@@ -181,7 +183,7 @@ func TestGrantBeforeCancelWins(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fc := mustNew(t, flowcontrol.Config{
 				Bands: []flowcontrol.BandConfig{{Priority: 0}},
-				Gate:  flowcontrol.MaxInFlight(1),
+				Gate:  gate.MaxInFlight(1),
 			})
 			h := hold(t, fc)
 			ctx, cancel := context.WithCancel(t.Context())
@@ -210,7 +212,7 @@ func TestGrantAtTheTTLInstant(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fc := mustNew(t, flowcontrol.Config{
 				Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: time.Second}},
-				Gate:  flowcontrol.MaxInFlight(1),
+				Gate:  gate.MaxInFlight(1),
 			})
 			h := hold(t, fc)
 			w := start(t.Context(), fc, req("w", 0))
@@ -272,7 +274,7 @@ func TestPolicyKeySeesTheRequest(t *testing.T) {
 				}
 				fc := mustNew(t, flowcontrol.Config{
 					Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: ttl, Policy: p, Queue: kind}},
-					Gate:  flowcontrol.MaxInFlight(0),
+					Gate:  gate.MaxInFlight(0),
 				})
 				received := time.Now().Add(-time.Second)
 				h := http.Header{"X-Slo-Ttft-Ms": {"5"}}

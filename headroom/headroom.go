@@ -41,7 +41,8 @@
 //     github.com/sluicegate/sluice/headroom/window, which reads every signal
 //     the router sends and sizes a dispatcher's window from them; its doc
 //     says how a dispatcher should read them (fill half the headroom, let
-//     Retry-After pause rather than reset), with the measurements.
+//     Retry-After pause rather than reset); examples/consumers measures
+//     those rules.
 //
 // The rest are the building blocks those use: [Requests] (the clamp),
 // [FromSnapshot] and [Sample] (reading a band), [Stamp] and [Strip]

@@ -253,40 +253,32 @@ func TestPriorityFallback(t *testing.T) {
 	})
 }
 
-func TestBoundedRemainingCapacity(t *testing.T) {
-	forEachSurface(t, func(t *testing.T, s surface) {
-		bands := bandsOf(bounded(0, 100, 81))
-		wantHeadroom(t, s.serve(t, scenario{reader: bands, band: headroom.Admitted(0)}), "19")
-	})
-}
-
-func TestFullBand(t *testing.T) {
-	forEachSurface(t, func(t *testing.T, s surface) {
-		bands := bandsOf(bounded(0, 100, 100))
-		wantHeadroom(t, s.serve(t, scenario{reader: bands, band: headroom.Admitted(0)}), "0")
-	})
-}
-
-func TestOverCapacityBand(t *testing.T) {
-	// A band holds more than its capacity after the capacity was lowered.
-	forEachSurface(t, func(t *testing.T, s surface) {
-		bands := bandsOf(bounded(0, 100, 130))
-		wantHeadroom(t, s.serve(t, scenario{reader: bands, band: headroom.Admitted(0)}), "0")
-	})
-}
-
-func TestBoundedZeroCapacityBand(t *testing.T) {
-	forEachSurface(t, func(t *testing.T, s surface) {
-		bands := bandsOf(bounded(-1, 0, 0))
-		wantHeadroom(t, s.serve(t, scenario{reader: bands, band: headroom.Admitted(-1)}), "0")
-	})
-}
-
-func TestUnboundedBand(t *testing.T) {
-	forEachSurface(t, func(t *testing.T, s surface) {
-		bands := bandsOf(capacity.Snapshot{Priority: 0, QueuedRequests: 81})
-		wantAbsent(t, s.serve(t, scenario{reader: bands, band: headroom.Admitted(0)}))
-	})
+// The header is the admitted band's request capacity less its queue, never
+// below 0, and absent for an unbounded band.
+func TestHeadroomOfTheAdmittedBand(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		band capacity.Snapshot
+		want string // "" for no header
+	}{
+		{"bounded remaining capacity", bounded(0, 100, 81), "19"},
+		{"full band", bounded(0, 100, 100), "0"},
+		// A band holds more than its capacity after the capacity was lowered.
+		{"over-capacity band", bounded(0, 100, 130), "0"},
+		{"bounded zero-capacity band", bounded(-1, 0, 0), "0"},
+		{"unbounded band", capacity.Snapshot{Priority: 0, QueuedRequests: 81}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachSurface(t, func(t *testing.T, s surface) {
+				h := s.serve(t, scenario{reader: bandsOf(c.band), band: headroom.Admitted(c.band.Priority)})
+				if c.want == "" {
+					wantAbsent(t, h)
+				} else {
+					wantHeadroom(t, h, c.want)
+				}
+			})
+		})
+	}
 }
 
 func TestMissingBand(t *testing.T) {
@@ -337,10 +329,6 @@ func TestNoReader(t *testing.T) {
 }
 
 func TestBackendCopiesRemoved(t *testing.T) {
-	const (
-		canonical   = "X-Llm-D-Flow-Band-Headroom-Requests"
-		provisional = "X-Llm-D-Flow-Band-Headroom"
-	)
 	forms := []struct {
 		name    string
 		backend http.Header

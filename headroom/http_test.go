@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // admitted wraps next like a router's admission step that dispatched every
@@ -36,15 +37,7 @@ func setLength(bands *capacity.Bands, priority int, length int64) {
 func get(t *testing.T, url string) (*http.Response, string) {
 	t.Helper()
 	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(body)
+	return res, testhttp.Body(t, res, err)
 }
 
 func TestMiddlewareSamplesAtFirstWrite(t *testing.T) {

@@ -12,11 +12,14 @@ import (
 	"pgregory.net/rapid"
 )
 
+// The two header names in canonical form, written out so that the tests
+// do not lean on the package's own constants.
+const (
+	canonical   = "X-Llm-D-Flow-Band-Headroom-Requests"
+	provisional = "X-Llm-D-Flow-Band-Headroom"
+)
+
 func TestParse(t *testing.T) {
-	const (
-		canonical   = "X-Llm-D-Flow-Band-Headroom-Requests"
-		provisional = "X-Llm-D-Flow-Band-Headroom"
-	)
 	valid := []struct {
 		name string
 		h    http.Header

@@ -8,7 +8,6 @@ package headroom_test
 
 import (
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,99 +19,39 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
-// trailerSpoof is one way a backend tries to send a router-owned name as a
-// trailer. It always also sends the trailer X-Other, which must pass.
-type trailerSpoof struct {
-	name string
-	// declare is the Trailer header the backend sets before writing, or "".
-	declare []string
-	// after sets keys in the header map after the body is written.
-	after map[string]string
-	// before sets keys in the header map before the header is written.
-	before map[string]string
-}
-
-var trailerSpoofs = []trailerSpoof{
-	{name: "declared, canonical",
-		declare: []string{"X-Other, X-Llm-D-Flow-Band-Headroom-Requests"},
-		after:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
-	{name: "declared, lower case, own value not set",
+// trailerSpoofs are the ways a backend tries to send a router-owned name
+// as a trailer; each also sends the trailer X-Other, which must pass.
+var trailerSpoofs = []testhttp.TrailerSpoof{
+	{Name: "declared, canonical",
+		Declare: []string{"X-Other, X-Llm-D-Flow-Band-Headroom-Requests"},
+		After:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
+	{Name: "declared, lower case, own value not set",
 		// The stamped header is in the map: net/http would send the
 		// router's own value again, as a trailer.
-		declare: []string{"x-llm-d-flow-band-headroom-requests,x-other"},
-		after:   map[string]string{"X-Other": "kept"}},
-	{name: "declared, provisional, upper case, two lines",
-		declare: []string{"X-OTHER", " X-LLM-D-FLOW-BAND-HEADROOM ,\tx-llm-d-flow-band-headroom-requests "},
-		after:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom": "999", "X-Llm-D-Flow-Band-Headroom-Requests": "998"}},
-	{name: "TrailerPrefix after the body",
-		after: map[string]string{"Trailer:X-Other": "kept", http.TrailerPrefix + headroom.HeaderName: "999"}},
-	{name: "TrailerPrefix, provisional, mixed case",
-		after: map[string]string{"Trailer:X-Other": "kept", "Trailer:X-LLM-D-Flow-Band-HEADROOM": "999"}},
-	{name: "TrailerPrefix in lower case",
-		after: map[string]string{"Trailer:X-Other": "kept", "trailer:x-llm-d-flow-band-headroom-requests": "999"}},
-	{name: "TrailerPrefix before the header",
-		before: map[string]string{"Trailer:X-Other": "kept", "Trailer:X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
-	{name: "TrailerPrefix in lower case before the header",
-		before: map[string]string{"Trailer:X-Other": "kept", "tRaIlEr:x-llm-d-flow-band-headroom": "999"}},
+		Declare: []string{"x-llm-d-flow-band-headroom-requests,x-other"},
+		After:   map[string]string{"X-Other": "kept"}},
+	{Name: "declared, provisional, upper case, two lines",
+		Declare: []string{"X-OTHER", " X-LLM-D-FLOW-BAND-HEADROOM ,\tx-llm-d-flow-band-headroom-requests "},
+		After:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom": "999", "X-Llm-D-Flow-Band-Headroom-Requests": "998"}},
+	{Name: "TrailerPrefix after the body",
+		After: map[string]string{"Trailer:X-Other": "kept", http.TrailerPrefix + headroom.HeaderName: "999"}},
+	{Name: "TrailerPrefix, provisional, mixed case",
+		After: map[string]string{"Trailer:X-Other": "kept", "Trailer:X-LLM-D-Flow-Band-HEADROOM": "999"}},
+	{Name: "TrailerPrefix in lower case",
+		After: map[string]string{"Trailer:X-Other": "kept", "trailer:x-llm-d-flow-band-headroom-requests": "999"}},
+	{Name: "TrailerPrefix before the header",
+		Before: map[string]string{"Trailer:X-Other": "kept", "Trailer:X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
+	{Name: "TrailerPrefix in lower case before the header",
+		Before: map[string]string{"Trailer:X-Other": "kept", "tRaIlEr:x-llm-d-flow-band-headroom": "999"}},
 }
-
-// quietLog discards net/http's complaints about the invalid trailer names
-// some spoofs use.
-var quietLog = log.New(io.Discard, "", 0)
 
 // spoofingBackend answers with the spoof's trailers, a router-owned header
 // too, and a body.
-func spoofingBackend(s trailerSpoof) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h := w.Header()
-		h.Set("X-Model", "m1")
-		h.Set(headroom.HeaderName, "997")
-		if len(s.declare) > 0 {
-			h["Trailer"] = s.declare
-		}
-		for k, v := range s.before {
-			h[k] = []string{v}
-		}
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, "tokens")
-		w.(http.Flusher).Flush()
-		for k, v := range s.after {
-			h[k] = []string{v}
-		}
-	})
-}
-
-// server starts h over HTTP/1 or HTTP/2 (TLS) and returns it; it closes
-// when the test ends.
-func server(t *testing.T, h http.Handler, http2 bool) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config.ErrorLog = quietLog
-	if http2 {
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-	} else {
-		srv.Start()
-	}
-	t.Cleanup(srv.Close)
-	t.Cleanup(srv.Client().CloseIdleConnections)
-	return srv
-}
-
-// fetch GETs srv's URL with its client and returns the response, with the
-// body read so that the trailers are in.
-func fetch(t *testing.T, srv *httptest.Server, wantProto string) *http.Response {
-	t.Helper()
-	res, err := srv.Client().Get(srv.URL)
-	require.NoError(t, err)
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	res.Body.Close()
-	require.Equal(t, "tokens", string(body))
-	require.Equal(t, wantProto, res.Proto)
-	return res
+func spoofingBackend(s testhttp.TrailerSpoof) http.Handler {
+	return s.Backend(map[string]string{"X-Model": "m1", headroom.HeaderName: "997"}, true)
 }
 
 // ownedTrailers returns the trailers res carries under a router-owned name,
@@ -136,26 +75,26 @@ func TestBackendTrailersNeverCarryTheHeadroom(t *testing.T) {
 	}{
 		{"Middleware", func(t *testing.T, backend http.Handler, http2 bool) *httptest.Server {
 			bands := bandsOf(bounded(0, 100, 81))
-			return server(t, admitted(0, headroom.Middleware(bands, backend, headroom.EmitProvisional)), http2)
+			return testhttp.StartServer(t, admitted(0, headroom.Middleware(bands, backend, headroom.EmitProvisional)), http2)
 		}},
 		{"ModifyResponse", func(t *testing.T, backend http.Handler, http2 bool) *httptest.Server {
 			bands := bandsOf(bounded(0, 100, 81))
-			be := server(t, backend, http2)
+			be := testhttp.StartServer(t, backend, http2)
 			target, err := url.Parse(be.URL)
 			require.NoError(t, err)
 			proxy := httputil.NewSingleHostReverseProxy(target)
 			proxy.Transport = be.Client().Transport
-			proxy.ErrorLog = quietLog
+			proxy.ErrorLog = testhttp.QuietLog
 			proxy.ModifyResponse = headroom.ModifyResponse(bands, headroom.EmitProvisional)
-			return server(t, admitted(0, proxy), http2)
+			return testhttp.StartServer(t, admitted(0, proxy), http2)
 		}},
 	}
 	for _, surface := range surfaces {
 		for _, http2 := range []bool{false, true} {
 			proto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[http2]
 			for _, spoof := range trailerSpoofs {
-				t.Run(surface.name+"/"+proto+"/"+spoof.name, func(t *testing.T) {
-					res := fetch(t, surface.front(t, spoofingBackend(spoof), http2), proto)
+				t.Run(surface.name+"/"+proto+"/"+spoof.Name, func(t *testing.T) {
+					res := testhttp.FetchTokens(t, surface.front(t, spoofingBackend(spoof), http2), proto)
 					want := map[string][]string{"X-Llm-D-Flow-Band-Headroom-Requests": {"19"}, "X-Llm-D-Flow-Band-Headroom": {"19"}}
 					if diff := cmp.Diff(want, headroomValues(res.Header)); diff != "" {
 						t.Errorf("headroom headers (-want +got):\n%s", diff)

@@ -112,3 +112,29 @@ func ExampleQueue_remove() {
 	fmt.Println(q.Remove(a), q.Remove(a), a.Queued(), q.Len(), q.ByteSize(), q.Peek().Value)
 	// Output: true false false 1 20 b
 }
+
+// request is a caller's own element type: it holds the links of the list it
+// waits in, so queueing it allocates nothing.
+type request struct {
+	name  string
+	links ordering.Links[request]
+}
+
+func requestLinks(r *request) *ordering.Links[request] { return &r.links }
+
+// A List keeps elements of the caller's type in arrival order; an element
+// is its own handle for removal.
+func ExampleList() {
+	var waiting ordering.List[request]
+	a, b, c := &request{name: "a"}, &request{name: "b"}, &request{name: "c"}
+	waiting.PushBack(a, requestLinks)
+	waiting.PushBack(b, requestLinks)
+	waiting.PushBack(c, requestLinks)
+	waiting.Remove(b, requestLinks) // b's client went away
+	for r := waiting.PopFront(requestLinks); r != nil; r = waiting.PopFront(requestLinks) {
+		fmt.Println(r.name)
+	}
+	// Output:
+	// a
+	// c
+}

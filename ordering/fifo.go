@@ -1,11 +1,14 @@
 package ordering
 
-// fifoQueue is a doubly linked list threaded through the items themselves,
-// so every operation is O(1) and nothing allocates.
+// fifoQueue keeps its items in a List threaded through the items
+// themselves, so every operation is O(1) and nothing allocates.
 type fifoQueue struct {
 	queueCore
-	head, tail *Item
+	list List[Item]
 }
+
+// itemLinks returns the links a fifoQueue's list keeps in it.
+func itemLinks(it *Item) *Links[Item] { return &it.links }
 
 func (q *fifoQueue) Kind() QueueKind { return QueueFIFO }
 
@@ -19,21 +22,15 @@ func (q *fifoQueue) Add(it *Item) {
 // AddKeyed ignores k: arrival order is the only order a FIFO queue keeps.
 func (q *fifoQueue) AddKeyed(it *Item, _ Key) {
 	q.admit(it)
-	it.prev, it.next = q.tail, nil
-	if q.tail == nil {
-		q.head = it
-	} else {
-		q.tail.next = it
-	}
-	q.tail = it
+	q.list.PushBack(it, itemLinks)
 }
 
-func (q *fifoQueue) Peek() *Item { return q.head }
+func (q *fifoQueue) Peek() *Item { return q.list.Front() }
 
 func (q *fifoQueue) PopHead() *Item {
-	it := q.head
+	it := q.list.PopFront(itemLinks)
 	if it != nil {
-		q.unlink(it)
+		q.release(it)
 	}
 	return it
 }
@@ -42,34 +39,15 @@ func (q *fifoQueue) Remove(it *Item) bool {
 	if it == nil || it.owner != &q.queueCore {
 		return false
 	}
-	q.unlink(it)
+	q.list.Remove(it, itemLinks)
+	q.release(it)
 	return true
 }
 
 func (q *fifoQueue) Drain() []*Item {
 	out := make([]*Item, 0, q.n)
-	for it := q.head; it != nil; {
-		next := it.next
-		it.prev, it.next = nil, nil
-		q.release(it)
+	for it := q.PopHead(); it != nil; it = q.PopHead() {
 		out = append(out, it)
-		it = next
 	}
-	q.head, q.tail = nil, nil
 	return out
-}
-
-func (q *fifoQueue) unlink(it *Item) {
-	if it.prev == nil {
-		q.head = it.next
-	} else {
-		it.prev.next = it.next
-	}
-	if it.next == nil {
-		q.tail = it.prev
-	} else {
-		it.next.prev = it.prev
-	}
-	it.prev, it.next = nil, nil
-	q.release(it)
 }

@@ -38,8 +38,8 @@ type Item struct {
 	owner  *queueCore // the queue holding the item, nil when not queued
 	booked int64      // ByteSize as credited at Add
 
-	prev, next *Item                        // FIFO queue links
-	handle     dheap.Handle[heapKey, *Item] // heap queue position
+	links  Links[Item]               // FIFO queue position
+	handle dheap.Handle[Rank, *Item] // heap queue position
 }
 
 // Queued reports whether the item is in a queue.

@@ -114,18 +114,18 @@ func genKey(t *rapid.T, label string) Key {
 
 func TestKeyCompareAndDigest(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		a := heapKey{key: genKey(t, "a"), seq: rapid.Uint64Range(0, 2).Draw(t, "a seq")}
+		a := Rank{Key: genKey(t, "a"), Arrival: rapid.Uint64Range(0, 2).Draw(t, "a seq")}
 		b := a
 		if !rapid.Bool().Draw(t, "same key") {
-			b.key = genKey(t, "b")
+			b.Key = genKey(t, "b")
 		}
-		b.seq = rapid.Uint64Range(0, 2).Draw(t, "b seq")
-		c := a.key.Compare(b.key)
-		if a.key.less(b.key) != (c < 0) || b.key.less(a.key) != (c > 0) || (a.key == b.key) != (c == 0) {
+		b.Arrival = rapid.Uint64Range(0, 2).Draw(t, "b seq")
+		c := a.Key.Compare(b.Key)
+		if a.Key.less(b.Key) != (c < 0) || b.Key.less(a.Key) != (c > 0) || (a.Key == b.Key) != (c == 0) {
 			t.Fatalf("Compare = %d disagrees with Less or ==", c)
 		}
-		if lessHeapKey(a, b) && heapKeyPrefix(a) > heapKeyPrefix(b) {
-			t.Fatalf("digest not monotone: %+v < %+v but %x > %x", a, b, heapKeyPrefix(a), heapKeyPrefix(b))
+		if a.Less(b) && a.Digest() > b.Digest() {
+			t.Fatalf("digest not monotone: %+v < %+v but %x > %x", a, b, a.Digest(), b.Digest())
 		}
 	})
 }

@@ -2,7 +2,9 @@
 // leave: the [Item] a queue holds, the [Policy] that derives each item's
 // [Key] once at enqueue (FCFS, EDF, SLO-deadline, or your own), and two
 // [Queue] implementations, a FIFO list and a 4-ary heap, that compare only
-// those keys.
+// those keys. A caller that queues elements of its own type, rather than
+// Items, builds on the same two: [List], the allocation-free list the FIFO
+// queue keeps its items in, and [Rank], the order the heap queue keeps.
 package ordering
 
 import (
@@ -53,8 +55,8 @@ type Policy interface {
 	// policy's order.
 	RequiredCapability() Capability
 	// Key derives the item's ordering key. It is called once per Add and may
-	// read headers. It must not keep it: a caller may reuse an item once
-	// Key has returned (flowcontrol does, in a FIFO band).
+	// read headers. It must not retain the item, nor its Header or Value,
+	// once it has returned: the caller may clear or reuse the item at once.
 	Key(it *Item) Key
 }
 
@@ -85,8 +87,8 @@ var (
 	// ErrUnknownPolicy is wrapped by the error of [PolicyByName] for a type
 	// name it does not know.
 	ErrUnknownPolicy = errors.New("ordering: unknown policy type")
-	// ErrIncompatibleQueue is wrapped by the error of [NewQueue] when the
-	// queue lacks the capability the policy requires.
+	// ErrIncompatibleQueue is wrapped by the error of [CheckQueue] and
+	// [NewQueue] when the queue lacks the capability the policy requires.
 	ErrIncompatibleQueue = errors.New("ordering: incompatible queue")
 )
 

@@ -55,26 +55,45 @@ type Queue interface {
 	ByteSize() int64
 }
 
-// NewQueue returns an empty queue of the given kind for policy p. If the
-// queue lacks the capability p requires, the error names both and wraps
-// [ErrIncompatibleQueue]. An unknown kind or a nil policy is an error too.
-func NewQueue(kind QueueKind, p Policy) (Queue, error) {
-	if p == nil {
-		return nil, fmt.Errorf("ordering: nil policy for %q queue", kind)
-	}
-	var offered Capability
-	switch kind {
+// Capability returns the capability a queue of kind k offers:
+// [CapabilityFIFO] for the FIFO queue, [CapabilityPriorityConfigurable] for
+// the heap queue, and 0 for a kind this package does not know.
+func (k QueueKind) Capability() Capability {
+	switch k {
 	case QueueFIFO:
-		offered = CapabilityFIFO
+		return CapabilityFIFO
 	case QueueHeap:
-		offered = CapabilityPriorityConfigurable
-	default:
-		return nil, fmt.Errorf("ordering: unknown queue kind %q (known: %s, %s)", kind, QueueFIFO, QueueHeap)
+		return CapabilityPriorityConfigurable
+	}
+	return 0
+}
+
+// CheckQueue reports whether a queue of the given kind can run policy p,
+// without building one: nil if it can. If the kind lacks the capability p
+// requires, the error names both and wraps [ErrIncompatibleQueue]. An
+// unknown kind or a nil policy is an error too. [NewQueue] fails exactly
+// when CheckQueue does, with the same error.
+func CheckQueue(kind QueueKind, p Policy) error {
+	if p == nil {
+		return fmt.Errorf("ordering: nil policy for %q queue", kind)
+	}
+	offered := kind.Capability()
+	if offered == 0 {
+		return fmt.Errorf("ordering: unknown queue kind %q (known: %s, %s)", kind, QueueFIFO, QueueHeap)
 	}
 	required := p.RequiredCapability()
 	if !satisfies(offered, required) {
-		return nil, fmt.Errorf("%w: policy %q requires capability %v, which the %q queue (capability %v) lacks",
+		return fmt.Errorf("%w: policy %q requires capability %v, which the %q queue (capability %v) lacks",
 			ErrIncompatibleQueue, p.TypeName(), required, kind, offered)
+	}
+	return nil
+}
+
+// NewQueue returns an empty queue of the given kind for policy p. It fails
+// when [CheckQueue] does, with its error.
+func NewQueue(kind QueueKind, p Policy) (Queue, error) {
+	if err := CheckQueue(kind, p); err != nil {
+		return nil, err
 	}
 	core := queueCore{policy: p}
 	if kind == QueueFIFO {

@@ -42,6 +42,9 @@ func TestQueuePairing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%s", tc.kind, tc.policy.TypeName()), func(t *testing.T) {
 			q, err := NewQueue(tc.kind, tc.policy)
+			if checked := CheckQueue(tc.kind, tc.policy); fmt.Sprint(checked) != fmt.Sprint(err) {
+				t.Fatalf("CheckQueue = %v; NewQueue failed with %v", checked, err)
+			}
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("NewQueue: %v", err)
@@ -64,8 +67,14 @@ func TestQueuePairing(t *testing.T) {
 	if _, err := NewQueue("list", FCFS()); err == nil || !strings.Contains(err.Error(), `"list"`) {
 		t.Errorf("unknown kind: error %v", err)
 	}
+	if err := CheckQueue("list", FCFS()); err == nil || !strings.Contains(err.Error(), `"list"`) {
+		t.Errorf("unknown kind: CheckQueue error %v", err)
+	}
 	if _, err := NewQueue(QueueHeap, nil); err == nil {
 		t.Error("nil policy: no error")
+	}
+	if err := CheckQueue(QueueHeap, nil); err == nil {
+		t.Error("nil policy: CheckQueue gave no error")
 	}
 	if q, err := NewQueue(QueueFIFO, FCFS()); err != nil || q.Kind() != QueueFIFO {
 		t.Errorf("NewQueue(fifo) = %v, %v", q, err)
@@ -77,6 +86,45 @@ func TestQueuePairing(t *testing.T) {
 		t.Errorf("NewQueue(fifo, EDF) error %v", err)
 	}
 }
+
+// TestQueueKindCapability checks each kind's capability against the queue
+// it builds: a FIFO queue keeps arrival order whatever the keys, a heap
+// queue the keys' order.
+func TestQueueKindCapability(t *testing.T) {
+	for kind, want := range map[QueueKind]Capability{
+		QueueFIFO: CapabilityFIFO,
+		QueueHeap: CapabilityPriorityConfigurable,
+		"list":    0,
+		"":        0,
+	} {
+		if got := kind.Capability(); got != want {
+			t.Errorf("QueueKind(%q).Capability() = %v; want %v", kind, got, want)
+		}
+	}
+	// Two items whose keys say the second leaves first.
+	late := &Item{EnqueueTime: baseTime, TTL: time.Hour}
+	early := &Item{EnqueueTime: baseTime.Add(time.Millisecond), TTL: time.Millisecond}
+	for kind, wantHead := range map[QueueKind]*Item{QueueFIFO: late, QueueHeap: early} {
+		q, err := NewQueue(kind, customEDF{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Add(late)
+		q.Add(early)
+		if got := q.PopHead(); got != wantHead {
+			t.Errorf("%s queue (capability %v) let the wrong item lead", kind, kind.Capability())
+		}
+		q.Drain()
+	}
+}
+
+// customEDF is EDF claiming only the FIFO capability, so that both queues
+// accept it and show which order they keep.
+type customEDF struct{}
+
+func (customEDF) TypeName() string               { return "custom-edf" }
+func (customEDF) RequiredCapability() Capability { return CapabilityFIFO }
+func (customEDF) Key(it *Item) Key               { return EDF().Key(it) }
 
 func TestDefaultQueueKind(t *testing.T) {
 	for p, want := range map[Policy]QueueKind{FCFS(): QueueFIFO, EDF(): QueueHeap, SLODeadline(): QueueHeap} {

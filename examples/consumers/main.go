@@ -22,30 +22,32 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
 func main() {
-	from := flag.Uint64("from", 1, "first seed")
-	to := flag.Uint64("to", 20, "last seed")
+	seeds := sim.SeedRangeFlags("consumers")
 	flag.Parse()
-	if *from == 0 || *to < *from {
-		fmt.Fprintf(os.Stderr, "consumers: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
-		os.Exit(2)
-	}
-	seeds := sim.SeedRange(*from, *to)
-	c, err := Compare(Scenarios, Variants, seeds)
-	if err != nil {
+	if err := run(os.Stdout, seeds()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+}
+
+// run prints the comparison over seeds once every run of it has ended.
+func run(out io.Writer, seeds []uint64) error {
+	c, err := Compare(Scenarios, Variants, seeds)
+	if err != nil {
+		return err
 	}
 	w, err := Compare([]Scenario{WindowScenario}, Windows, seeds)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		return err
 	}
-	c.Print(os.Stdout)
-	w.PrintTables(os.Stdout)
+	c.Print(out)
+	w.PrintTables(out)
+	return nil
 }

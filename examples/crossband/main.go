@@ -37,8 +37,7 @@ import (
 )
 
 func main() {
-	from := flag.Uint64("from", 1, "first seed")
-	to := flag.Uint64("to", 20, "last seed")
+	seeds := sim.SeedRangeFlags("crossband")
 	seed := flag.Uint64("seed", 0, "with -detail: the seed shown second by second")
 	detail := flag.Bool("detail", false, "show one seed (-seed) second by second instead of the tables")
 	flag.Parse()
@@ -53,26 +52,29 @@ func main() {
 		}
 		return
 	}
-	if *from == 0 || *to < *from {
-		fmt.Fprintf(os.Stderr, "crossband: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
-		os.Exit(2)
-	}
-	seeds := sim.SeedRange(*from, *to)
-	c, err := Compare(MainSetup, Variants, seeds)
-	if err != nil {
+	if err := run(os.Stdout, seeds()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	c.Print(os.Stdout)
+}
+
+// run prints the main comparison over seeds, then each setup's, each as
+// soon as its runs have ended.
+func run(out io.Writer, seeds []uint64) error {
+	c, err := Compare(MainSetup, Variants, seeds)
+	if err != nil {
+		return err
+	}
+	c.Print(out)
 	for _, setup := range Setups {
 		c, err := Compare(setup, setup.Rows, seeds)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			return err
 		}
-		fmt.Println()
-		c.PrintSetup(os.Stdout)
+		fmt.Fprintln(out)
+		c.PrintSetup(out)
 	}
+	return nil
 }
 
 // Columns are the figures the table prints, each as the median over the

@@ -177,7 +177,7 @@ var MainSetup = Setup{Name: "one router, MaxInFlight(64)"}
 // rows: a saturation gate over scraped metrics, with llm-d's defaults and
 // with a queue-depth threshold of 1, and two replicas. Behind a
 // saturation gate, Sluice's default eviction has the grace of the gate's
-// lag (flowcontrol.LagGate: its staleness threshold, 200ms), and lending
+// lag (gate.LagGate: its staleness threshold, 200ms), and lending
 // alone shows a guarantee behind a gate whose view lags, paced the same.
 var Setups = []Setup{
 	{Name: "one router, gate.Saturation (llm-d defaults), metrics scraped every 100ms", Saturation: true,
@@ -207,7 +207,7 @@ const (
 // scraper to feed.
 func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate) (sim.Config, error) {
 	replicas := max(setup.Replicas, 1)
-	ceiling := func(g flowcontrol.Gate) (flowcontrol.Gate, error) {
+	ceiling := func(g gate.Gate) (gate.Gate, error) {
 		if v.Policy == nil {
 			return g, nil
 		}
@@ -222,14 +222,14 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 	}
 	// What can fail is tried once here, so that making each replica's
 	// gate, in sim.New, cannot.
-	if _, err := ceiling(flowcontrol.MaxInFlight(maxInFlight)); err != nil {
+	if _, err := ceiling(gate.MaxInFlight(maxInFlight)); err != nil {
 		return sim.Config{}, err
 	}
 	if _, err := gate.Saturation(satConfig(nil, 0)); setup.Saturation && err != nil {
 		return sim.Config{}, fmt.Errorf("crossband: %s: %w", setup.Name, err)
 	}
-	makeGate := func(p *sim.Pool, replica int) flowcontrol.Gate {
-		var g flowcontrol.Gate = flowcontrol.MaxInFlight(maxInFlight / replicas)
+	makeGate := func(p *sim.Pool, replica int) gate.Gate {
+		var g gate.Gate = gate.MaxInFlight(maxInFlight / replicas)
 		if setup.Saturation {
 			sg, err := gate.Saturation(satConfig(p.Clock(), replica))
 			if err != nil {

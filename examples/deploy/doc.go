@@ -1,11 +1,14 @@
-// Module deploy holds what it takes to run Sluice in front of vLLM: the
-// pieces with dependencies the core module does not take — Prometheus
-// metrics ([github.com/sluicegate/sluice/examples/deploy/metrics]), a vLLM
-// metrics source ([github.com/sluicegate/sluice/examples/deploy/vllm]),
-// configuration from a YAML file
-// ([github.com/sluicegate/sluice/examples/deploy/config]), health probes
-// ([github.com/sluicegate/sluice/examples/deploy/probe]) — and the
-// sluice-gateway binary that puts them together. It holds no code itself.
+// Package deploy is Sluice's product: sluice-gateway (cmd/sluice-gateway),
+// the gateway an operator deploys in front of vLLM, installed with go
+// install ./cmd/sluice-gateway from this module and checked with
+// -check-config. It is built from this module's packages, each usable
+// alone and reused by examples/extproc — configuration from a YAML file
+// ([github.com/sluicegate/sluice/examples/deploy/config]), Prometheus
+// metrics under llm-d-router's names
+// ([github.com/sluicegate/sluice/examples/deploy/metrics]), a vLLM metrics
+// scraper ([github.com/sluicegate/sluice/examples/deploy/vllm]) and health
+// probes ([github.com/sluicegate/sluice/examples/deploy/probe]) — and holds
+// no code itself.
 //
 // # Threat model
 //

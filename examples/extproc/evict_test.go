@@ -1,7 +1,6 @@
 package extproc_test
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"runtime"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -55,18 +56,27 @@ func (s *steps) heard(o flowcontrol.Outcome) int {
 // evicting is a controller config with a sheddable band -1 and an
 // interactive band 10 under one slot, evicting as llm-d's enableEviction
 // does, its gate counting the slots taken and returned.
-func evicting(gate *countingGate, rec *steps) flowcontrol.Config {
+func evicting(gt *countingGate, rec *steps) flowcontrol.Config {
 	return flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 10, RequestCapacity: capacity.Bounded(10)},
 			{Priority: -1, RequestCapacity: capacity.Bounded(10)},
 		},
 		FallbackPriority: 10,
-		Gate:             gate,
+		Gate:             gt,
 		Eviction:         &flowcontrol.Eviction{},
 		Revocations:      rec.revocation,
 		Observer:         rec.observe,
 	}
+}
+
+// evictingHarness starts a harness over evicting with one slot, classified
+// by priorityFromHeader, and returns its counting gate and its recorder.
+func evictingHarness(t *testing.T) (*countingGate, *steps, *harness) {
+	t.Helper()
+	gt := &countingGate{inner: gate.MaxInFlight(1)}
+	rec := newSteps()
+	return gt, rec, newHarness(t, evicting(gt, rec), priorityFromHeader)
 }
 
 // readers counts the adapter's reader goroutines (inbox.read) alive now.
@@ -89,9 +99,7 @@ func readers() int {
 // goes to the interactive request.
 func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
-		rec := newSteps()
-		h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+		gt, rec, h := evictingHarness(t)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -133,16 +141,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 		if ir.GetDetails() != "evicted-priority" {
 			t.Errorf("details %q, want evicted-priority", ir.GetDetails())
 		}
-		var body struct {
-			Error struct {
-				Message, Type string
-				Code          *string
-			}
-		}
-		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Type != "rate_limit_exceeded" ||
-			body.Error.Code == nil || *body.Error.Code != "evicted-priority" || body.Error.Message == "" {
-			t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code evicted-priority", ir.GetBody(), err)
-		}
+		wantRateLimited(t, ir.GetBody(), "evicted-priority")
 		// The adapter ends the stream cleanly after the answer.
 		if _, err := batch.s.Recv(); !errors.Is(err, io.EOF) {
 			t.Errorf("batch: after the ImmediateResponse got %v, want io.EOF", err)
@@ -155,8 +154,8 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 		if got := h.fc.InFlight(); got != 1 {
 			t.Errorf("in flight = %d, want 1: the chat request's only", got)
 		}
-		if got, want := gate.released.Load(), gate.acquired.Load()-1; got != want || got != 1 {
-			t.Errorf("gate: %d slots released of %d taken, want exactly the batch slot back", got, gate.acquired.Load())
+		if got, want := gt.released.Load(), gt.acquired.Load()-1; got != want || got != 1 {
+			t.Errorf("gate: %d slots released of %d taken, want exactly the batch slot back", got, gt.acquired.Load())
 		}
 		if got := rec.count(flowcontrol.RevocationIssued); got != 1 {
 			t.Errorf("revocations issued %d, want 1", got)
@@ -185,9 +184,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 // request gets the slot without an eviction.
 func TestCompletedResponseIsNotEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
-		rec := newSteps()
-		h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+		gt, rec, h := evictingHarness(t)
 
 		batch := h.open()
 		batch.admit("x-test-priority", "-1")
@@ -200,7 +197,7 @@ func TestCompletedResponseIsNotEvicted(t *testing.T) {
 		if got := rec.count(flowcontrol.RevocationIssued); got != 0 {
 			t.Errorf("revocations issued %d, want 0", got)
 		}
-		if got, want := gate.released.Load(), int64(1); got != want {
+		if got, want := gt.released.Load(), int64(1); got != want {
 			t.Errorf("gate: %d slots released, want %d", got, want)
 		}
 		chat.responseHeaders(true)
@@ -215,9 +212,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 	for _, how := range []string{"cancel", "close"} {
 		for range 10 {
 			synctest.Test(t, func(t *testing.T) {
-				gate := &countingGate{inner: flowcontrol.MaxInFlight(1)}
-				rec := newSteps()
-				h := newHarness(t, evicting(gate, rec), priorityFromHeader)
+				gt, rec, h := evictingHarness(t)
 
 				batch := h.open()
 				batch.admit("x-test-priority", "-1")
@@ -238,7 +233,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 					t.Fatalf("%s: chat got %v, want CONTINUE", how, resp)
 				}
 				synctest.Wait()
-				if got := gate.released.Load(); got != 1 {
+				if got := gt.released.Load(); got != 1 {
 					t.Errorf("%s: gate released %d slots, want exactly 1", how, got)
 				}
 				if got := h.fc.InFlight(); got != 1 {
@@ -262,9 +257,7 @@ func TestRevocationRacingTheStreamsEnd(t *testing.T) {
 // costs no goroutine: the adapter reads the stream itself.
 func TestUnrevocableAdmissionStartsNoReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
+		_, a := admitOne(t)
 		a.responseHeaders(false)
 		synctest.Wait()
 		if n := readers(); n != 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -27,7 +29,7 @@ func ExampleNewServer() {
 			{Priority: 10, RequestCapacity: capacity.Bounded(100), Policy: ordering.SLODeadline()},
 			{Priority: 0, RequestCapacity: capacity.Bounded(200)},
 		},
-		Gate: flowcontrol.MaxInFlight(64),
+		Gate: gate.MaxInFlight(64),
 	})
 	if err != nil {
 		panic(err)

@@ -10,10 +10,12 @@ package extproc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,6 +26,7 @@ import (
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/internal/pipenet"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // harness is an ext_proc Server on an in-memory gRPC listener and a client
@@ -258,6 +261,31 @@ func setValue(t *testing.T, m *extprocv3.HeaderMutation, name string) (string, b
 		}
 	}
 	return "", false
+}
+
+// queueOne opens a stream and sends its request headers, and returns it
+// once the request waits in band 0, alone there; it fails the test unless
+// the request queues.
+func (h *harness) queueOne() *envoyStream {
+	h.t.Helper()
+	es := h.open()
+	es.sendRequestHeaders()
+	synctest.Wait()
+	if n := h.queued(0); n != 1 {
+		h.t.Fatalf("band 0 holds %d requests, want the new request queued", n)
+	}
+	return es
+}
+
+// wantRateLimited reports an error unless body is the OpenAI error object
+// with a message, the type rate_limit_exceeded and the code code.
+func wantRateLimited(t *testing.T, body []byte, code string) {
+	t.Helper()
+	var e testhttp.OpenAIError
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Type != "rate_limit_exceeded" ||
+		e.Error.Code == nil || *e.Error.Code != code || e.Error.Message == "" {
+		t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code %s", body, err, code)
+	}
 }
 
 // queued returns band priority's queued-request count.

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // responseTrailers sends response_trailers holding kv and returns the
@@ -37,21 +38,9 @@ func (es *envoyStream) responseTrailers(kv ...string) *extprocv3.HeaderMutation 
 	return rt.GetHeaderMutation()
 }
 
-// openAIError is the rejection body, as OpenAI SDKs decode it.
-type openAIError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
 func TestResponseTrailersCannotCarryRouterHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		s := h.open()
-		s.admit()
+		h, s := admitOne(t)
 		s.responseHeaders(false)
 		trailers := []header{
 			{"grpc-status", "0"},
@@ -142,7 +131,7 @@ func TestClassifierErrorAnswered400(t *testing.T) {
 			assert.EqualValues(t, http.StatusBadRequest, ir.GetStatus().GetCode(), "ttl %q", value)
 			_, ok := setValue(t, ir.GetHeaders(), flowcontrol.DroppedReasonHeader)
 			assert.False(t, ok, "ttl %q: a dropped reason for a request flow control never saw", value)
-			var body openAIError
+			var body testhttp.OpenAIError
 			require.NoError(t, json.Unmarshal(ir.GetBody(), &body))
 			assert.Equal(t, "invalid_request_error", body.Error.Type)
 			assert.Nil(t, body.Error.Code)
@@ -169,7 +158,7 @@ func TestTooLargeAnswered413(t *testing.T) {
 		assert.Equal(t, "rejected-saturated", v)
 		_, ok := setValue(t, ir.GetHeaders(), "retry-after")
 		assert.False(t, ok, "Retry-After on a request that can never fit")
-		var body openAIError
+		var body testhttp.OpenAIError
 		require.NoError(t, json.Unmarshal(ir.GetBody(), &body))
 		require.NotNil(t, body.Error.Code)
 		assert.Equal(t, "rejected-saturated", *body.Error.Code)

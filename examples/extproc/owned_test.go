@@ -18,7 +18,6 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
@@ -30,9 +29,7 @@ func TestRouterOwnedOnEveryPath(t *testing.T) {
 			for _, key := range []string{name, strings.ToUpper(name), "X-" + name[2:]} {
 				t.Run(path+"/"+key, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-						s := h.open()
-						s.admit()
+						_, s := admitOne(t)
 						var sent []header
 						switch path {
 						case "header":
@@ -88,36 +85,32 @@ func TestRouterOwnedOnEveryPath(t *testing.T) {
 	}
 }
 
-// A backend's x-llm-d-request-dropped-reason on a dispatched response (the
-// third review's defect 4) is removed by the response-headers mutation.
-func TestDispatchedResponseDropsBackendDroppedReason(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		s := h.open()
-		s.admit()
-		kv := []string{"x-llm-d-request-dropped-reason", "rejected-saturated"}
-		got := applyMutation(pairs(kv...), s.responseHeaders(false, kv...))
-		if vs := values(got, flowcontrol.DroppedReasonHeader); len(vs) > 0 {
-			t.Errorf("the client sees %s %q on a dispatched response", flowcontrol.DroppedReasonHeader, vs)
-		}
-		s.close()
-	})
-}
-
-// A Trailer declaration that names nothing but router-owned names is
-// removed, not left empty.
-func TestOwnedOnlyTrailerDeclarationIsRemoved(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		s := h.open()
-		s.admit()
-		kv := []string{"trailer", "X-Llm-D-Request-Dropped-Reason , x-llm-d-flow-band-headroom"}
-		got := applyMutation(pairs(kv...), s.responseHeaders(false, kv...))
-		if vs := values(got, "trailer"); len(vs) > 0 {
-			t.Errorf("trailer %q, want none", vs)
-		}
-		s.close()
-	})
+// The response-headers mutation leaves the client no router-owned name
+// that a backend's header of a dispatched response would carry.
+func TestResponseMutationRemovesOwned(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kv   []string // the backend's response header
+		gone string   // the header the client must not see
+	}{
+		// A backend's x-llm-d-request-dropped-reason on a dispatched
+		// response (the third review's defect 4) is removed.
+		{"backend dropped reason", []string{"x-llm-d-request-dropped-reason", "rejected-saturated"}, flowcontrol.DroppedReasonHeader},
+		// A Trailer declaration that names nothing but router-owned names
+		// is removed, not left empty.
+		{"owned-only trailer declaration", []string{"trailer", "X-Llm-D-Request-Dropped-Reason , x-llm-d-flow-band-headroom"}, "trailer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, s := admitOne(t)
+				got := applyMutation(pairs(c.kv...), s.responseHeaders(false, c.kv...))
+				if vs := values(got, c.gone); len(vs) > 0 {
+					t.Errorf("the client sees %s %q on a dispatched response, want none", c.gone, vs)
+				}
+				s.close()
+			})
+		})
+	}
 }
 
 // The 1xx path: Envoy, not the adapter, decides what happens to a

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -133,7 +135,7 @@ func TestRejectionOfADisplacement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc, err := flowcontrol.New(flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(2)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -101,7 +103,7 @@ func TestRevocationMeetsAPendingMessage(t *testing.T) {
 			fc, err := flowcontrol.New(flowcontrol.Config{
 				Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 				FallbackPriority: 10,
-				Gate:             flowcontrol.MaxInFlight(1),
+				Gate:             gate.MaxInFlight(1),
 				Eviction:         &flowcontrol.Eviction{},
 				Revocations: func(r flowcontrol.Revocation) {
 					switch r.Step {

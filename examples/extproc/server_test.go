@@ -2,7 +2,6 @@ package extproc_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -14,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.uber.org/goleak"
@@ -36,7 +37,17 @@ func priorityFromHeader(c *extproc.Config) {
 // oneSlot is a controller config with one band and room for one request in
 // flight, so a second request queues.
 func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
-	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: flowcontrol.MaxInFlight(1)}
+	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: gate.MaxInFlight(1)}
+}
+
+// admitOne starts a harness over oneSlot with band 0 of ten places, opens
+// a stream on it and admits its request.
+func admitOne(t *testing.T) (*harness, *envoyStream) {
+	t.Helper()
+	h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
+	es := h.open()
+	es.admit()
+	return h, es
 }
 
 // spoofed are the router-owned headers a misbehaving backend sends, in
@@ -97,15 +108,8 @@ func TestAdmittedStreamContinuesAndStampsHeadroom(t *testing.T) {
 
 func TestQueueDurationReportsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
-		b := h.open()
-		b.sendRequestHeaders()
-		synctest.Wait()
-		if n := h.queued(0); n != 1 {
-			t.Fatalf("band 0 holds %d requests, want b queued", n)
-		}
+		h, a := admitOne(t)
+		b := h.queueOne()
 		// b waits 250.7 ms on the bubble's clock; the header counts whole
 		// milliseconds.
 		time.Sleep(250*time.Millisecond + 700*time.Microsecond)
@@ -198,12 +202,7 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 			}
 			a = next
 		}
-		b := h.open()
-		b.sendRequestHeaders()
-		synctest.Wait()
-		if n := h.queued(0); n != 1 {
-			t.Fatalf("band 0 holds %d requests, want b queued (the band is full)", n)
-		}
+		b := h.queueOne()
 
 		c := h.open()
 		resp := c.requestHeaders()
@@ -227,16 +226,7 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 			// rounded up to whole seconds.
 			t.Errorf("Retry-After = %q, want 1", v)
 		}
-		var body struct {
-			Error struct {
-				Message, Type string
-				Code          *string
-			}
-		}
-		if err := json.Unmarshal(ir.GetBody(), &body); err != nil || body.Error.Type != "rate_limit_exceeded" ||
-			body.Error.Code == nil || *body.Error.Code != "rejected-saturated" || body.Error.Message == "" {
-			t.Errorf("body = %s (%v), want the OpenAI error with type rate_limit_exceeded and code rejected-saturated", ir.GetBody(), err)
-		}
+		wantRateLimited(t, ir.GetBody(), "rejected-saturated")
 		// The adapter ends a rejected stream: Envoy sends nothing more on it.
 		if _, err := c.s.Recv(); !errors.Is(err, io.EOF) {
 			t.Errorf("after the ImmediateResponse: %v, want io.EOF", err)
@@ -281,12 +271,7 @@ func TestCancelWhileQueuedLeavesQueue(t *testing.T) {
 		if e := <-events; e.Outcome != flowcontrol.OutcomeDispatched {
 			t.Fatalf("a: outcome %v, want dispatched", e.Outcome)
 		}
-		b := h.open()
-		b.sendRequestHeaders()
-		synctest.Wait()
-		if n := h.queued(0); n != 1 {
-			t.Fatalf("band 0 holds %d requests, want b queued", n)
-		}
+		b := h.queueOne()
 
 		b.cancel() // the client went away while b waited
 		if e := <-events; e.Outcome != flowcontrol.OutcomeRejectedContextCancelled {
@@ -308,9 +293,7 @@ func TestCancelWhileQueuedLeavesQueue(t *testing.T) {
 
 func TestCancelAfterDispatchReleasesSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-		a := h.open()
-		a.admit()
+		h, a := admitOne(t)
 		if got := h.fc.InFlight(); got != 1 {
 			t.Fatalf("in flight = %d after admission, want 1", got)
 		}
@@ -329,9 +312,7 @@ func TestResponseCompleteReleasesSlot(t *testing.T) {
 	// T.Run cannot be called in a bubble, so each case has its own.
 	t.Run("headers end the response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-			a := h.open()
-			a.admit()
+			h, a := admitOne(t)
 			a.responseHeaders(true)
 			// Released before Envoy closes the stream.
 			synctest.Wait()
@@ -343,9 +324,7 @@ func TestResponseCompleteReleasesSlot(t *testing.T) {
 	})
 	t.Run("body mode STREAMED holds the slot to the last chunk", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, oneSlot(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
-			a := h.open()
-			a.admit()
+			h, a := admitOne(t)
 			a.responseHeaders(false)
 			for i, last := range []bool{false, false, true} {
 				if i == 0 && h.fc.InFlight() != 1 {
@@ -463,7 +442,7 @@ func TestClassifiedRequestReachesTheController(t *testing.T) {
 // countingGate wraps a gate and counts slots taken and returned, to check
 // that every admission is released exactly once.
 type countingGate struct {
-	inner              flowcontrol.Gate
+	inner              gate.Gate
 	acquired, released atomic.Int64
 }
 
@@ -485,9 +464,9 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 		// Goroutines from before the test (the runtime's, the test
 		// framework's) are not this test's to end.
 		ignore := goleak.IgnoreCurrent()
-		gate := &countingGate{inner: flowcontrol.MaxInFlight(4)}
+		gt := &countingGate{inner: gate.MaxInFlight(4)}
 		bands := []int{10, 0, -10}
-		cfg := flowcontrol.Config{Gate: gate}
+		cfg := flowcontrol.Config{Gate: gt}
 		for _, p := range bands {
 			cfg.Bands = append(cfg.Bands, flowcontrol.BandConfig{Priority: p, RequestCapacity: capacity.Bounded(20)})
 		}
@@ -577,7 +556,7 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 		}
 		// The observer runs outside the controller's lock, possibly just after
 		// the waiter has its admission; synctest.Wait above let it finish.
-		if got, want := outcomes[flowcontrol.OutcomeDispatched].Load(), gate.acquired.Load(); got != want {
+		if got, want := outcomes[flowcontrol.OutcomeDispatched].Load(), gt.acquired.Load(); got != want {
 			t.Errorf("observer saw %d dispatches, gate granted %d slots", got, want)
 		}
 		dispatched := outcomes[flowcontrol.OutcomeDispatched].Load()
@@ -591,7 +570,7 @@ func TestConcurrentStreamsLeaveNothingBehind(t *testing.T) {
 		if rejected.Load() > total-dispatched {
 			t.Errorf("clients saw %d rejections, controller reported %d non-dispatch outcomes", rejected.Load(), total-dispatched)
 		}
-		if got, want := gate.released.Load(), gate.acquired.Load(); got != want {
+		if got, want := gt.released.Load(), gt.acquired.Load(); got != want {
 			t.Errorf("gate: %d slots released for %d taken; each admission must be released exactly once", got, want)
 		}
 		if admitted.Load() == 0 || rejected.Load() == 0 {

@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // gradientGate is the adaptive design gate.Adaptive was chosen over, kept
@@ -21,7 +21,7 @@ import (
 // Netflix's Gradient2 keeps and which moves when prompts grow. It does need
 // each response's hold time, known only when its admission ends, so unlike
 // gate.Adaptive it cannot learn from first tokens as they arrive
-// (flowcontrol.FirstTokenGate): it reacts a response's length later.
+// (gate.FirstTokenGate): it reacts a response's length later.
 type gradientGate struct {
 	limit, min, max float64
 	target          time.Duration
@@ -44,10 +44,10 @@ func (g *gradientGate) TryAcquire(int) bool {
 	return true
 }
 
-func (g *gradientGate) Release(int)           { g.inFlight-- }
-func (g *gradientGate) Took(flowcontrol.Slot) {}
+func (g *gradientGate) Release(int)    { g.inFlight-- }
+func (g *gradientGate) Took(gate.Slot) {}
 
-func (g *gradientGate) Returned(u flowcontrol.Usage) {
+func (g *gradientGate) Returned(u gate.Usage) {
 	g.inFlight--
 	if u.Unused {
 		return

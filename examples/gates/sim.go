@@ -73,7 +73,7 @@ func DefaultConfig() Config {
 type Kind int
 
 const (
-	// Fixed is flowcontrol.MaxInFlight(Limit), split evenly across the
+	// Fixed is gate.MaxInFlight(Limit), split evenly across the
 	// replicas.
 	Fixed Kind = iota
 	// Saturation is gate.Saturation, with llm-d's defaults but for
@@ -164,7 +164,7 @@ type Result struct {
 
 // limiter is an adaptive gate, whose limit the tables report.
 type limiter interface {
-	flowcontrol.MeteredGate
+	gate.MeteredGate
 	Limit() int
 }
 
@@ -173,7 +173,7 @@ func (cfg Config) duration() time.Duration { return time.Duration(len(Phases)) *
 
 // scenario is the simulation of cfg behind replicas routers, each with the
 // gate of v; the gates are appended to *gates as they are made.
-func (cfg Config) scenario(v Variant, replicas int, gates *[]flowcontrol.Gate) sim.Config {
+func (cfg Config) scenario(v Variant, replicas int, gates *[]gate.Gate) sim.Config {
 	phases := make([]sim.Phase, len(Phases))
 	for i := range phases {
 		phases[i] = sim.Phase{Rate: cfg.Rate, For: cfg.PhaseLength}
@@ -188,7 +188,7 @@ func (cfg Config) scenario(v Variant, replicas int, gates *[]flowcontrol.Gate) s
 			Bands:          []flowcontrol.BandConfig{{Priority: 0, TTL: cfg.TTL}},
 			NoEndpointsTTL: time.Second,
 		},
-		ReplicaGate: func(p *sim.Pool, replica int) flowcontrol.Gate {
+		ReplicaGate: func(p *sim.Pool, replica int) gate.Gate {
 			g := cfg.gate(v, p, replica, replicas)
 			*gates = append(*gates, g)
 			return g
@@ -207,7 +207,7 @@ func (cfg Config) scenario(v Variant, replicas int, gates *[]flowcontrol.Gate) s
 }
 
 // gate makes the gate of variant v for one of replicas routers.
-func (cfg Config) gate(v Variant, p *sim.Pool, replica, replicas int) flowcontrol.Gate {
+func (cfg Config) gate(v Variant, p *sim.Pool, replica, replicas int) gate.Gate {
 	// The adaptive gates range from one request per server to twice what
 	// the servers' slots run.
 	lo, hi, initial := cfg.Servers, 2*cfg.Servers*cfg.Slots, InitialLimit
@@ -235,12 +235,12 @@ func (cfg Config) gate(v Variant, p *sim.Pool, replica, replicas int) flowcontro
 	case Gradient:
 		return newGradient(initial, lo, hi, cfg.Target/2)
 	}
-	return flowcontrol.MaxInFlight(v.Limit / replicas)
+	return gate.MaxInFlight(v.Limit / replicas)
 }
 
 // Run simulates variant v behind replicas routers.
 func Run(cfg Config, v Variant, replicas int) (Result, error) {
-	var gates []flowcontrol.Gate
+	var gates []gate.Gate
 	s, err := sim.New(cfg.scenario(v, replicas, &gates))
 	if err != nil {
 		return Result{}, err

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicegate/sluice/examples/modelserver"
@@ -24,8 +24,17 @@ const (
 
 var gateNames = []string{gateSaturation, gateConcurrency, gateSaturationConcurrency, gateAdaptive, gateMaxInFlight}
 
+// gateFlags are the flags that configure one gate, and the -gate values
+// that build it: a flag for a gate that is not built is a usage error,
+// not a setting silently ignored.
+var gateFlags = map[string][]string{
+	"queue-depth":  {gateSaturation, gateSaturationConcurrency},
+	"token-budget": {gateConcurrency, gateSaturationConcurrency},
+	"target-ttft":  {gateAdaptive},
+}
+
 const (
-	// scrapeEvery is how often the scraper reads the model servers' load.
+	// scrapeEvery is how often the model servers' load is read.
 	scrapeEvery = 50 * time.Millisecond
 	// noEndpointsTTL bounds a request's wait while the saturation gate
 	// knows no model server.
@@ -34,188 +43,171 @@ const (
 	modelName = "sim"
 )
 
-// gateView is the gateway's gate and what the table shows of it.
-type gateView struct {
-	name        string
-	gate        flowcontrol.Gate
-	saturation  *gate.SaturationGate // nil unless the gate has one
-	tokens      *tokenMeter          // nil unless the gate has a token budget
-	tokenBudget int64
-	adaptive    *gate.AdaptiveGate // nil unless the gate is one
-	target      time.Duration      // the adaptive gate's TargetFirstToken
-	maxInFlight int
-	fc          *flowcontrol.FlowController // set once the controller exists
+// gates is the gateway's gate, built by package gate from the
+// configurations in options, and the gates in it whose published state
+// the table reads.
+type gates struct {
+	o           options               // the configurations they were built from
+	gate        gate.Gate             // for flowcontrol.Config.Gate
+	saturation  *gate.SaturationGate  // nil unless -gate has one; fed by readServers
+	concurrency *gate.ConcurrencyGate // nil unless -gate has one
+	adaptive    *gate.AdaptiveGate    // nil unless -gate is adaptive
+	maxInFlight int                   // the limit of -gate maxinflight; 0 otherwise
 }
 
-// newGate builds the gate o.gate names.
-func newGate(o options) (*gateView, error) {
-	v := &gateView{name: o.gate}
-	var gates []flowcontrol.Gate
+// newGates builds the gate o.gate names. A configuration a gate refuses
+// came from the flags, so the error is a usage error.
+func newGates(o options) (*gates, error) {
+	g := &gates{o: o}
+	var all []gate.Gate
 	if o.gate == gateSaturation || o.gate == gateSaturationConcurrency {
-		sat, err := gate.Saturation(gate.SaturationConfig{QueueDepthThreshold: o.queueDepth})
+		sat, err := gate.Saturation(o.saturation)
 		if err != nil {
-			return nil, err
+			return nil, usageError{fmt.Errorf("-gate %s: %w", o.gate, err)}
 		}
-		v.saturation = sat
-		gates = append(gates, sat)
+		g.saturation = sat
+		all = append(all, sat)
 	}
 	if o.gate == gateConcurrency || o.gate == gateSaturationConcurrency {
-		v.tokenBudget = o.tokenBudget
-		if v.tokenBudget == 0 {
-			v.tokenBudget = int64(o.servers * o.kvCacheTokens)
-		}
-		budget, err := gate.Concurrency(gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: v.tokenBudget})
+		budget, err := gate.Concurrency(o.tokenBudget)
 		if err != nil {
-			return nil, err
+			return nil, usageError{fmt.Errorf("-gate %s: %w", o.gate, err)}
 		}
-		v.tokens = &tokenMeter{ConcurrencyGate: budget}
-		gates = append(gates, v.tokens)
+		g.concurrency = budget
+		all = append(all, budget)
 	}
 	switch {
 	case o.gate == gateAdaptive:
-		// It starts from the fixed limit it replaces, the servers' slots,
-		// and learns from there.
-		v.target = o.targetTTFT
-		if v.target == 0 {
-			v.target = meanServiceTime(modelConfig(o, 0))
-		}
-		adaptive, err := gate.Adaptive(gate.AdaptiveConfig{TargetFirstToken: v.target, InitialLimit: o.servers * o.concurrency})
+		adaptive, err := gate.Adaptive(o.adaptive)
 		if err != nil {
-			return nil, err
+			return nil, usageError{fmt.Errorf("-gate %s: %w", o.gate, err)}
 		}
-		v.adaptive, v.gate = adaptive, adaptive
+		g.adaptive, g.gate = adaptive, adaptive
 	case o.gate == gateMaxInFlight:
-		v.maxInFlight = o.servers * o.concurrency
-		v.gate = flowcontrol.MaxInFlight(v.maxInFlight)
-	case len(gates) == 1:
-		v.gate = gates[0]
+		g.maxInFlight = o.servers * o.concurrency
+		g.gate = gate.MaxInFlight(g.maxInFlight)
+	case len(all) == 1:
+		g.gate = all[0]
 	default:
-		v.gate = gate.All(gates...)
+		g.gate = gate.All(all...)
 	}
-	return v, nil
+	return g, nil
 }
 
 // describe says what the gate does, for the demo's header.
-func (v *gateView) describe(o options) string {
+func (g *gates) describe() string {
+	o := g.o
 	var parts []string
-	if v.saturation != nil {
+	if g.saturation != nil {
 		parts = append(parts, fmt.Sprintf("saturation (llm-d's utilization detector: each server's queue under %d, KV cache under %.0f%%; metrics read every %v, stale after %v)",
-			o.queueDepth, 100*gate.DefaultKVCacheUtilThreshold, scrapeEvery, gate.DefaultMetricsStalenessThreshold))
+			o.saturation.QueueDepthThreshold, 100*gate.DefaultKVCacheUtilThreshold, scrapeEvery, gate.DefaultMetricsStalenessThreshold))
 	}
-	if v.tokens != nil {
-		parts = append(parts, fmt.Sprintf("concurrency (a budget of %d estimated tokens in flight)", v.tokenBudget))
+	if g.concurrency != nil {
+		parts = append(parts, fmt.Sprintf("concurrency (a budget of %d estimated tokens in flight)", o.tokenBudget.MaxTokenConcurrency))
 	}
-	if v.adaptive != nil {
+	if g.adaptive != nil {
+		target := o.adaptive.TargetFirstToken
 		parts = append(parts, fmt.Sprintf("adaptive (a limit on requests in flight from %d, the servers' slots, learnt from the time to first token: above %v it backs off, within %v it grows)",
-			v.adaptive.Limit(), v.target.Round(time.Millisecond), (v.target/2).Round(time.Millisecond)))
+			o.adaptive.InitialLimit, target.Round(time.Millisecond), (target/2).Round(time.Millisecond)))
 	}
-	if v.maxInFlight > 0 {
-		parts = append(parts, fmt.Sprintf("MaxInFlight(%d), the servers' slots", v.maxInFlight))
+	if g.maxInFlight > 0 {
+		parts = append(parts, fmt.Sprintf("MaxInFlight(%d), the servers' slots", g.maxInFlight))
 	}
 	return strings.Join(parts, " AND ")
 }
 
-// status is the gate's view now, for the table.
-func (v *gateView) status() string {
+// status is the gate's view now, for the table. It reads only what may be
+// read while the controller runs: what the saturation and adaptive gates
+// publish, and the controller's count of requests in flight. The
+// concurrency gate's own counts are guarded by the controller's lock, so
+// its line shows the requests in flight beside its budget.
+func (g *gates) status(fc *flowcontrol.FlowController) string {
 	var parts []string
-	if v.saturation != nil {
-		st := v.saturation.Status()
+	if g.saturation != nil {
+		st := g.saturation.Status()
 		parts = append(parts, fmt.Sprintf("saturation %.0f%%, %d of %d servers saturated, budget %d",
-			100*v.saturation.Saturation(), st.Saturated, st.Endpoints, st.Budget))
+			100*g.saturation.Saturation(), st.Saturated, st.Endpoints, st.Budget))
 	}
-	if v.tokens != nil {
-		parts = append(parts, fmt.Sprintf("tokens in flight %d of %d", v.tokens.cost.Load(), v.tokenBudget))
+	if g.concurrency != nil {
+		parts = append(parts, fmt.Sprintf("requests in flight %d, token budget %d", fc.InFlight(), g.o.tokenBudget.MaxTokenConcurrency))
 	}
-	if v.adaptive != nil && v.fc != nil {
-		parts = append(parts, fmt.Sprintf("in flight %d, limit %d", v.fc.InFlight(), v.adaptive.Limit()))
+	if g.adaptive != nil {
+		parts = append(parts, fmt.Sprintf("in flight %d, limit %d", fc.InFlight(), g.adaptive.Limit()))
 	}
-	if v.maxInFlight > 0 && v.fc != nil {
-		parts = append(parts, fmt.Sprintf("in flight %d of %d", v.fc.InFlight(), v.maxInFlight))
+	if g.maxInFlight > 0 {
+		parts = append(parts, fmt.Sprintf("in flight %d of %d", fc.InFlight(), g.maxInFlight))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// tokenMeter is the token budget, counting its cost in flight where the
-// table may read it: the budget's own counts are guarded by the
-// controller's lock.
-type tokenMeter struct {
-	*gate.ConcurrencyGate
-	cost atomic.Int64
-}
-
-func (m *tokenMeter) Took(s flowcontrol.Slot) {
-	m.ConcurrencyGate.Took(s)
-	m.cost.Add(s.Cost)
-}
-
-func (m *tokenMeter) Returned(u flowcontrol.Usage) {
-	m.ConcurrencyGate.Returned(u)
-	m.cost.Add(-u.Cost)
-}
-
-// scraper reads every model server's load every scrapeEvery, in process,
-// as a scraper of their /metrics pages would read vllm:num_requests_waiting,
-// vllm:num_requests_running and vllm:kv_cache_usage_perc; it feeds the
-// saturation gate, if there is one, and keeps the peaks for the summary. A
-// server that is down is not read, so its metrics go stale and the gate
-// counts it saturated.
-type scraper struct {
+// serverReader reads every model server's load every scrapeEvery and feeds
+// it to the saturation gate, if there is one; it keeps the peaks for the
+// summary. A server that is down is not read, so its metrics go stale and
+// the gate counts it saturated.
+//
+// It reads the servers' state in process, not their /metrics pages: the
+// product's scraper (examples/deploy/vllm) parses those with Prometheus's
+// expfmt, a dependency the root module does not take, and lives in a
+// nested module this one cannot import. The servers are simulations
+// running in this process, and [modelserver.Server.Load] returns the very
+// numbers their /metrics pages show.
+type serverReader struct {
 	models     []*modelserver.Server
 	saturation *gate.SaturationGate // nil: no gate to feed
-	done       chan struct{}
-	stopOnce   sync.Once
+	stop       context.CancelFunc
 	running    sync.WaitGroup
 
 	mu    sync.Mutex
 	peaks modelserver.Load // the highest of each figure of any server
 }
 
-// startScraper reads the servers once, then every scrapeEvery until stop.
-func startScraper(models []*modelserver.Server, sat *gate.SaturationGate) *scraper {
-	sc := &scraper{models: models, saturation: sat, done: make(chan struct{})}
-	sc.scrape()
-	sc.running.Go(func() {
+// readServers reads the servers once, then every scrapeEvery until its
+// stop is called.
+func readServers(models []*modelserver.Server, sat *gate.SaturationGate) *serverReader {
+	ctx, stop := context.WithCancel(context.Background())
+	r := &serverReader{models: models, saturation: sat, stop: stop}
+	r.read()
+	r.running.Go(func() {
 		tick := time.NewTicker(scrapeEvery)
 		defer tick.Stop()
 		for {
 			select {
-			case <-sc.done:
+			case <-ctx.Done():
 				return
 			case <-tick.C:
-				sc.scrape()
+				r.read()
 			}
 		}
 	})
-	return sc
+	return r
 }
 
-func (sc *scraper) scrape() {
-	for _, m := range sc.models {
+func (r *serverReader) read() {
+	for _, m := range r.models {
 		l := m.Load()
-		sc.mu.Lock()
-		sc.peaks.Waiting = max(sc.peaks.Waiting, l.Waiting)
-		sc.peaks.Running = max(sc.peaks.Running, l.Running)
-		sc.peaks.KVCacheUsage = max(sc.peaks.KVCacheUsage, l.KVCacheUsage)
-		sc.mu.Unlock()
-		if l.Down || sc.saturation == nil {
-			continue
+		r.mu.Lock()
+		r.peaks.Waiting = max(r.peaks.Waiting, l.Waiting)
+		r.peaks.Running = max(r.peaks.Running, l.Running)
+		r.peaks.KVCacheUsage = max(r.peaks.KVCacheUsage, l.KVCacheUsage)
+		r.mu.Unlock()
+		if !l.Down && r.saturation != nil {
+			r.saturation.Update(m.Config().Name, gate.Metrics{Waiting: l.Waiting, Running: l.Running, KVCache: l.KVCacheUsage})
 		}
-		sc.saturation.Update(m.Config().Name, gate.Metrics{Waiting: l.Waiting, Running: l.Running, KVCache: l.KVCacheUsage})
 	}
 }
 
 // peak returns the highest waiting, running and KV-cache figures any
 // server reported so far.
-func (sc *scraper) peak() modelserver.Load {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.peaks
+func (r *serverReader) peak() modelserver.Load {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.peaks
 }
 
-// stop stops the scraper and waits for it.
-func (sc *scraper) stop() {
-	sc.stopOnce.Do(func() { close(sc.done) })
-	sc.running.Wait()
+// close stops the reads and waits for them.
+func (r *serverReader) close() {
+	r.stop()
+	r.running.Wait()
 }
 
 // serversLine is the model servers' load now, one figure per server.

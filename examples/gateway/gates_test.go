@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,8 +28,8 @@ import (
 func TestEveryGate(t *testing.T) {
 	views := map[string]string{
 		gateSaturation:            `gate: saturation \d+%, \d of 2 servers saturated, budget \d+`,
-		gateConcurrency:           `gate: tokens in flight \d+ of 16384$`,
-		gateSaturationConcurrency: `gate: saturation \d+%, \d of 2 servers saturated, budget \d+; tokens in flight \d+ of 16384$`,
+		gateConcurrency:           `gate: requests in flight \d+, token budget 16384$`,
+		gateSaturationConcurrency: `gate: saturation \d+%, \d of 2 servers saturated, budget \d+; requests in flight \d+, token budget 16384$`,
 		gateAdaptive:              `gate: in flight \d+, limit \d+$`,
 		gateMaxInFlight:           `gate: in flight \d of 8$`,
 	}
@@ -98,10 +98,9 @@ func TestEveryGate(t *testing.T) {
 	}
 }
 
-// The scraper feeds the saturation gate the servers' load; a server that
-// goes down is no longer read, its metrics go stale and the gate counts it
-// saturated.
-func TestScraperFeedsSaturationGate(t *testing.T) {
+// The servers' load feeds the saturation gate; a server that goes down is
+// no longer read, its metrics go stale and the gate counts it saturated.
+func TestReadServersFeedsSaturationGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var models []*modelserver.Server
 		for i := range 2 {
@@ -120,8 +119,8 @@ func TestScraperFeedsSaturationGate(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fc.Close()
-		sc := startScraper(models, sat)
-		defer sc.stop()
+		r := readServers(models, sat)
+		defer r.close()
 		if st := sat.Status(); st.Endpoints != 2 || st.Fresh != 2 || st.Saturated != 0 || st.Room != 2*gate.DefaultQueueDepthThreshold {
 			t.Errorf("after the first scrape: %+v, want both servers fresh, with room", st)
 		}
@@ -140,32 +139,39 @@ func TestScraperFeedsSaturationGate(t *testing.T) {
 	})
 }
 
-// The token budget's meter counts the cost of the requests in flight, as
-// the table shows it, and returns to zero.
-func TestTokenMeter(t *testing.T) {
-	synctest.Test(t, testTokenMeter)
+// The token budget is package gate's ConcurrencyGate, built from the
+// flags: over its budget the next request waits. The status line shows
+// the requests in flight, as the controller counts them, and the budget.
+func TestTokenBudget(t *testing.T) {
+	synctest.Test(t, testTokenBudget)
 }
 
-func testTokenMeter(t *testing.T) {
-	v, err := newGate(options{gate: gateConcurrency, servers: 2, kvCacheTokens: 1000})
+func testTokenBudget(t *testing.T) {
+	o, err := parseFlags([]string{"-gate", gateConcurrency, "-servers", "2", "-kv-cache-tokens", "5000"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: v.gate})
+	g, err := newGates(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.concurrency == nil || g.gate != gate.Gate(g.concurrency) {
+		t.Fatalf("-gate concurrency built %v, want the concurrency gate alone", g.gate)
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g.gate})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fc.Close()
-	v.fc = fc
 	var admissions []*flowcontrol.Admission
-	for _, cost := range []int64{1500, 400, 300} {
+	for _, cost := range []int64{8000, 1000, 1500} { // the last one takes the cost in flight over the 10000
 		a, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t"}, Cost: cost})
 		if err != nil {
 			t.Fatal(err)
 		}
 		admissions = append(admissions, a)
 	}
-	if got, want := v.status(), "tokens in flight 2200 of 2000"; got != want {
+	if got, want := g.status(fc), "requests in flight 3, token budget 10000"; got != want {
 		t.Errorf("status %q, want %q", got, want)
 	}
 	// Over the budget: the next request waits until its client gives up.
@@ -177,7 +183,7 @@ func testTokenMeter(t *testing.T) {
 	for _, a := range admissions {
 		a.Done()
 	}
-	if got := v.status(); !strings.HasPrefix(got, "tokens in flight 0 ") {
-		t.Errorf("status %q after every Done, want 0 in flight", got)
+	if got, want := g.status(fc), "requests in flight 0, token budget 10000"; got != want {
+		t.Errorf("status %q after every Done, want %q", got, want)
 	}
 }

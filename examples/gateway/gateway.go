@@ -59,13 +59,13 @@ var quietLog = log.New(io.Discard, "", 0)
 // them, all on loopback.
 type system struct {
 	fc         *flowcontrol.FlowController
-	gate       *gateView
+	gates      *gates
 	counters   map[int]*bandCounters // by effective band; read-only after start
 	gatewayURL string
 	slots      int // requests the servers work on at once, in total
 
-	models  []*modelserver.Server
-	scraper *scraper
+	models []*modelserver.Server
+	reader *serverReader
 
 	servers   []*http.Server // the gateway first, then the model servers
 	transport *http.Transport
@@ -74,18 +74,23 @@ type system struct {
 
 // startSystem starts o.servers model servers of o.concurrency slots each on
 // loopback, and the gateway on gatewayAddr (a loopback address; port 0
-// picks one) behind the gate of o.gate, its bands scheduling flows by
-// o.fairness, displacing the heaviest flow's newest request when full
-// unless o.noDisplace.
-func startSystem(o options, gatewayAddr string) (s *system, err error) {
-	s = &system{counters: map[int]*bandCounters{}, slots: o.servers * o.concurrency}
+// picks one) behind g, its bands scheduling flows by o.fairness,
+// displacing the heaviest flow's newest request when full unless
+// o.noDisplace.
+func startSystem(o options, g *gates, gatewayAddr string) (s *system, err error) {
+	s = &system{gates: g, counters: map[int]*bandCounters{}, slots: o.servers * o.concurrency}
 	defer func() {
 		if err != nil {
 			s.close(context.Background())
 		}
 	}()
 
-	var targets []*url.URL
+	s.transport = &http.Transport{
+		MaxIdleConnsPerHost: o.concurrency * 4,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	pool := &leastLoaded{}
 	for i := range o.servers {
 		m, err := modelserver.New(modelConfig(o, i))
 		if err != nil {
@@ -96,7 +101,7 @@ func startSystem(o options, gatewayAddr string) (s *system, err error) {
 		if err != nil {
 			return s, err
 		}
-		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
+		pool.add(s.proxyTo(&url.URL{Scheme: "http", Host: addr}))
 	}
 
 	var cfg flowcontrol.Config
@@ -113,39 +118,19 @@ func startSystem(o options, gatewayAddr string) (s *system, err error) {
 	cfg.FallbackPriority = fallbackPriority
 	cfg.NoDisplacement = o.noDisplace
 	cfg.NoEndpointsTTL = noEndpointsTTL
-	if s.gate, err = newGate(o); err != nil {
-		return s, err
-	}
-	cfg.Gate = s.gate.gate
+	cfg.Gate = g.gate
 	cfg.Observer = s.observe
 	if s.fc, err = flowcontrol.New(cfg); err != nil {
 		return s, err
 	}
-	s.gate.fc = s.fc
-	// The scraper reads the servers' load before the gateway takes its
-	// first request, so that a saturation gate knows its endpoints.
-	s.scraper = startScraper(s.models, s.gate.saturation)
+	// The servers' load is read before the gateway takes its first
+	// request, so that a saturation gate knows its endpoints.
+	s.reader = readServers(s.models, g.saturation)
 
-	s.transport = &http.Transport{
-		MaxIdleConnsPerHost: o.concurrency * 4,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
-	pool := newLeastLoaded(targets)
-	proxy := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(pool.target(pr.In.Context())) },
-		Transport: s.transport,
-		ErrorLog:  quietLog,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				http.Error(w, "model server: "+err.Error(), http.StatusBadGateway)
-			}
-		},
-	}
 	gateway, err := flowhttp.New(flowhttp.Config{
 		Controller: s.fc,
 		Classify:   classify,
-	}, pool.wrap(proxy))
+	}, pool)
 	if err != nil {
 		return s, err
 	}
@@ -197,8 +182,8 @@ func (s *system) close(ctx context.Context) {
 	if s.fc != nil {
 		s.fc.Close()
 	}
-	if s.scraper != nil {
-		s.scraper.stop()
+	if s.reader != nil {
+		s.reader.close()
 	}
 	// Last started, first stopped: the gateway, then the model servers.
 	for _, srv := range slices.Backward(s.servers) {
@@ -241,49 +226,51 @@ func (s *system) observe(ev flowcontrol.Event) {
 	c.flow(ev.Requested.ID).count(ev)
 }
 
+// proxyTo returns a reverse proxy to the model server at target.
+func (s *system) proxyTo(target *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: s.transport,
+		ErrorLog:  quietLog,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				http.Error(w, "model server: "+err.Error(), http.StatusBadGateway)
+			}
+		},
+	}
+}
+
 // leastLoaded sends each request to the model server with the fewest
-// requests in progress.
+// requests in flight from the gateway, the first of them on a tie. The
+// product's picker (examples/deploy's cmd/sluice-gateway) also weighs each
+// server's scraped queue and health; it is part of a binary in a nested
+// module, which this one cannot import, and the demo's servers, always up
+// and fed by one gateway, need only the count.
 type leastLoaded struct {
 	mu       sync.Mutex
-	targets  []*url.URL
-	inFlight []int
+	servers  []http.Handler
+	inFlight []int // by server; guarded by mu
 }
 
-type targetKey struct{}
-
-func newLeastLoaded(targets []*url.URL) *leastLoaded {
-	return &leastLoaded{targets: targets, inFlight: make([]int, len(targets))}
+// add adds a server; call it before the first request.
+func (p *leastLoaded) add(server http.Handler) {
+	p.servers = append(p.servers, server)
+	p.inFlight = append(p.inFlight, 0)
 }
 
-// wrap picks a server for each request, records it in the request context
-// for the proxy's Rewrite, and counts the request on that server until next
-// returns.
-func (p *leastLoaded) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP sends r to the least loaded server, counting it there until
+// the server's answer ends.
+func (p *leastLoaded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	best := slices.Index(p.inFlight, slices.Min(p.inFlight))
+	p.inFlight[best]++
+	p.mu.Unlock()
+	defer func() {
 		p.mu.Lock()
-		best := 0
-		for i, n := range p.inFlight {
-			if n < p.inFlight[best] {
-				best = i
-			}
-		}
-		p.inFlight[best]++
+		p.inFlight[best]--
 		p.mu.Unlock()
-		defer func() {
-			p.mu.Lock()
-			p.inFlight[best]--
-			p.mu.Unlock()
-		}()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, p.targets[best])))
-	})
-}
-
-// target returns the server wrap picked.
-func (p *leastLoaded) target(ctx context.Context) *url.URL {
-	if u, ok := ctx.Value(targetKey{}).(*url.URL); ok {
-		return u
-	}
-	return p.targets[0]
+	}()
+	p.servers[best].ServeHTTP(w, r)
 }
 
 // checkLoopback returns addr with an empty host replaced by 127.0.0.1, or an

@@ -10,7 +10,9 @@
 // and some for priority 5, which has no band and falls back to band 0.
 //
 // The gate (-gate) decides when the head of the bands may go on to a
-// server:
+// server. Each is built by package
+// [github.com/sluicegate/sluice/flowcontrol/gate] from its own
+// configuration type, which the gate's flags fill in:
 //
 //	saturation              the default: llm-d's utilization detector over the
 //	                        servers' own metrics (waiting queue, KV-cache use),
@@ -37,8 +39,9 @@
 // headroom the clients last received), and for each tenant its requests,
 // outcomes, 95th-percentile queue time and SLO attainment; under them, each
 // server's waiting and running requests and KV-cache use, and the gate's
-// view (saturation and start budget, tokens in flight, the adaptive limit,
-// or requests in flight). At the end, a summary of what each class of clients saw and the
+// view: what the gates publish (the saturation and the start budget, the
+// adaptive limit) and the requests in flight, as the controller counts
+// them. At the end, a summary of what each class of clients saw and the
 // servers' peaks.
 //
 //	go run ./examples/gateway
@@ -73,6 +76,7 @@ import (
 
 	"github.com/sluicegate/sluice/examples/modelserver"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 const (
@@ -123,11 +127,14 @@ type options struct {
 	fairness    flowcontrol.Fairness
 	noDisplace  bool
 
-	gate          string        // one of gateNames
-	queueDepth    int           // the saturation gate's QueueDepthThreshold
-	tokenBudget   int64         // the token budget; 0: servers × kvCacheTokens
-	kvCacheTokens int           // each model server's KV cache
-	targetTTFT    time.Duration // the adaptive gate's TargetFirstToken; 0: the mean service time
+	// The gate: -gate names it, and each gate's flags fill its own
+	// configuration, which package gate validates. parseFlags fills in
+	// the demo's defaults, derived from the servers.
+	gate          string                 // one of gateNames
+	saturation    gate.SaturationConfig  // -queue-depth
+	tokenBudget   gate.ConcurrencyConfig // in tokens mode; -token-budget
+	adaptive      gate.AdaptiveConfig    // -target-ttft; from the servers' slots
+	kvCacheTokens int                    // each model server's KV cache
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -144,17 +151,23 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		flowcontrol.GlobalStrictFairnessName+", "+flowcontrol.RoundRobinFairnessName+" or "+flowcontrol.DeficitRoundRobinFairnessName)
 	fs.BoolVar(&o.noDisplace, "no-displacement", false, "turn fair admission off: a full band rejects, whatever the flow")
 	fs.StringVar(&o.gate, "gate", gateSaturation, "the gateway's gate: "+strings.Join(gateNames, ", "))
-	fs.IntVar(&o.queueDepth, "queue-depth", 0, "saturation gate: the waiting-queue depth at which a model server is saturated, llm-d's queueDepthThreshold (0: half of -concurrency, at least 1)")
-	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "concurrency gate: estimated tokens in flight (0: the servers' KV caches, -servers × -kv-cache-tokens)")
+	fs.IntVar(&o.saturation.QueueDepthThreshold, "queue-depth", 0, "saturation gate: the waiting-queue depth at which a model server is saturated, llm-d's queueDepthThreshold (0: half of -concurrency, at least 1)")
+	fs.Int64Var(&o.tokenBudget.MaxTokenConcurrency, "token-budget", 0, "concurrency gate: estimated tokens in flight (0: the servers' KV caches, -servers × -kv-cache-tokens)")
 	fs.IntVar(&o.kvCacheTokens, "kv-cache-tokens", defaultKVCacheTokens, "each model server's KV cache, in tokens")
-	fs.DurationVar(&o.targetTTFT, "target-ttft", 0, "adaptive gate: the time to first token, from dispatch, above which it backs off (0: the mix's mean service time)")
+	fs.DurationVar(&o.adaptive.TargetFirstToken, "target-ttft", 0, "adaptive gate: the time to first token, from dispatch, above which it backs off (0: the mix's mean service time)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
 		}
 		return o, usageError{err}
 	}
-	fs.Visit(func(f *flag.Flag) { o.durationSet = o.durationSet || f.Name == "duration" })
+	var misplaced error
+	fs.Visit(func(f *flag.Flag) {
+		o.durationSet = o.durationSet || f.Name == "duration"
+		if builtBy := gateFlags[f.Name]; builtBy != nil && !slices.Contains(builtBy, o.gate) && misplaced == nil {
+			misplaced = fmt.Errorf("-%s configures -gate %s, not %s", f.Name, strings.Join(builtBy, " or "), o.gate)
+		}
+	})
 	switch {
 	case fs.NArg() > 0:
 		return o, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
@@ -169,22 +182,28 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("-concurrency %d: must be between 1 and 256", o.concurrency)}
 	case !slices.Contains(gateNames, o.gate):
 		return o, usageError{fmt.Errorf("-gate %q: want one of %s", o.gate, strings.Join(gateNames, ", "))}
-	case o.queueDepth < 0:
-		return o, usageError{fmt.Errorf("-queue-depth %d: must not be negative", o.queueDepth)}
-	case o.targetTTFT < 0:
-		return o, usageError{fmt.Errorf("-target-ttft %v: must not be negative", o.targetTTFT)}
-	case o.tokenBudget < 0:
-		return o, usageError{fmt.Errorf("-token-budget %d: must not be negative", o.tokenBudget)}
+	case misplaced != nil:
+		return o, usageError{misplaced}
 	case o.kvCacheTokens < modelserver.DefaultMaxModelLen || o.kvCacheTokens > 1<<24:
 		// Every request of the mix fits in the context of 4096 tokens.
 		return o, usageError{fmt.Errorf("-kv-cache-tokens %d: must be between %d and %d", o.kvCacheTokens, modelserver.DefaultMaxModelLen, 1<<24)}
 	}
-	if o.queueDepth == 0 {
+	if o.saturation.QueueDepthThreshold == 0 {
 		// llm-d's default, 5, suits servers of hundreds of slots; behind
 		// a server of 4, five waiting requests hold an interactive one
 		// for a whole service time, in the server's FCFS queue.
-		o.queueDepth = max(o.concurrency/2, 1)
+		o.saturation.QueueDepthThreshold = max(o.concurrency/2, 1)
 	}
+	o.tokenBudget.Mode = gate.ModeTokens
+	if o.tokenBudget.MaxTokenConcurrency == 0 {
+		o.tokenBudget.MaxTokenConcurrency = int64(o.servers * o.kvCacheTokens)
+	}
+	if o.adaptive.TargetFirstToken == 0 {
+		o.adaptive.TargetFirstToken = meanServiceTime(modelConfig(o, 0))
+	}
+	// The adaptive gate starts from the fixed limit it replaces, the
+	// servers' slots, and learns from there.
+	o.adaptive.InitialLimit = o.servers * o.concurrency
 	var err error
 	if o.fairness, err = flowcontrol.FairnessByName(*fairness); err != nil {
 		return o, usageError{fmt.Errorf("-fairness: %w", err)}
@@ -207,11 +226,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	g, err := newGates(o)
+	if err != nil {
+		return err
+	}
 	addr := "127.0.0.1:0"
 	if o.listen != "" {
 		addr = o.listen
 	}
-	sys, err := startSystem(o, addr)
+	sys, err := startSystem(o, g, addr)
 	if err != nil {
 		return err
 	}
@@ -310,7 +333,7 @@ func runLoad(ctx context.Context, o options, sys *system, capacity float64, stdo
 
 // printBands describes the gateway's gate and bands.
 func printBands(w io.Writer, o options, sys *system) {
-	fmt.Fprintf(w, "gate: %s\n", sys.gate.describe(o))
+	fmt.Fprintf(w, "gate: %s\n", sys.gates.describe())
 	fmt.Fprint(w, "gateway:")
 	for _, b := range bands {
 		fmt.Fprintf(w, " band %d %s (%s, capacity %d, TTL %v);", b.priority, b.name, b.policy.TypeName(), b.capacity, b.ttl)

@@ -231,6 +231,14 @@ func TestFlags(t *testing.T) {
 		{"-queue-depth", "-1"},
 		{"-token-budget", "-1"},
 		{"-target-ttft", "-1s"},
+		// A bad value, refused by the gate package's constructor.
+		{"-gate", "saturation+concurrency", "-queue-depth", "-1"},
+		{"-gate", "concurrency", "-token-budget", "-1"},
+		{"-gate", "adaptive", "-target-ttft", "-1s"},
+		// A good value for a gate that -gate does not build.
+		{"-token-budget", "1000"},
+		{"-gate", "concurrency", "-queue-depth", "2"},
+		{"-gate", "maxinflight", "-target-ttft", "1s"},
 		{"-kv-cache-tokens", "4095"},
 		{"extra"},
 	}

@@ -153,13 +153,13 @@ func printTable(w io.Writer, elapsed time.Duration, rows []bandRow, stats client
 // status is the model servers' load and the gate's view now: a line of the
 // table.
 func (s *system) status() string {
-	return serversLine(s.models) + "; gate: " + s.gate.status()
+	return serversLine(s.models) + "; gate: " + s.gates.status(s.fc)
 }
 
-// printServers prints what the model servers did: their peaks, as the
-// scraper saw them every scrapeEvery.
+// printServers prints what the model servers did: their peaks, as they
+// were read every scrapeEvery.
 func printServers(w io.Writer, s *system) {
-	p := s.scraper.peak()
+	p := s.reader.peak()
 	fmt.Fprintf(w, "model servers, read every %v: at most %d waiting and %d running on one server, KV cache at most %.0f%% full\n",
 		scrapeEvery, p.Waiting, p.Running, 100*p.KVCacheUsage)
 }

@@ -8,30 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/examples/internal/simtest"
 	"github.com/sluicegate/sluice/ordering"
 )
 
-func table(t *testing.T, cfg Config) string {
-	t.Helper()
-	results, err := Simulate(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	PrintTable(&b, cfg, results)
-	return b.String()
-}
-
 func TestSimulationIsDeterministic(t *testing.T) {
-	cfg := DefaultConfig()
-	first, second := table(t, cfg), table(t, cfg)
-	if first != second {
-		t.Fatalf("same seed, different tables:\n%s\n%s", first, second)
-	}
-	cfg.Seed++
-	if other := table(t, cfg); other == first {
-		t.Fatalf("seeds %d and %d printed the same table:\n%s", cfg.Seed-1, cfg.Seed, first)
-	}
+	simtest.SameSeedSameBytes(t, DefaultConfig().Seed, func(seed uint64) []byte {
+		cfg := DefaultConfig()
+		cfg.Seed = seed
+		results, err := Simulate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		PrintTable(&b, cfg, results)
+		return b.Bytes()
+	})
 }
 
 func byPolicy(t *testing.T, results []Result) map[string]Result {

@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -72,36 +73,20 @@ const (
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.Model == "" {
-		c.Model = DefaultModel
-	}
-	if c.Slots == 0 {
-		c.Slots = DefaultSlots
-	}
-	if c.MaxModelLen == 0 {
-		c.MaxModelLen = DefaultMaxModelLen
-	}
+	c.Name = cmp.Or(c.Name, DefaultName)
+	c.Model = cmp.Or(c.Model, DefaultModel)
+	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	c.MaxModelLen = cmp.Or(c.MaxModelLen, DefaultMaxModelLen)
 	if c.KVCacheTokens == 0 {
 		c.KVCacheTokens = max(DefaultKVCacheTokens, c.MaxModelLen)
 	}
 	if c.DefaultMaxTokens == 0 {
 		c.DefaultMaxTokens = min(DefaultDefaultMaxTokens, max(c.MaxModelLen-1, 1))
 	}
-	if c.PrefillBase == 0 {
-		c.PrefillBase = DefaultPrefillBase
-	}
-	if c.PrefillPerToken == 0 {
-		c.PrefillPerToken = DefaultPrefillPerToken
-	}
-	if c.DecodeStep == 0 {
-		c.DecodeStep = DefaultDecodeStep
-	}
-	if c.Speed == 0 {
-		c.Speed = 1
-	}
+	c.PrefillBase = cmp.Or(c.PrefillBase, DefaultPrefillBase)
+	c.PrefillPerToken = cmp.Or(c.PrefillPerToken, DefaultPrefillPerToken)
+	c.DecodeStep = cmp.Or(c.DecodeStep, DefaultDecodeStep)
+	c.Speed = cmp.Or(c.Speed, 1)
 	return c
 }
 

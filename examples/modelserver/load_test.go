@@ -65,16 +65,6 @@ func start(s *modelserver.Server, path, body string) *call {
 	return c
 }
 
-// finished reports whether c's handler has returned.
-func (c *call) finished() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // metrics reads s's metrics page: each sample's value by its name and
 // labels.
 func metrics(t *testing.T, s *modelserver.Server) map[string]float64 {
@@ -148,7 +138,9 @@ func TestQueueAndTimeToFirstToken(t *testing.T) {
 
 		time.Sleep(time.Until(begin.Add(cfg.ServiceTime(4, 10))))
 		synctest.Wait()
-		if !a.finished() {
+		select {
+		case <-a.done:
+		default:
 			t.Fatal("a is still running after its service time")
 		}
 		checkLoad(t, s, "a done", modelserver.Load{Running: 1, Waiting: 0, KVCacheUsage: 0.04})

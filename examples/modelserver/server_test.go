@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/examples/modelserver"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // The wire schema as an OpenAI client reads it, written from OpenAI's API
@@ -49,15 +50,6 @@ type wireCompletion struct {
 	Usage   *wireUsage   `json:"usage"`
 }
 
-type wireError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
 func strictDecode(t *testing.T, data []byte, v any) {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -88,15 +80,8 @@ func newServer(t *testing.T, cfg modelserver.Config) (*modelserver.Server, strin
 func post(t *testing.T, url, body string) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, data
+	data := testhttp.Body(t, resp, err)
+	return resp, []byte(data)
 }
 
 func TestCompletion(t *testing.T) {
@@ -345,7 +330,7 @@ func checkError(t *testing.T, what string, resp *http.Response, data []byte, sta
 			t.Errorf("%s: error body %s lacks %q", what, data, k)
 		}
 	}
-	var e wireError
+	var e testhttp.OpenAIError
 	strictDecode(t, data, &e)
 	if e.Error.Message == "" || e.Error.Type == "" {
 		t.Errorf("%s: error %s: want a message and a type", what, data)
@@ -405,15 +390,8 @@ func get(t *testing.T, method, url string) (*http.Response, []byte) {
 		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, data
+	data := testhttp.Body(t, resp, err)
+	return resp, []byte(data)
 }
 
 func TestModels(t *testing.T) {

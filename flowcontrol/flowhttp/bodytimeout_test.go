@@ -55,13 +55,12 @@ func TestStalledBodyIsCutAtTheBound(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
 					called := false
-					h, err := flowhttp.New(flowhttp.Config{Controller: fc, BodyReadTimeout: c.timeout},
+					h := mustHandler(t, flowhttp.Config{Controller: fc, BodyReadTimeout: c.timeout},
 						http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
-					require.NoError(t, err)
 					conn := serveRaw(t, h)()
 
 					start := time.Now()
-					_, err = io.WriteString(conn, "POST /v1/completions HTTP/1.1\r\nHost: gateway\r\nContent-Length: 1000\r\n\r\n{")
+					_, err := io.WriteString(conn, "POST /v1/completions HTTP/1.1\r\nHost: gateway\r\nContent-Length: 1000\r\n\r\n{")
 					require.NoError(t, err)
 					if trickle {
 						stop := make(chan struct{})
@@ -103,15 +102,14 @@ func TestStalledBodyIsCutAtTheBound(t *testing.T) {
 // when it is dispatched.
 func TestBodyBoundEndsWithTheBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := newCountingGate(1)
-		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}, Gate: gate})
+		gt := newCountingGate(1)
+		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}, Gate: gt})
 		backend := newHoldingBackend()
-		h, err := flowhttp.New(flowhttp.Config{Controller: fc, BodyReadTimeout: time.Second}, backend)
-		require.NoError(t, err)
+		h := mustHandler(t, flowhttp.Config{Controller: fc, BodyReadTimeout: time.Second}, backend)
 		dial := serveRaw(t, h)
 
 		first := dial()
-		_, err = io.WriteString(first, "POST / HTTP/1.1\r\nHost: gateway\r\nX-Hold: 1\r\nContent-Length: 2\r\n\r\n{}")
+		_, err := io.WriteString(first, "POST / HTTP/1.1\r\nHost: gateway\r\nX-Hold: 1\r\nContent-Length: 2\r\n\r\n{}")
 		require.NoError(t, err)
 		<-backend.working
 

@@ -114,12 +114,7 @@ func TestTTLHeaderOverHTTP(t *testing.T) {
 					Gate:     newCountingGate(1),
 					Observer: func(ev flowcontrol.Event) { outcomes = append(outcomes, ev.Outcome) },
 				})
-				backend := newHoldingBackend()
-				client, stop := memGateway(t, fc, backend)
-				defer stop()
-
-				held := goSend(t.Context(), client, 0, holdHeader, "1")
-				<-backend.working
+				client, backend, held := startHeld(t, fc)
 				start := time.Now()
 				res := <-goSend(t.Context(), client, 0, flowhttp.TTLHeader, c.header)
 				waited := time.Since(start)

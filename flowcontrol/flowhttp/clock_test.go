@@ -27,10 +27,10 @@ func TestHandlerReadsTheControllersClock(t *testing.T) {
 
 func testHandlerReadsTheControllersClock(t *testing.T) {
 	clock := clocktest.New(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) // it moves only when told
-	gate := newCountingGate(1)
+	gt := newCountingGate(1)
 	fc := newController(t, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0, Policy: ordering.SLODeadline(), Queue: ordering.QueueHeap}},
-		Gate:  gate,
+		Gate:  gt,
 		Clock: clock,
 	})
 	holder, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "holder"}})

@@ -17,6 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -96,15 +98,9 @@ func (c *call) result() *http.Response {
 // flow's snapshots — and the wrapped handler still receives the whole body.
 func TestClassifierCostReachesController(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: capacity.Bounded(10_000)}},
-			Gate:  newCountingGate(1),
-		})
+		fc := newController(t, oneSlot(flowcontrol.BandConfig{Priority: 0, CostCapacity: capacity.Bounded(10_000)}))
 		backend := &served{hold: make(chan struct{})}
-		h, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: tokenEstimate}, backend)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := mustHandler(t, flowhttp.Config{Controller: fc, Classify: tokenEstimate}, backend)
 		first := serve(t.Context(), h, "a", completion(5), holdHeader, "1")
 		synctest.Wait()
 		calls := []*call{
@@ -161,12 +157,9 @@ func TestCostCapacityOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, CostCapacity: capacity.Bounded(100)}},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
-		h, err := flowhttp.New(flowhttp.Config{Controller: fc, Classify: tokenEstimate}, okHandler)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := mustHandler(t, flowhttp.Config{Controller: fc, Classify: tokenEstimate}, okHandler)
 		ctx, cancel := context.WithCancel(t.Context())
 		queued := serve(ctx, h, "a", completion(60))
 		synctest.Wait()
@@ -219,7 +212,7 @@ func TestDisplacedAnswered429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{band(0, 2)},
-			Gate:  flowcontrol.MaxInFlight(0),
+			Gate:  gate.MaxInFlight(0),
 		})
 		called := false
 		h := newHandler(t, fc, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -68,7 +70,7 @@ func newDisconnectRig(t *testing.T) *disconnectRig {
 	}
 	rig.fc = newController(t, flowcontrol.Config{
 		Bands:    []flowcontrol.BandConfig{band(0, 10)},
-		Gate:     flowcontrol.MaxInFlight(1),
+		Gate:     gate.MaxInFlight(1),
 		Observer: func(ev flowcontrol.Event) { rig.events <- ev },
 	})
 	backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,8 +88,7 @@ func newDisconnectRig(t *testing.T) *disconnectRig {
 		w.Header().Set("X-Proto", r.Proto)
 		io.WriteString(w, flow+":"+string(body))
 	})
-	h, err := flowhttp.New(flowhttp.Config{Controller: rig.fc}, backend)
-	require.NoError(t, err)
+	h := mustHandler(t, flowhttp.Config{Controller: rig.fc}, backend)
 	rig.handler = h
 	return rig
 }
@@ -116,25 +117,13 @@ func (rig *disconnectRig) awaitQueued(t *testing.T, n int64) {
 // awaitEvent returns the next outcome.
 func (rig *disconnectRig) awaitEvent(t *testing.T) flowcontrol.Event {
 	t.Helper()
-	select {
-	case ev := <-rig.events:
-		return ev
-	case <-time.After(watchdog):
-		t.Fatal("no outcome: the request is still queued")
-		return flowcontrol.Event{}
-	}
+	return within(t, rig.events, "no outcome: the request is still queued")
 }
 
 // awaitServed returns the flow of the next request the backend serves.
 func (rig *disconnectRig) awaitServed(t *testing.T) string {
 	t.Helper()
-	select {
-	case flow := <-rig.served:
-		return flow
-	case <-time.After(watchdog):
-		t.Fatal("the backend served nothing")
-		return ""
-	}
+	return within(t, rig.served, "the backend served nothing")
 }
 
 // run drives one disconnect case: the holder takes the slot, the victim is

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
@@ -34,7 +36,7 @@ func Example() {
 			{Priority: 0, RequestCapacity: capacity.Bounded(50)},
 			{Priority: -10, RequestCapacity: capacity.Bounded(0)},
 		},
-		Gate: flowcontrol.MaxInFlight(8),
+		Gate: gate.MaxInFlight(8),
 	})
 	if err != nil {
 		panic(err)
@@ -118,7 +120,7 @@ func ExampleClassifyFunc() {
 			CostCapacity: capacity.Bounded(4096), // tokens waiting
 			Fairness:     flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{}),
 		}},
-		Gate: flowcontrol.MaxInFlight(8),
+		Gate: gate.MaxInFlight(8),
 	})
 	if err != nil {
 		panic(err)

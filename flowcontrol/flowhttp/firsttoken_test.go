@@ -3,35 +3,20 @@ package flowhttp_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/internal/gatetest"
 )
-
-// usageGate is a MeteredGate with unlimited slots that keeps what it hears.
-type usageGate struct {
-	mu       sync.Mutex
-	returned []flowcontrol.Usage
-}
-
-func (*usageGate) TryAcquire(int) bool   { return true }
-func (*usageGate) Release(int)           {}
-func (*usageGate) Took(flowcontrol.Slot) {}
-func (g *usageGate) Returned(u flowcontrol.Usage) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.returned = append(g.returned, u)
-}
 
 // The handler reports the first byte of the response body as the first
 // token — not the header, which a streaming server sends before it has one.
 func TestFirstBodyByteIsTheFirstToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := &usageGate{}
+		g := &gatetest.UsageGate{}
 		fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 		if err != nil {
 			t.Fatal(err)
@@ -48,21 +33,17 @@ func TestFirstBodyByteIsTheFirstToken(t *testing.T) {
 			time.Sleep(2 * time.Second) // decoding the rest
 			w.Write([]byte("data: [DONE]\n\n"))
 		})
-		h, err := flowhttp.New(flowhttp.Config{Controller: fc}, backend)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := mustHandler(t, flowhttp.Config{Controller: fc}, backend)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", nil))
 		if !rec.Flushed {
 			t.Fatal("the flush did not reach the client's writer")
 		}
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if len(g.returned) != 1 {
-			t.Fatalf("gate heard %d returns, want 1", len(g.returned))
+		returned := g.Returns()
+		if len(returned) != 1 {
+			t.Fatalf("gate heard %d returns, want 1", len(returned))
 		}
-		if u := g.returned[0]; u.FirstToken != 400*time.Millisecond || u.Held != 2400*time.Millisecond {
+		if u := returned[0]; u.FirstToken != 400*time.Millisecond || u.Held != 2400*time.Millisecond {
 			t.Fatalf("usage %+v: want FirstToken 400ms, Held 2.4s", u)
 		}
 	})

@@ -187,10 +187,7 @@ func TestCapacityReader(t *testing.T) {
 	fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
 	var bands capacity.Bands
 	bands.Set(capacity.Snapshot{Priority: 0, QueuedRequests: 3, RequestCapacity: capacity.Bounded(4)})
-	h, err := flowhttp.New(flowhttp.Config{Controller: fc, Capacity: &bands}, okHandler)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandler(t, flowhttp.Config{Controller: fc, Capacity: &bands}, okHandler)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if got := rec.Result().Header.Get(headroom.HeaderName); got != "1" {

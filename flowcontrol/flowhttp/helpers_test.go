@@ -20,6 +20,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/internal/pipenet"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // priorityHeader is the request header the tests classify priorities by.
@@ -72,13 +73,21 @@ func (g *countingGate) Release(priority int) {
 // awaitRelease waits for the next release and returns its band.
 func (g *countingGate) awaitRelease(t testing.TB) int {
 	t.Helper()
+	return within(t, g.releases, "no admission was released")
+}
+
+// within returns the next value of ch, or fails the test with failure when
+// none arrives within the watchdog.
+func within[T any](t testing.TB, ch <-chan T, failure string) T {
+	t.Helper()
 	select {
-	case p := <-g.releases:
-		return p
+	case v := <-ch:
+		return v
 	case <-time.After(watchdog):
-		t.Fatal("no admission was released")
-		return 0
+		t.Fatal(failure)
 	}
+	var none T // not reached: Fatal ends the test's goroutine
+	return none
 }
 
 // noRelease fails if a release has been reported and not yet consumed.
@@ -112,10 +121,16 @@ func newController(t testing.TB, cfg flowcontrol.Config) *flowcontrol.FlowContro
 // from priorityHeader.
 func newHandler(t testing.TB, fc *flowcontrol.FlowController, next http.Handler) *flowhttp.Handler {
 	t.Helper()
-	h, err := flowhttp.New(flowhttp.Config{
+	return mustHandler(t, flowhttp.Config{
 		Controller: fc,
 		Headers:    flowhttp.HeaderClassifier{PriorityHeader: priorityHeader},
 	}, next)
+}
+
+// mustHandler returns flowhttp.New(cfg, next), or fails the test at once.
+func mustHandler(t testing.TB, cfg flowhttp.Config, next http.Handler) *flowhttp.Handler {
+	t.Helper()
+	h, err := flowhttp.New(cfg, next)
 	if err != nil {
 		t.Fatalf("flowhttp.New: %v", err)
 	}
@@ -186,14 +201,7 @@ func send(t testing.TB, client *http.Client, url string, priority int, headers .
 
 // errorJSON is the rejection body the Handler writes: the OpenAI error
 // object, as OpenAI SDKs decode it.
-type errorJSON struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
+type errorJSON testhttp.OpenAIError
 
 // decodeError decodes a rejection body strictly: exactly the four fields
 // of the OpenAI error object, all present, param null.

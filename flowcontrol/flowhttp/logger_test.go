@@ -43,14 +43,11 @@ func TestLoggerHearsReaderFailures(t *testing.T) {
 			}
 			defer fc.Close()
 			var logs bytes.Buffer
-			h, err := flowhttp.New(flowhttp.Config{
+			h := mustHandler(t, flowhttp.Config{
 				Controller: fc,
 				Capacity:   tc.reader,
 				Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
 			}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
-			if err != nil {
-				t.Fatal(err)
-			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 			if rec.Code != http.StatusOK || rec.Body.String() != "ok" {

@@ -95,16 +95,10 @@ func TestBackendHeadroomNeverReachesClient(t *testing.T) {
 	}
 }
 
+// mapsEqual reports whether two header maps hold the same names with the
+// same values in the same order.
 func mapsEqual(a, b map[string][]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, slices.Equal)
 }
 
 // TestRejectionsOverHTTP: a request flow control does not dispatch is
@@ -263,8 +257,8 @@ func TestStreamFlushesTokenByToken(t *testing.T) {
 	for name, flush := range flushers {
 		for _, viaProxy := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/proxy=%v", name, viaProxy), func(t *testing.T) {
-				gate := newCountingGate(1)
-				fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 4)}, Gate: gate})
+				gt := newCountingGate(1)
+				fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 4)}, Gate: gt})
 				backend := &streamingBackend{n: 5, next: make(chan struct{}), flush: flush}
 				var url string
 				if viaProxy {
@@ -288,14 +282,14 @@ func TestStreamFlushesTokenByToken(t *testing.T) {
 					if got, want := readLine(t, r), fmt.Sprintf("token %d\n", i); got != want {
 						t.Fatalf("read %q, want %q", got, want)
 					}
-					gate.noRelease(t, fmt.Sprintf("after token %d", i))
+					gt.noRelease(t, fmt.Sprintf("after token %d", i))
 					backend.next <- struct{}{}
 				}
 				if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
 					t.Fatalf("after the last token: %q, %v", rest, err)
 				}
-				gate.awaitRelease(t)
-				if a, r := gate.acquired.Load(), gate.released.Load(); a != 1 || r != 1 {
+				gt.awaitRelease(t)
+				if a, r := gt.acquired.Load(), gt.released.Load(); a != 1 || r != 1 {
 					t.Errorf("acquired %d, released %d; want 1 and 1", a, r)
 				}
 			})
@@ -310,8 +304,8 @@ func TestStreamFlushesTokenByToken(t *testing.T) {
 func TestReleaseOnceWhenClientDisconnectsMidStream(t *testing.T) {
 	for _, viaProxy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("proxy=%v", viaProxy), func(t *testing.T) {
-			gate := newCountingGate(1)
-			fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 4)}, Gate: gate})
+			gt := newCountingGate(1)
+			fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 4)}, Gate: gt})
 
 			unblock := make(chan struct{})
 			stuck := make(chan struct{}, 2)
@@ -356,11 +350,11 @@ func TestReleaseOnceWhenClientDisconnectsMidStream(t *testing.T) {
 				t.Fatalf("read %q, want the first token", got)
 			}
 			<-stuck
-			gate.noRelease(t, "mid-stream")
+			gt.noRelease(t, "mid-stream")
 			cancel() // the client goes away
 			resp.Body.Close()
 
-			if p := gate.awaitRelease(t); p != 0 {
+			if p := gt.awaitRelease(t); p != 0 {
 				t.Errorf("released band %d, want 0", p)
 			}
 			if !viaProxy && served.Load() != 0 {
@@ -375,13 +369,13 @@ func TestReleaseOnceWhenClientDisconnectsMidStream(t *testing.T) {
 			if resp2.StatusCode != http.StatusOK || body != "second" {
 				t.Fatalf("second request: %d %q", resp2.StatusCode, body)
 			}
-			gate.awaitRelease(t)
+			gt.awaitRelease(t)
 
 			unblock <- struct{}{}
 			<-gatewayDone
 			<-gatewayDone
-			gate.noRelease(t, "after the handler returned")
-			if a, r := gate.acquired.Load(), gate.released.Load(); a != 2 || r != 2 {
+			gt.noRelease(t, "after the handler returned")
+			if a, r := gt.acquired.Load(), gt.released.Load(); a != 2 || r != 2 {
 				t.Errorf("acquired %d, released %d; want 2 and 2 (one each)", a, r)
 			}
 		})
@@ -431,10 +425,7 @@ func TestBodySizing(t *testing.T) {
 			fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{
 				{Priority: 0, ByteCapacity: capacity.Bounded(c.byteCap)},
 			}})
-			h, err := flowhttp.New(flowhttp.Config{Controller: fc, MaxBodyBytes: c.maxBody}, echo)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := mustHandler(t, flowhttp.Config{Controller: fc, MaxBodyBytes: c.maxBody}, echo)
 			url := loopbackServer(t, h)
 			var rd io.Reader = strings.NewReader(body)
 			if c.chunked {
@@ -482,10 +473,7 @@ func TestDeclaredBodyOverTheLimitIsNotRead(t *testing.T) {
 		Bands:    []flowcontrol.BandConfig{band(0, 10)},
 		Observer: func(flowcontrol.Event) { events.Add(1) },
 	})
-	h, err := flowhttp.New(flowhttp.Config{Controller: fc, MaxBodyBytes: 10}, okHandler)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandler(t, flowhttp.Config{Controller: fc, MaxBodyBytes: 10}, okHandler)
 	url := loopbackServer(t, h)
 	tr := &http.Transport{ExpectContinueTimeout: watchdog}
 	t.Cleanup(tr.CloseIdleConnections)

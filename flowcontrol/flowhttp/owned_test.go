@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/headroom/window"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 func TestRouterOwnedHeadersIsTheOneList(t *testing.T) {
@@ -156,23 +156,7 @@ func fetch(t *testing.T, client *http.Client, url string) *seen {
 // the backend sent on path) did not.
 func (s *seen) checkOwned(t *testing.T, path ownedPath) {
 	t.Helper()
-	maps := append([]http.Header{s.header, s.trailer}, s.informational...)
-	for _, h := range maps {
-		for k, vs := range h {
-			if flowhttp.IsRouterOwned(k) && slices.Contains(vs, "spoofed") {
-				t.Errorf("%s: %q reached the client", k, vs)
-			}
-			if strings.EqualFold(k, "Trailer") {
-				for _, v := range vs {
-					for elem := range strings.SplitSeq(v, ",") {
-						if flowhttp.IsRouterOwned(strings.TrimSpace(elem)) {
-							t.Errorf("the response declares the router-owned trailer %q", elem)
-						}
-					}
-				}
-			}
-		}
-	}
+	testhttp.CheckOwned(t, flowhttp.IsRouterOwned, append([]http.Header{s.header, s.trailer}, s.informational...)...)
 	if len(s.header.Values(flowcontrol.DroppedReasonHeader)) > 0 {
 		t.Errorf("a dispatched response carries %s %q", flowcontrol.DroppedReasonHeader, s.header.Values(flowcontrol.DroppedReasonHeader))
 	}
@@ -205,10 +189,10 @@ func TestRouterOwnedOnEveryPath(t *testing.T) {
 						fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
 						next := spoofingBackend(path, key)
 						if viaProxy {
-							be := startServer(t, next, false)
+							be := testhttp.StartServer(t, next, false)
 							next = proxyTo(t, be.URL, be.Client().Transport)
 						}
-						srv := startServer(t, newHandler(t, fc, next), false)
+						srv := testhttp.StartServer(t, newHandler(t, fc, next), false)
 						s := fetch(t, srv.Client(), srv.URL)
 						s.checkOwned(t, path)
 						require.Equal(t, "10", s.header.Get(headroom.HeaderName), "the router's own headroom")
@@ -280,20 +264,8 @@ func TestStripRouterOwnedProperty(t *testing.T) {
 				t.Fatalf("%q survived", k)
 			}
 		}
-		if !equalHeaders(h, want) {
+		if !mapsEqual(h, want) {
 			t.Fatalf("after stripping\n got %q\nwant %q", h, want)
 		}
 	})
-}
-
-func equalHeaders(a, b http.Header) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, va := range a {
-		if !slices.Equal(va, b[k]) {
-			return false
-		}
-	}
-	return true
 }

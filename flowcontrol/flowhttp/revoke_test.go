@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"go.uber.org/goleak"
 
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -29,7 +31,7 @@ func evictingController(t *testing.T, obs func(flowcontrol.Event)) *flowcontrol.
 	return newController(t, flowcontrol.Config{
 		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 		FallbackPriority: 10,
-		Gate:             flowcontrol.MaxInFlight(1),
+		Gate:             gate.MaxInFlight(1),
 		Eviction:         &flowcontrol.Eviction{},
 		Observer:         obs,
 	})

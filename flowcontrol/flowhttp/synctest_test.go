@@ -48,27 +48,47 @@ func memGateway(t *testing.T, fc *flowcontrol.FlowController, backend http.Handl
 // goSend sends a request for band priority on a new goroutine; the result
 // arrives on the returned channel.
 func goSend(ctx context.Context, client *http.Client, priority int, headers ...string) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/v1/completions", nil)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		req.Header.Set(priorityHeader, strconv.Itoa(priority))
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		ch <- result{status: resp.StatusCode, header: resp.Header, body: string(body), err: err}
-	}()
-	return ch
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/v1/completions", nil)
+	if err != nil {
+		ch := make(chan result, 1)
+		ch <- result{err: err}
+		return ch
+	}
+	req.Header.Set(priorityHeader, strconv.Itoa(priority))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return goDo(client, req)
+}
+
+// oneSlot is a controller configuration of band alone behind a counting
+// gate with one slot.
+func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
+	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: newCountingGate(1)}
+}
+
+// sendMany sends n requests of band 0 through client, each on a goroutine
+// of its own, and returns their results' channels once every goroutine
+// is blocked (in the bubble: queued, or waiting for its answer).
+func sendMany(t *testing.T, client *http.Client, n int) []<-chan result {
+	var chs []<-chan result
+	for range n {
+		chs = append(chs, goSend(t.Context(), client, 0))
+	}
+	synctest.Wait()
+	return chs
+}
+
+// startHeld starts memGateway(fc) in front of a holdingBackend, closed when
+// the test ends, and sends it a request of band 0 that the backend holds.
+// It returns once the backend works on that request.
+func startHeld(t *testing.T, fc *flowcontrol.FlowController) (client *http.Client, backend *holdingBackend, held <-chan result) {
+	backend = newHoldingBackend()
+	client, stop := memGateway(t, fc, backend)
+	t.Cleanup(stop)
+	held = goSend(t.Context(), client, 0, holdHeader, "1")
+	<-backend.working
+	return client, backend, held
 }
 
 // holdingBackend answers at once, unless the request carries holdHeader:
@@ -112,24 +132,12 @@ func queued(t *testing.T, fc *flowcontrol.FlowController, priority int) int64 {
 // then reports the band as it is when its own response starts.
 func TestResponseTimeSampling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  newCountingGate(1),
-		})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		first := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		fc := newController(t, oneSlot(band(0, 10)))
+		client, backend, first := startHeld(t, fc)
 		if n := queued(t, fc, 0); n != 0 {
 			t.Fatalf("band length %d at admission, want 0 (headroom 10)", n)
 		}
-		var later []<-chan result
-		for range 3 {
-			later = append(later, goSend(t.Context(), client, 0))
-		}
-		synctest.Wait()
+		later := sendMany(t, client, 3)
 		if n := queued(t, fc, 0); n != 3 {
 			t.Fatalf("band length %d while the backend works, want 3", n)
 		}
@@ -164,16 +172,8 @@ func TestResponseTimeSampling(t *testing.T) {
 // 1500 for one that waited 1500.7 ms.
 func TestQueueDurationHeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  newCountingGate(1),
-		})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		first := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		fc := newController(t, oneSlot(band(0, 10)))
+		client, backend, first := startHeld(t, fc)
 		second := goSend(t.Context(), client, 0)
 		synctest.Wait()
 		time.Sleep(1500*time.Millisecond + 700*time.Microsecond)
@@ -203,10 +203,7 @@ func TestQueueDurationHeader(t *testing.T) {
 // 2 s for the next.
 func TestRetryAfterOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := newController(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  newCountingGate(1),
-		})
+		fc := newController(t, oneSlot(band(0, 10)))
 		backend := newHoldingBackend()
 		backend.delay = 250 * time.Millisecond
 		client, stop := memGateway(t, fc, backend)
@@ -216,11 +213,7 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 		// queue one per 250 ms once it is released.
 		warmHeld := goSend(t.Context(), client, 0, holdHeader, "1")
 		<-backend.working
-		var warm []<-chan result
-		for range 8 {
-			warm = append(warm, goSend(t.Context(), client, 0))
-		}
-		synctest.Wait()
+		warm := sendMany(t, client, 8)
 		backend.respond <- struct{}{} // releases the held one alone
 		for _, ch := range append(warm, warmHeld) {
 			if res := <-ch; res.status != http.StatusOK {
@@ -229,11 +222,7 @@ func TestRetryAfterOverHTTP(t *testing.T) {
 		}
 		held := goSend(t.Context(), client, 0, holdHeader, "1")
 		<-backend.working
-		var waiting []<-chan result
-		for range 10 {
-			waiting = append(waiting, goSend(t.Context(), client, 0))
-		}
-		synctest.Wait()
+		waiting := sendMany(t, client, 10)
 		if n := queued(t, fc, 0); n != 10 {
 			t.Fatalf("band length %d, want 10 (full)", n)
 		}
@@ -274,13 +263,8 @@ func TestExpiryOverHTTP(t *testing.T) {
 		const ttl = 2 * time.Second
 		b := band(0, 10)
 		b.TTL = ttl
-		fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{b}, Gate: newCountingGate(1)})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		held := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		fc := newController(t, oneSlot(b))
+		client, backend, held := startHeld(t, fc)
 		start := time.Now()
 		res := <-goSend(t.Context(), client, 0)
 		if waited := time.Since(start); waited != ttl {
@@ -310,22 +294,17 @@ func TestCancelledWhileQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var outcomes []flowcontrol.Outcome
-		gate := newCountingGate(1)
+		gt := newCountingGate(1)
 		fc := newController(t, flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{band(0, 10)},
-			Gate:  gate,
+			Gate:  gt,
 			Observer: func(ev flowcontrol.Event) {
 				mu.Lock()
 				outcomes = append(outcomes, ev.Outcome)
 				mu.Unlock()
 			},
 		})
-		backend := newHoldingBackend()
-		client, stop := memGateway(t, fc, backend)
-		defer stop()
-
-		held := goSend(t.Context(), client, 0, holdHeader, "1")
-		<-backend.working
+		client, backend, held := startHeld(t, fc)
 		ctx, cancel := context.WithCancel(t.Context())
 		gone := goSend(ctx, client, 0)
 		synctest.Wait()
@@ -352,7 +331,7 @@ func TestCancelledWhileQueued(t *testing.T) {
 		if n := backend.calls.Load(); n != 1 {
 			t.Errorf("backend called %d times, want 1", n)
 		}
-		if a := gate.acquired.Load(); a != 1 {
+		if a := gt.acquired.Load(); a != 1 {
 			t.Errorf("%d slots taken, want 1", a)
 		}
 	})

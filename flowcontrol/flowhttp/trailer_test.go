@@ -4,90 +4,49 @@ package flowhttp_test
 // Handler, directly or through a reverse proxy, over HTTP/1 or HTTP/2.
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // ownedNames are the response headers the router owns.
 var ownedNames = flowhttp.RouterOwnedHeaders()
 
-// trailerSpoof is one way a backend tries to send router-owned names as
-// trailers: declared in its Trailer header (set after the body, or not
-// set, so that net/http would send the router's own value), or set through
-// http.TrailerPrefix before or after the body. It also sends the trailer
-// X-Other, which must pass.
-type trailerSpoof struct {
-	name    string
-	declare []string
-	before  map[string]string
-	after   map[string]string
-}
-
-var trailerSpoofs = []trailerSpoof{
-	{name: "declared, canonical, set after the body",
-		declare: []string{"X-Other, X-Llm-D-Flow-Queue-Duration-Ms, X-Llm-D-Flow-Band-Headroom-Requests"},
-		after:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Queue-Duration-Ms": "999", "X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
-	{name: "declared, lower case, not set",
-		declare: []string{"x-llm-d-flow-queue-duration-ms,x-llm-d-flow-band-headroom-requests", "x-llm-d-flow-band-headroom, x-other"},
-		after:   map[string]string{"X-Other": "kept"}},
-	{name: "declared, upper case, set after the body",
-		declare: []string{" X-LLM-D-FLOW-BAND-HEADROOM ,X-Other"},
-		after:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom": "999"}},
-	{name: "TrailerPrefix after the body",
-		after: map[string]string{"Trailer:X-Other": "kept", "Trailer:x-llm-d-flow-queue-duration-ms": "999",
+// trailerSpoofs are the ways a backend tries to send router-owned names
+// as trailers; each also sends the trailer X-Other, which must pass.
+var trailerSpoofs = []testhttp.TrailerSpoof{
+	{Name: "declared, canonical, set after the body",
+		Declare: []string{"X-Other, X-Llm-D-Flow-Queue-Duration-Ms, X-Llm-D-Flow-Band-Headroom-Requests"},
+		After:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Queue-Duration-Ms": "999", "X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
+	{Name: "declared, lower case, not set",
+		Declare: []string{"x-llm-d-flow-queue-duration-ms,x-llm-d-flow-band-headroom-requests", "x-llm-d-flow-band-headroom, x-other"},
+		After:   map[string]string{"X-Other": "kept"}},
+	{Name: "declared, upper case, set after the body",
+		Declare: []string{" X-LLM-D-FLOW-BAND-HEADROOM ,X-Other"},
+		After:   map[string]string{"X-Other": "kept", "X-Llm-D-Flow-Band-Headroom": "999"}},
+	{Name: "TrailerPrefix after the body",
+		After: map[string]string{"Trailer:X-Other": "kept", "Trailer:x-llm-d-flow-queue-duration-ms": "999",
 			"Trailer:X-LLM-D-FLOW-BAND-HEADROOM-REQUESTS": "999", "Trailer:X-Llm-D-Flow-Band-Headroom": "999"}},
-	{name: "TrailerPrefix before the header, any case",
-		before: map[string]string{"Trailer:X-Other": "kept", "TRAILER:x-llm-d-flow-queue-duration-ms": "999",
+	{Name: "TrailerPrefix before the header, any case",
+		Before: map[string]string{"Trailer:X-Other": "kept", "TRAILER:x-llm-d-flow-queue-duration-ms": "999",
 			"trailer:X-Llm-D-Flow-Band-Headroom-Requests": "999"}},
 }
 
 // trailerBackend answers with the spoof's trailers, router-owned headers
 // too, and a body.
-func trailerBackend(s trailerSpoof) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h := w.Header()
-		for _, name := range ownedNames {
-			h.Set(name, "997")
-		}
-		if len(s.declare) > 0 {
-			h["Trailer"] = s.declare
-		}
-		for k, v := range s.before {
-			h[k] = []string{v}
-		}
-		io.WriteString(w, "tokens")
-		w.(http.Flusher).Flush()
-		for k, v := range s.after {
-			h[k] = []string{v}
-		}
-	})
-}
-
-// startServer starts h over HTTP/1 or HTTP/2 (TLS); it closes when the
-// test ends.
-func startServer(t *testing.T, h http.Handler, http2 bool) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config.ErrorLog = discardLog
-	if http2 {
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-	} else {
-		srv.Start()
+func trailerBackend(s testhttp.TrailerSpoof) http.Handler {
+	owned := make(map[string]string, len(ownedNames))
+	for _, name := range ownedNames {
+		owned[name] = "997"
 	}
-	t.Cleanup(srv.Close)
-	t.Cleanup(srv.Client().CloseIdleConnections)
-	return srv
+	return s.Backend(owned, false)
 }
 
 func TestBackendTrailersNeverCarryRouterHeaders(t *testing.T) {
@@ -95,24 +54,17 @@ func TestBackendTrailersNeverCarryRouterHeaders(t *testing.T) {
 		for _, http2 := range []bool{false, true} {
 			proto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[http2]
 			for _, spoof := range trailerSpoofs {
-				t.Run(map[bool]string{false: "direct", true: "proxy"}[viaProxy]+"/"+proto+"/"+spoof.name, func(t *testing.T) {
+				t.Run(map[bool]string{false: "direct", true: "proxy"}[viaProxy]+"/"+proto+"/"+spoof.Name, func(t *testing.T) {
 					fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 10)}})
 					var next http.Handler = trailerBackend(spoof)
 					if viaProxy {
-						be := startServer(t, next, http2)
+						be := testhttp.StartServer(t, next, http2)
 						next = proxyTo(t, be.URL, be.Client().Transport)
 					}
-					h, err := flowhttp.New(flowhttp.Config{Controller: fc, EmitProvisionalHeadroom: true}, next)
-					require.NoError(t, err)
-					srv := startServer(t, h, http2)
+					h := mustHandler(t, flowhttp.Config{Controller: fc, EmitProvisionalHeadroom: true}, next)
+					srv := testhttp.StartServer(t, h, http2)
 
-					res, err := srv.Client().Get(srv.URL)
-					require.NoError(t, err)
-					body, err := io.ReadAll(res.Body)
-					require.NoError(t, err)
-					res.Body.Close()
-					require.Equal(t, "tokens", string(body))
-					require.Equal(t, proto, res.Proto)
+					res := testhttp.FetchTokens(t, srv, proto)
 
 					want := map[string][]string{
 						headroom.HeaderName:            {"10"},

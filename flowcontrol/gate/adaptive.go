@@ -5,8 +5,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // AdaptiveConfig configures an [AdaptiveGate]. llm-d-router has no
@@ -14,9 +12,11 @@ import (
 // field but TargetFirstToken means its default.
 type AdaptiveConfig struct {
 	// TargetFirstToken is the time to first token, counted from dispatch,
-	// above which a response is a sign of congestion. Required. Below the
-	// SLO by what the queue in front of the gate may take: with an SLO of
-	// 3s and requests waiting up to 1s in the controller's band, 1.5s.
+	// above which a response is a sign of congestion. Required. A request
+	// that waited w in the controller's band meets a time-to-first-token
+	// SLO counted from its arrival only if its first token comes within
+	// SLO − w of dispatch, so set it below SLO − TTL, the SLO less the
+	// longest wait in front of the gate, by a margin.
 	TargetFirstToken time.Duration
 	// InitialLimit is the limit the gate starts from (default 100, llm-d's
 	// maxConcurrency default): the fixed limit it replaces, typically.
@@ -48,10 +48,10 @@ const (
 // model server's saturation: the total grows with the output length,
 // while the first token waits for the server's queue and the prefill only.
 // The gate hears it the moment the caller reports it through
-// [flowcontrol.Admission.FirstToken] (flowhttp reports the first body byte,
+// [github.com/sluicegate/sluice/flowcontrol.Admission.FirstToken] (flowhttp reports the first body byte,
 // the ext_proc adapter the response headers), while the request still
 // runs; for a response that reported none it learns from the hold time
-// [flowcontrol.Usage.Held] when the admission ends, which overstates the
+// [Usage.Held] when the admission ends, which overstates the
 // latency of a long response and comes a response's length later: report
 // first tokens.
 //
@@ -74,21 +74,24 @@ const (
 // float64 and its whole part is clamped to them, so neither the increase
 // nor the decrease can wrap it.
 //
-// The gate learns as first tokens arrive, so it follows a change of
-// capacity within a few times to first token; the saturation gate, which
-// reads the servers' own queues every scrape, follows within a scrape
-// interval. The simulation in examples/gates compares both, and the
-// gradient design this gate was chosen over, which needs each response's
-// hold time and so learns only as admissions end.
+// The gate learns as first tokens arrive, not as admissions end: by the
+// rules above, after a drop in capacity the limit is multiplied by
+// Backoff at most once per half a flight of responses, and after a rise
+// it grows by about Increase × limit per round trip. examples/gates
+// compares it with the saturation gate, which reads the servers' own
+// queues every scrape, and with the gradient design this gate was chosen
+// over, which needs each response's hold time and so learns only as
+// admissions end; its README has the command and the tables.
 //
-// An AdaptiveGate is a [flowcontrol.FirstTokenGate] (so a
-// [flowcontrol.MeteredGate]), a [flowcontrol.BoundGate] and a
-// [flowcontrol.SaturationDetector] ([AdaptiveGate.Saturation]): its state is
+// An AdaptiveGate is a [FirstTokenGate] (so a
+// [MeteredGate]), a [BoundGate] and a
+// [SaturationDetector] ([AdaptiveGate.Saturation]): its state is
 // guarded by the lock of the one
 // controller it serves, and Bind refuses a second. Limit may be called from
 // any goroutine.
 type AdaptiveGate struct {
-	// Guarded by the controller's lock.
+	// Guarded by the lock that serializes the gate's methods (its
+	// controller's, or its Serial's).
 	limit              float64
 	inFlight, limitInt int
 	minInt, maxInt     int // MinLimit and MaxLimit, which limitInt stays within
@@ -98,7 +101,7 @@ type AdaptiveGate struct {
 	backoff, increase  float64
 
 	published atomic.Int64 // limitInt, for Limit
-	owner     atomic.Pointer[flowcontrol.FlowController]
+	owner     binding
 }
 
 // Adaptive returns an adaptive gate for cfg, or an error naming the first
@@ -180,24 +183,23 @@ func (g *AdaptiveGate) TryAcquire(int) bool {
 	return true
 }
 
-// Release hands back a slot that TryAcquire granted and that was not used
-// (a composing gate refused the request).
+// Release gives back a slot: the request ended, with nothing to learn from.
 func (g *AdaptiveGate) Release(int) { g.inFlight-- }
 
 // Took does nothing: the gate counts requests, whatever their cost.
-func (g *AdaptiveGate) Took(flowcontrol.Slot) {}
+func (g *AdaptiveGate) Took(Slot) {}
 
 // FirstToken learns from a response's time to first token d as soon as the
 // caller reports it, while the request still runs: for a long response
 // that is seconds before its admission ends.
-func (g *AdaptiveGate) FirstToken(_ flowcontrol.Slot, d time.Duration) {
+func (g *AdaptiveGate) FirstToken(_ Slot, d time.Duration) {
 	g.learn(d, g.inFlight)
 }
 
 // Returned gives back a slot and, unless the gate heard the response's
 // first token already, learns from its time to first token, or its hold
 // time when none was reported.
-func (g *AdaptiveGate) Returned(u flowcontrol.Usage) {
+func (g *AdaptiveGate) Returned(u Usage) {
 	used := g.inFlight
 	g.inFlight--
 	if u.Unused || u.Heard {
@@ -231,17 +233,19 @@ func (g *AdaptiveGate) learn(latency time.Duration, used int) {
 
 // Bind refuses a second controller: the gate's state is guarded by the
 // first one's lock.
-func (g *AdaptiveGate) Bind(c *flowcontrol.FlowController) error {
-	if !g.owner.CompareAndSwap(nil, c) && g.owner.Load() != c {
+func (g *AdaptiveGate) Bind(c Controller) error {
+	if !g.owner.claim(c) {
 		return errors.New("gate: AdaptiveGate already serves another controller")
 	}
 	return nil
 }
 
+func (g *AdaptiveGate) unbind(c Controller) { g.owner.release(c) }
+
 // Saturation returns the requests in flight ÷ the learned limit, at most
-// 1 (a decrease may leave more in flight than the new limit). It reads the
-// state the controller's lock guards, as a gate composed with this one
-// does from its TryAcquire.
+// 1 (a decrease may leave more in flight than the new limit). It is
+// called under the lock that serializes the gate's methods, as a gate
+// composed with this one does from its TryAcquire.
 func (g *AdaptiveGate) Saturation() float64 {
 	return min(float64(g.inFlight)/float64(max(g.limitInt, 1)), 1)
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"pgregory.net/rapid"
 )
@@ -17,7 +16,7 @@ import (
 // Defect 9: with InitialLimit = MaxLimit = MaxInt the limit wrapped to
 // MinInt64 and the gate admitted nothing.
 func TestAdaptiveMaxIntLimitDoesNotWrap(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MaxLimit: math.MaxInt})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MaxLimit: math.MaxInt})
 	if l := g.Limit(); l != math.MaxInt {
 		t.Fatalf("Limit() = %d, want MaxInt", l)
 	}
@@ -27,33 +26,33 @@ func TestAdaptiveMaxIntLimitDoesNotWrap(t *testing.T) {
 		}
 	}
 	for range 50 { // timely while in use: increases, capped at MaxLimit
-		g.FirstToken(flowcontrol.Slot{}, 0)
+		g.FirstToken(gate.Slot{}, 0)
 	}
 	if l := g.Limit(); l != math.MaxInt {
 		t.Fatalf("Limit() = %d after increases, want MaxInt", l)
 	}
-	g.FirstToken(flowcontrol.Slot{}, time.Duration(math.MaxInt64)) // late: a decrease
+	g.FirstToken(gate.Slot{}, time.Duration(math.MaxInt64)) // late: a decrease
 	if l := g.Limit(); l <= 0 || l >= math.MaxInt {
 		t.Fatalf("Limit() = %d after a decrease, want it below MaxInt and positive", l)
 	}
 
-	pinned := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MinLimit: math.MaxInt, MaxLimit: math.MaxInt})
+	pinned := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: math.MaxInt, MinLimit: math.MaxInt, MaxLimit: math.MaxInt})
 	pinned.TryAcquire(0)
-	pinned.FirstToken(flowcontrol.Slot{}, time.Hour)
+	pinned.FirstToken(gate.Slot{}, time.Hour)
 	if l := pinned.Limit(); l != math.MaxInt {
 		t.Fatalf("Limit() = %d with MinLimit = MaxLimit = MaxInt, want MaxInt", l)
 	}
 }
 
 func TestAdaptiveNegativeFirstTokenTeachesNothing(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 1})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 1})
 	fill(g)
 	for range 20 {
-		g.FirstToken(flowcontrol.Slot{}, -time.Hour)
-		g.FirstToken(flowcontrol.Slot{}, time.Duration(math.MinInt64))
+		g.FirstToken(gate.Slot{}, -time.Hour)
+		g.FirstToken(gate.Slot{}, time.Duration(math.MinInt64))
 	}
-	g.Returned(flowcontrol.Usage{FirstToken: -time.Second})
-	g.Returned(flowcontrol.Usage{Held: -time.Second})
+	g.Returned(gate.Usage{FirstToken: -time.Second})
+	g.Returned(gate.Usage{Held: -time.Second})
 	if l := g.Limit(); l != 10 {
 		t.Fatalf("Limit() = %d after negative times to first token, want 10 unchanged", l)
 	}
@@ -109,16 +108,16 @@ func TestAdaptiveProperty(t *testing.T) {
 					t.Fatalf("TryAcquire = %v with %d in flight under a limit of %d", got, inFlight, g.Limit())
 				}
 				if want {
-					g.Took(flowcontrol.Slot{Cost: 1})
+					g.Took(gate.Slot{Cost: 1})
 					inFlight++
 				}
 			case 1:
 				if inFlight > 0 {
-					g.FirstToken(flowcontrol.Slot{Cost: 1}, time.Duration(ttft.Draw(t, "firstToken")))
+					g.FirstToken(gate.Slot{Cost: 1}, time.Duration(ttft.Draw(t, "firstToken")))
 				}
 			case 2:
 				if inFlight > 0 {
-					g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 1},
+					g.Returned(gate.Usage{Slot: gate.Slot{Cost: 1},
 						FirstToken: time.Duration(ttft.Draw(t, "firstToken")), Held: time.Duration(ttft.Draw(t, "held"))})
 					inFlight--
 				}

@@ -10,20 +10,11 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
-func newAdaptive(t *testing.T, cfg gate.AdaptiveConfig) *gate.AdaptiveGate {
-	t.Helper()
-	g, err := gate.Adaptive(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // fill takes every slot the gate grants and returns how many.
 func fill(g *gate.AdaptiveGate) int {
 	n := 0
 	for g.TryAcquire(0) {
-		g.Took(flowcontrol.Slot{Cost: 1})
+		g.Took(gate.Slot{Cost: 1})
 		n++
 	}
 	return n
@@ -31,11 +22,11 @@ func fill(g *gate.AdaptiveGate) int {
 
 // respond returns one slot with the given time to first token.
 func respond(g *gate.AdaptiveGate, ttft time.Duration) {
-	g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 1}, FirstToken: ttft, Held: 5 * time.Second})
+	g.Returned(gate.Usage{Slot: gate.Slot{Cost: 1}, FirstToken: ttft, Held: 5 * time.Second})
 }
 
 func TestAdaptiveDecreasesOncePerHalfTheRequestsInFlight(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 20})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 20})
 	if n := fill(g); n != 20 {
 		t.Fatalf("admitted %d, want the initial limit 20", n)
 	}
@@ -59,7 +50,7 @@ func TestAdaptiveDecreasesOncePerHalfTheRequestsInFlight(t *testing.T) {
 }
 
 func TestAdaptiveIncreasesOnlyOnClearlyTimelyResponsesWhileInUse(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 0.5})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Increase: 0.5})
 	fill(g)
 	respond(g, 600*time.Millisecond) // between T/2 and T: hold
 	respond(g, time.Second)          // at T: hold
@@ -81,13 +72,13 @@ func TestAdaptiveIncreasesOnlyOnClearlyTimelyResponsesWhileInUse(t *testing.T) {
 	}
 	// No first token reported: the hold time stands in, here 5s, late.
 	g.TryAcquire(0)
-	g.Returned(flowcontrol.Usage{Held: 5 * time.Second, Slot: flowcontrol.Slot{Cost: 1}})
+	g.Returned(gate.Usage{Held: 5 * time.Second, Slot: gate.Slot{Cost: 1}})
 	if g.Limit() != 10 {
 		t.Fatalf("limit %d after a response with no first token held 5s, want 10 (11.5 × 0.9)", g.Limit())
 	}
 	// A slot handed back unused teaches nothing.
 	g.TryAcquire(0)
-	g.Returned(flowcontrol.Usage{Unused: true})
+	g.Returned(gate.Usage{Unused: true})
 	g.TryAcquire(0)
 	g.Release(0)
 	if g.Limit() != 10 || fill(g) != 10 {
@@ -96,7 +87,7 @@ func TestAdaptiveIncreasesOnlyOnClearlyTimelyResponsesWhileInUse(t *testing.T) {
 }
 
 func TestAdaptiveStaysWithinItsBounds(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, MinLimit: 3, MaxLimit: 5, Increase: 1})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, MinLimit: 3, MaxLimit: 5, Increase: 1})
 	for range 20 {
 		fill(g)
 		for range g.Limit() {
@@ -122,7 +113,7 @@ func TestAdaptiveStaysWithinItsBounds(t *testing.T) {
 // requests meet.
 func TestAdaptiveLearnsFromFirstTokensThroughAController(t *testing.T) {
 	clock := newClock()
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: 200 * time.Millisecond, InitialLimit: 4, MinLimit: 1})
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: 200 * time.Millisecond, InitialLimit: 4, MinLimit: 1})
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
 	var adms []*flowcontrol.Admission
 	for range 4 {
@@ -174,7 +165,7 @@ func TestAdaptiveConfigErrorsNameTheField(t *testing.T) {
 			t.Errorf("Adaptive(%+v) = %v, want an error starting %q", tc.cfg, err, tc.want)
 		}
 	}
-	g := newAdaptive(t, target)
+	g := must(t, gate.Adaptive, target)
 	if g.Limit() != gate.DefaultInitialLimit {
 		t.Fatalf("default limit %d", g.Limit())
 	}
@@ -187,24 +178,24 @@ func TestAdaptiveConfigErrorsNameTheField(t *testing.T) {
 // A first token heard while its request runs teaches the gate at once, and
 // the same response does not teach it again when its slot comes back.
 func TestAdaptiveLearnsFromFirstTokensOnce(t *testing.T) {
-	g := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Backoff: 0.5})
-	var _ flowcontrol.FirstTokenGate = g
+	g := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 10, Backoff: 0.5})
+	var _ gate.FirstTokenGate = g
 	if n := fill(g); n != 10 {
 		t.Fatalf("filled %d slots, want 10", n)
 	}
-	slot := flowcontrol.Slot{Cost: 1}
+	slot := gate.Slot{Cost: 1}
 	g.FirstToken(slot, 3*time.Second) // late: the limit halves now
 	if g.Limit() != 5 {
 		t.Fatalf("limit %d after a late first token, want 5", g.Limit())
 	}
 	// Its slot comes back, already heard: nothing more is learnt (a second
 	// lesson would be another cut, the guard being spent).
-	g.Returned(flowcontrol.Usage{Slot: slot, Held: 10 * time.Second, FirstToken: 3 * time.Second, Heard: true})
+	g.Returned(gate.Usage{Slot: slot, Held: 10 * time.Second, FirstToken: 3 * time.Second, Heard: true})
 	if g.Limit() != 5 {
 		t.Fatalf("limit %d after the heard response returned, want still 5", g.Limit())
 	}
 	// Not heard: learnt at Returned, from its first token.
-	g.Returned(flowcontrol.Usage{Slot: slot, Held: 10 * time.Second, FirstToken: 100 * time.Millisecond})
+	g.Returned(gate.Usage{Slot: slot, Held: 10 * time.Second, FirstToken: 100 * time.Millisecond})
 	if g.Limit() != 5 {
 		t.Fatalf("limit %d: a timely response moved a limit that is not in use", g.Limit())
 	}
@@ -217,19 +208,19 @@ func TestAllIsAFirstTokenGateOnlyWithOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := gate.All(conc).(flowcontrol.FirstTokenGate); ok {
+	if _, ok := gate.All(conc).(gate.FirstTokenGate); ok {
 		t.Fatal("All of a concurrency gate hears first tokens")
 	}
 	conc2, _ := gate.Concurrency(gate.ConcurrencyConfig{})
-	a := newAdaptive(t, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, Backoff: 0.5})
-	all, ok := gate.All(conc2, a).(flowcontrol.FirstTokenGate)
+	a := must(t, gate.Adaptive, gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 4, Backoff: 0.5})
+	all, ok := gate.All(conc2, a).(gate.FirstTokenGate)
 	if !ok {
 		t.Fatal("All with an adaptive gate does not hear first tokens")
 	}
 	for all.TryAcquire(0) {
-		all.Took(flowcontrol.Slot{Cost: 1})
+		all.Took(gate.Slot{Cost: 1})
 	}
-	all.FirstToken(flowcontrol.Slot{Cost: 1}, 2*time.Second)
+	all.FirstToken(gate.Slot{Cost: 1}, 2*time.Second)
 	if a.Limit() != 2 {
 		t.Fatalf("adaptive limit %d after All passed on a late first token, want 2", a.Limit())
 	}

@@ -3,8 +3,6 @@ package gate
 import (
 	"fmt"
 	"time"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // All returns a gate that admits a request only when every one of gates
@@ -15,23 +13,23 @@ import (
 // so strict priority across bands is unchanged: when any gate refuses the
 // highest waiting band, nothing below it starts.
 //
-// The gate All returns is a [flowcontrol.MeteredGate], so that it can tell
+// The gate All returns is a [MeteredGate], so that it can tell
 // a slot handed back unused from an admission that ended: it forwards Took
 // and Returned to the metered gates among gates, and gives the others
 // their slot back with Release when an admission ends. It is also a
-// [flowcontrol.BoundGate], binding each of gates that is one (the first
-// error fails the controller's New), and a [flowcontrol.EndpointGate]
+// [BoundGate], binding each of gates that is one (the first
+// error fails the controller's New), and a [EndpointGate]
 // that reports no endpoints when any of gates does; a
-// [flowcontrol.SaturationDetector] whose saturation is the largest of
-// those of gates that are one (0 when none is); a [flowcontrol.LagGate]
+// [SaturationDetector] whose saturation is the largest of
+// those of gates that are one (0 when none is); a [LagGate]
 // whose lag is the longest of theirs (0 when none lags); and, when one of
-// gates is a [flowcontrol.FirstTokenGate], one too, telling each such gate.
+// gates is a [FirstTokenGate], one too, telling each such gate.
 //
 // All panics, naming the index, if one of gates is nil. With no gates it
 // admits every request. A gate that panics in TryAcquire leaves the slots
-// of the gates before it handed back. Pass [flowcontrol.MaxInFlight] inside
+// of the gates before it handed back. Pass [MaxInFlight] inside
 // All to one controller only: New cannot see it there to check.
-func All(gates ...flowcontrol.Gate) flowcontrol.Gate {
+func All(gates ...Gate) Gate {
 	for i, g := range gates {
 		if g == nil {
 			panic(fmt.Sprintf("gate: All: gates[%d] is nil", i))
@@ -47,19 +45,19 @@ func All(gates ...flowcontrol.Gate) flowcontrol.Gate {
 
 // newAll returns the All of gates, none of them nil, whatever optional
 // interfaces they have: [Ceiling] builds on it too.
-func newAll(gates []flowcontrol.Gate) *allGate {
+func newAll(gates []Gate) *allGate {
 	a := &allGate{children: make([]child, len(gates))}
 	for i, g := range gates {
 		c := &a.children[i]
 		c.gate = g
-		c.metered, _ = g.(flowcontrol.MeteredGate)
-		c.detector, _ = g.(flowcontrol.SaturationDetector)
+		c.metered, _ = g.(MeteredGate)
+		c.detector, _ = g.(SaturationDetector)
 		c.saturation, _ = g.(*SaturationGate)
 		c.concurrency, _ = g.(*ConcurrencyGate)
-		if e, ok := g.(flowcontrol.EndpointGate); ok {
+		if e, ok := g.(EndpointGate); ok {
 			a.endpoints = append(a.endpoints, e)
 		}
-		if f, ok := g.(flowcontrol.FirstTokenGate); ok {
+		if f, ok := g.(FirstTokenGate); ok {
 			a.firstTokens = append(a.firstTokens, f)
 		}
 	}
@@ -70,7 +68,7 @@ func newAll(gates []flowcontrol.Gate) *allGate {
 type allFirstToken struct{ *allGate }
 
 // FirstToken tells each FirstTokenGate among the gates.
-func (a allFirstToken) FirstToken(s flowcontrol.Slot, d time.Duration) {
+func (a allFirstToken) FirstToken(s Slot, d time.Duration) {
 	for _, f := range a.firstTokens {
 		f.FirstToken(s, d)
 	}
@@ -78,18 +76,18 @@ func (a allFirstToken) FirstToken(s flowcontrol.Slot, d time.Duration) {
 
 type allGate struct {
 	children    []child
-	endpoints   []flowcontrol.EndpointGate
-	firstTokens []flowcontrol.FirstTokenGate
+	endpoints   []EndpointGate
+	firstTokens []FirstTokenGate
 }
 
 // child is one gate of an All. The gates of this package are called
 // directly rather than through the interface, which halves All's own cost.
 type child struct {
-	gate        flowcontrol.Gate
-	metered     flowcontrol.MeteredGate        // gate, when it is metered
-	detector    flowcontrol.SaturationDetector // gate, when it reports its saturation
-	saturation  *SaturationGate                // gate, when it is one
-	concurrency *ConcurrencyGate               // gate, when it is one
+	gate        Gate
+	metered     MeteredGate        // gate, when it is metered
+	detector    SaturationDetector // gate, when it reports its saturation
+	saturation  *SaturationGate    // gate, when it is one
+	concurrency *ConcurrencyGate   // gate, when it is one
 }
 
 func (c *child) tryAcquire(priority int) bool {
@@ -102,12 +100,16 @@ func (c *child) tryAcquire(priority int) bool {
 	return c.gate.TryAcquire(priority)
 }
 
-func (c *child) release(priority int) {
+// unwind hands back a slot the gate granted before a later gate refused:
+// unused, and with no Took.
+func (c *child) unwind(priority int) {
 	switch {
 	case c.concurrency != nil:
-		c.concurrency.Release(priority)
+		c.concurrency.Release(priority) // no cost was counted
 	case c.saturation != nil:
-		c.saturation.Release(priority)
+		c.saturation.Returned(Usage{Slot: Slot{Priority: priority}, Unused: true})
+	case c.metered != nil:
+		c.metered.Returned(Usage{Slot: Slot{Priority: priority}, Unused: true})
 	default:
 		c.gate.Release(priority)
 	}
@@ -138,7 +140,7 @@ func (a *allGate) TryAcquire(priority int) (ok bool) {
 	defer func() {
 		if !ok { // refused, or a gate panicked
 			for j := n - 1; j >= 0; j-- {
-				a.children[j].release(priority)
+				a.children[j].unwind(priority)
 			}
 		}
 	}()
@@ -151,15 +153,15 @@ func (a *allGate) TryAcquire(priority int) (ok bool) {
 	return true
 }
 
-// Release hands every gate's slot back unused: All itself was composed in
-// another gate that refused.
+// Release gives every gate its slot back: the request ended, with nothing
+// more to tell.
 func (a *allGate) Release(priority int) {
 	for i := range a.children {
-		a.children[i].release(priority)
+		a.children[i].gate.Release(priority)
 	}
 }
 
-func (a *allGate) Took(s flowcontrol.Slot) {
+func (a *allGate) Took(s Slot) {
 	for i := range a.children {
 		switch c := &a.children[i]; {
 		case c.concurrency != nil:
@@ -172,7 +174,7 @@ func (a *allGate) Took(s flowcontrol.Slot) {
 	}
 }
 
-func (a *allGate) Returned(u flowcontrol.Usage) {
+func (a *allGate) Returned(u Usage) {
 	for i := range a.children {
 		switch c := &a.children[i]; {
 		case c.concurrency != nil:
@@ -187,16 +189,28 @@ func (a *allGate) Returned(u flowcontrol.Usage) {
 	}
 }
 
-func (a *allGate) Bind(c *flowcontrol.FlowController) error {
+// Bind binds each of the gates that is a BoundGate, in order. When one
+// refuses, the gates of this package bound before it are unbound again.
+func (a *allGate) Bind(c Controller) error {
 	for i := range a.children {
-		if b, ok := a.children[i].gate.(flowcontrol.BoundGate); ok {
+		if b, ok := a.children[i].gate.(BoundGate); ok {
 			if err := b.Bind(c); err != nil {
+				a.unbindFirst(i, c)
 				return fmt.Errorf("gate: All: gates[%d]: %w", i, err)
 			}
 		}
 	}
 	return nil
 }
+
+// unbindFirst undoes the Bind of c by the first n gates, where they can.
+func (a *allGate) unbindFirst(n int, c Controller) {
+	for j := range n {
+		unbind(a.children[j].gate, c)
+	}
+}
+
+func (a *allGate) unbind(c Controller) { a.unbindFirst(len(a.children), c) }
 
 func (a *allGate) NoEndpoints() bool {
 	for _, e := range a.endpoints {
@@ -207,12 +221,12 @@ func (a *allGate) NoEndpoints() bool {
 	return false
 }
 
-// Lag returns the longest [flowcontrol.LagGate.Lag] of the gates, 0 when
+// Lag returns the longest [LagGate.Lag] of the gates, 0 when
 // none lags: how long a slot given back may go unseen by one of them.
 func (a *allGate) Lag() time.Duration {
 	var d time.Duration
 	for i := range a.children {
-		if l, ok := a.children[i].gate.(flowcontrol.LagGate); ok {
+		if l, ok := a.children[i].gate.(LagGate); ok {
 			d = max(d, l.Lag())
 		}
 	}

@@ -42,7 +42,7 @@ func TestAllAccountingIsExact(t *testing.T) {
 		tokens, _ := gate.Concurrency(gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: maxTokens})
 		plain := &countGate{limit: rapid.IntRange(0, 6).Draw(t, "plainLimit")}
 		sat, _ := gate.Saturation(gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: time.Hour})
-		children := []flowcontrol.Gate{requests, tokens, plain, sat}
+		children := []gate.Gate{requests, tokens, plain, sat}
 		order := rapid.Permutation(children).Draw(t, "order")
 		all := All(order...)
 
@@ -63,9 +63,9 @@ func TestAllAccountingIsExact(t *testing.T) {
 				t.Fatalf("TryAcquire = %v, want %v (in flight %d, cost %d, plain %d/%d, budget %d)",
 					got, want, len(inFlight), cost, plain.n, plain.limit, satLeft)
 			} else if got && handBack {
-				all.Release(0) // a gate composed after All refused
+				all.Returned(gate.Usage{Unused: true}) // a gate composed after All refused
 			} else if got {
-				all.Took(flowcontrol.Slot{Cost: c})
+				all.Took(gate.Slot{Cost: c})
 				inFlight = append(inFlight, c)
 				cost += c
 				satLeft--
@@ -83,7 +83,7 @@ func TestAllAccountingIsExact(t *testing.T) {
 				i := rapid.IntRange(0, len(inFlight)-1).Draw(t, "which")
 				unused := rapid.Bool().Draw(t, "unused")
 				c := inFlight[i]
-				all.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: c}, Unused: unused, Held: time.Second})
+				all.Returned(gate.Usage{Slot: gate.Slot{Cost: c}, Unused: unused, Held: time.Second})
 				inFlight = append(inFlight[:i], inFlight[i+1:]...)
 				cost -= c
 				if unused {
@@ -109,8 +109,8 @@ func TestAllAccountingIsExact(t *testing.T) {
 }
 
 // All is gate.All, as a MeteredGate.
-func All(gates ...flowcontrol.Gate) flowcontrol.MeteredGate {
-	return gate.All(gates...).(flowcontrol.MeteredGate)
+func All(gates ...gate.Gate) gate.MeteredGate {
+	return gate.All(gates...).(gate.MeteredGate)
 }
 
 // bandGate refuses band closed while shut, and nudges nothing.
@@ -206,7 +206,7 @@ func TestAllBindsAndReportsEndpoints(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gates[0]") {
 		t.Fatalf("a bound gate reused through All: %v, want an error naming gates[0]", err)
 	}
-	if gate.All().(flowcontrol.EndpointGate).NoEndpoints() || !gate.All().TryAcquire(0) {
+	if gate.All().(gate.EndpointGate).NoEndpoints() || !gate.All().TryAcquire(0) {
 		t.Fatal("All() must admit everything and report endpoints")
 	}
 }

@@ -10,11 +10,11 @@ import (
 
 // The gates' own cost per admission, as the controller calls them: a
 // plain gate's TryAcquire and Release, a metered gate's TryAcquire, Took
-// and Returned. The baseline is flowcontrol.MaxInFlight in the same run.
+// and Returned. The baseline is gate.MaxInFlight in the same run.
 //
 //	go test -run '^$' -bench Gate -count 5 ./flowcontrol/gate
 func BenchmarkGate(b *testing.B) {
-	plain := func(g flowcontrol.Gate) func(*testing.B) {
+	plain := func(g gate.Gate) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -25,11 +25,11 @@ func BenchmarkGate(b *testing.B) {
 			}
 		}
 	}
-	metered := func(g flowcontrol.MeteredGate, refill func()) func(*testing.B) {
+	metered := func(g gate.MeteredGate, refill func()) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
-			slot := flowcontrol.Slot{Priority: 0, Cost: 700}
-			use := flowcontrol.Usage{Slot: slot, Held: time.Second, FirstToken: 80 * time.Millisecond}
+			slot := gate.Slot{Priority: 0, Cost: 700}
+			use := gate.Usage{Slot: slot, Held: time.Second, FirstToken: 80 * time.Millisecond}
 			i := 0
 			for b.Loop() {
 				if !g.TryAcquire(0) {
@@ -62,7 +62,7 @@ func BenchmarkGate(b *testing.B) {
 		return g
 	}
 
-	b.Run("gate=MaxInFlight", plain(flowcontrol.MaxInFlight(64)))
+	b.Run("gate=MaxInFlight", plain(gate.MaxInFlight(64)))
 	sat, refill := saturation()
 	b.Run("gate=Saturation", metered(sat, refill))
 	b.Run("gate=Concurrency/mode=requests", metered(concurrency(gate.ModeRequests), nil))
@@ -71,7 +71,7 @@ func BenchmarkGate(b *testing.B) {
 	adaptive, _ := gate.Adaptive(gate.AdaptiveConfig{TargetFirstToken: time.Second, InitialLimit: 64})
 	b.Run("gate=Adaptive", metered(adaptive, nil))
 	sat, refill = saturation()
-	b.Run("gate=All(Saturation,Concurrency)", metered(gate.All(sat, concurrency(gate.ModeHybrid)).(flowcontrol.MeteredGate), refill))
+	b.Run("gate=All(Saturation,Concurrency)", metered(gate.All(sat, concurrency(gate.ModeHybrid)).(gate.MeteredGate), refill))
 }
 
 // A band ceiling's cost per admission: TryAcquire through gate.Ceiling
@@ -81,7 +81,7 @@ func BenchmarkGate(b *testing.B) {
 //	go test -run '^$' -bench Ceiling -count 5 ./flowcontrol/gate
 func BenchmarkCeiling(b *testing.B) {
 	bands := []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -5}}
-	bind := func(b *testing.B, g flowcontrol.Gate) {
+	bind := func(b *testing.B, g gate.Gate) {
 		fc, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: g})
 		if err != nil {
 			b.Fatal(err)
@@ -90,13 +90,13 @@ func BenchmarkCeiling(b *testing.B) {
 	}
 	// Each run builds its gate afresh: a gate serves one controller, and
 	// the benchmark function runs more than once.
-	run := func(newGate func() flowcontrol.Gate) func(*testing.B) {
+	run := func(newGate func() gate.Gate) func(*testing.B) {
 		return func(b *testing.B) {
 			g := newGate()
 			bind(b, g)
-			slot := flowcontrol.Slot{Priority: -5, Cost: 700}
-			use := flowcontrol.Usage{Slot: slot, Held: time.Second}
-			m, metered := g.(flowcontrol.MeteredGate)
+			slot := gate.Slot{Priority: -5, Cost: 700}
+			use := gate.Usage{Slot: slot, Held: time.Second}
+			m, metered := g.(gate.MeteredGate)
 			b.ReportAllocs()
 			for b.Loop() {
 				if !g.TryAcquire(-5) {
@@ -113,13 +113,13 @@ func BenchmarkCeiling(b *testing.B) {
 	}
 	static, _ := gate.StaticUsageLimit(0.9)
 	holdback, _ := gate.PriorityHoldback(gate.PriorityHoldbackConfig{MinCeiling: 0.5})
-	maxInFlight := func() flowcontrol.Gate { return flowcontrol.MaxInFlight(64) }
-	concurrency := func() flowcontrol.Gate {
+	maxInFlight := func() gate.Gate { return gate.MaxInFlight(64) }
+	concurrency := func() gate.Gate {
 		g, _ := gate.Concurrency(gate.ConcurrencyConfig{Mode: gate.ModeHybrid, MaxConcurrency: 64, MaxTokenConcurrency: 100_000})
 		return g
 	}
-	ceiling := func(inner func() flowcontrol.Gate, policy func() gate.UsageLimitPolicy) func() flowcontrol.Gate {
-		return func() flowcontrol.Gate { return gate.Ceiling(inner(), policy()) }
+	ceiling := func(inner func() gate.Gate, policy func() gate.UsageLimitPolicy) func() gate.Gate {
+		return func() gate.Gate { return gate.Ceiling(inner(), policy()) }
 	}
 	same := func(p gate.UsageLimitPolicy) func() gate.UsageLimitPolicy {
 		return func() gate.UsageLimitPolicy { return p }

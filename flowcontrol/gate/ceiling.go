@@ -3,10 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // UsageLimitPolicy gives each band a ceiling on the gate's saturation: a
@@ -29,7 +26,7 @@ type UsageLimitPolicy interface {
 	TypeName() string
 	// Ceiling returns the ceiling of band priorities[rank] at saturation
 	// s, a number in [0, 1]. priorities lists the controller's
-	// provisioned bands, highest first ([flowcontrol.FlowController.Priorities]);
+	// provisioned bands, highest first ([github.com/sluicegate/sluice/flowcontrol.FlowController.Priorities]);
 	// it is shared and must not be modified. Ceiling is called with the
 	// controller's lock held, from [Ceiling]'s TryAcquire, each time a
 	// band's head is offered: it must be fast, must not block and must not
@@ -40,13 +37,13 @@ type UsageLimitPolicy interface {
 // policyBinder is a policy with state of its own, guarded by the lock of
 // the one controller its Ceiling serves, which Bind claims for it.
 type policyBinder interface {
-	bind(c *flowcontrol.FlowController) error
+	bind(c Controller) error
 }
 
 // Ceiling returns inner with a ceiling for each band, which policy sets:
 // the gate refuses a request of band p, before asking inner, while inner's
-// saturation ([flowcontrol.SaturationDetector]) is at or above p's ceiling,
-// and otherwise asks inner. With [flowcontrol.MaxInFlight](10) and a
+// saturation ([SaturationDetector]) is at or above p's ceiling,
+// and otherwise asks inner. With [MaxInFlight](10) and a
 // ceiling of 0.5 for band 0, band 0 starts a request only while fewer than
 // 5 are in flight, of any band, and a band whose ceiling is 1 still fills
 // all 10 slots.
@@ -63,39 +60,39 @@ type policyBinder interface {
 // is the same rule.
 //
 // The ranks are those of the controller's provisioned bands, read from
-// [flowcontrol.FlowController.Priorities] at each offer, so a band
+// [github.com/sluicegate/sluice/flowcontrol.FlowController.Priorities] at each offer, so a band
 // provisioned at run time is ranked among the others from its first
 // request. (Used before any controller binds it, or for a priority the
 // controller has no band for, the gate ranks the priority as a lone band.)
 //
 // The gate keeps inner's optional interfaces as [All] does: it is a
-// [flowcontrol.MeteredGate], forwarding Took and Returned to inner when
+// [MeteredGate], forwarding Took and Returned to inner when
 // inner is metered and giving inner its slot back with Release otherwise;
-// a [flowcontrol.BoundGate], which binds inner and refuses a second
-// controller; a [flowcontrol.EndpointGate] reporting inner's NoEndpoints;
-// a [flowcontrol.SaturationDetector] reporting inner's saturation, so
-// that ceilings nest; a [flowcontrol.CeilingGate], whose BandCeiling
+// a [BoundGate], which binds inner and refuses a second
+// controller; a [EndpointGate] reporting inner's NoEndpoints;
+// a [SaturationDetector] reporting inner's saturation, so
+// that ceilings nest; a [CeilingGate], whose BandCeiling
 // tells in-flight eviction how far the saturation stands above a band's
-// ceiling; a [flowcontrol.LagGate] with inner's lag; and a
-// [flowcontrol.FirstTokenGate] when inner is one. A saturation that is not a number in [0, 1] reads as 1, and a
+// ceiling; a [LagGate] with inner's lag; and a
+// [FirstTokenGate] when inner is one. A saturation that is not a number in [0, 1] reads as 1, and a
 // ceiling that is not a number (NaN) refuses, so a gate or a policy gone
 // wrong fails closed.
 //
 // Ceiling panics if inner or policy is nil, or if inner is not a
-// [flowcontrol.SaturationDetector]: every gate of this package and
-// [flowcontrol.MaxInFlight] are.
-func Ceiling(inner flowcontrol.Gate, policy UsageLimitPolicy) flowcontrol.Gate {
+// [SaturationDetector]: every gate of this package and
+// [MaxInFlight] are.
+func Ceiling(inner Gate, policy UsageLimitPolicy) Gate {
 	if inner == nil {
 		panic("gate: Ceiling: inner gate is nil")
 	}
 	if policy == nil {
 		panic("gate: Ceiling: policy is nil")
 	}
-	d, ok := inner.(flowcontrol.SaturationDetector)
+	d, ok := inner.(SaturationDetector)
 	if !ok {
-		panic(fmt.Sprintf("gate: Ceiling: inner gate %s reports no saturation: it is not a flowcontrol.SaturationDetector", nameOf(inner)))
+		panic(fmt.Sprintf("gate: Ceiling: inner gate %s reports no saturation: it is not a SaturationDetector", nameOf(inner)))
 	}
-	g := &ceilingGate{allGate: newAll([]flowcontrol.Gate{inner}), detector: d, policy: policy}
+	g := &ceilingGate{allGate: newAll([]Gate{inner}), detector: d, policy: policy}
 	if len(g.firstTokens) > 0 {
 		return ceilingFirstToken{g}
 	}
@@ -106,17 +103,17 @@ func Ceiling(inner flowcontrol.Gate, policy UsageLimitPolicy) flowcontrol.Gate {
 // gives it inner's slots, costs, endpoints and saturation.
 type ceilingGate struct {
 	*allGate
-	detector flowcontrol.SaturationDetector // inner
+	detector SaturationDetector // inner
 	policy   UsageLimitPolicy
-	fc       atomic.Pointer[flowcontrol.FlowController] // claimed by Bind
-	lone     [1]int                                     // the band list of a priority ranked alone; guarded by the controller's lock
+	fc       binding // claimed by Bind
+	lone     [1]int  // the band list of a priority ranked alone; guarded by the controller's lock
 }
 
 // ceilingFirstToken is a Ceiling whose inner gate is a FirstTokenGate.
 type ceilingFirstToken struct{ *ceilingGate }
 
 // FirstToken tells inner.
-func (g ceilingFirstToken) FirstToken(s flowcontrol.Slot, d time.Duration) {
+func (g ceilingFirstToken) FirstToken(s Slot, d time.Duration) {
 	g.firstTokens[0].FirstToken(s, d)
 }
 
@@ -135,7 +132,7 @@ func (g *ceilingGate) allows(priority int) bool {
 
 // BandCeiling returns the ceiling of band priority at inner's saturation
 // now, for in-flight eviction to size its decisions
-// ([flowcontrol.CeilingGate]); 0 for a ceiling that is not a number.
+// ([CeilingGate]); 0 for a ceiling that is not a number.
 func (g *ceilingGate) BandCeiling(priority int) float64 {
 	c := g.ceiling(g.children[0].load(), priority)
 	if !(c >= 0) {
@@ -147,7 +144,7 @@ func (g *ceilingGate) BandCeiling(priority int) float64 {
 // ceiling returns the policy's ceiling of band priority at saturation s.
 func (g *ceilingGate) ceiling(s float64, priority int) float64 {
 	var priorities []int
-	if fc := g.fc.Load(); fc != nil {
+	if fc := g.fc.controller(); fc != nil {
 		priorities = fc.Priorities()
 	}
 	rank, found := rankOf(priorities, priority)
@@ -179,21 +176,30 @@ func (g *ceilingGate) Saturation() float64 { return g.children[0].load() }
 
 // Bind claims the gate, and its policy's state, for c, and binds inner. It
 // refuses a second controller.
-func (g *ceilingGate) Bind(c *flowcontrol.FlowController) error {
-	if !g.fc.CompareAndSwap(nil, c) && g.fc.Load() != c {
+func (g *ceilingGate) Bind(c Controller) error {
+	if !g.fc.claim(c) {
 		return errors.New("gate: Ceiling already serves another controller")
 	}
 	if b, ok := g.policy.(policyBinder); ok {
 		if err := b.bind(c); err != nil {
+			g.fc.release(c)
 			return fmt.Errorf("gate: Ceiling: %s: %w", g.policy.TypeName(), err)
 		}
 	}
-	if b, ok := g.children[0].gate.(flowcontrol.BoundGate); ok {
+	if b, ok := g.children[0].gate.(BoundGate); ok {
 		if err := b.Bind(c); err != nil {
+			unbind(g.policy, c)
+			g.fc.release(c)
 			return fmt.Errorf("gate: Ceiling: %s: %w", nameOf(b), err)
 		}
 	}
 	return nil
+}
+
+func (g *ceilingGate) unbind(c Controller) {
+	unbind(g.children[0].gate, c)
+	unbind(g.policy, c)
+	g.fc.release(c)
 }
 
 // String names the gate, its inner gate and its policy, as the
@@ -203,7 +209,7 @@ func (g *ceilingGate) String() string {
 }
 
 // nameOf names g: its String, if it has one, or its type.
-func nameOf(g flowcontrol.Gate) string {
+func nameOf(g Gate) string {
 	if s, ok := g.(fmt.Stringer); ok {
 		return s.String()
 	}

@@ -13,15 +13,6 @@ import (
 // twoBands is a controller's bands: 10 (interactive) and 0 (batch).
 var twoBands = []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}}
 
-func holdback(t *testing.T, cfg gate.PriorityHoldbackConfig) gate.UsageLimitPolicy {
-	t.Helper()
-	p, err := gate.PriorityHoldback(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func submitN(fc *flowcontrol.FlowController, id string, priority, n int) []*call {
 	calls := make([]*call, n)
 	for i := range calls {
@@ -58,7 +49,7 @@ func doneAll(calls []*call) {
 func TestCeilingHoldsALowBandToItsShare(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
-		Gate:  gate.Ceiling(flowcontrol.MaxInFlight(10), holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
+		Gate:  gate.Ceiling(gate.MaxInFlight(10), must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
 	batch := submitN(fc, "batch", 0, 8)
 	if got := fc.InFlight(); got != 5 {
@@ -104,7 +95,7 @@ func TestCeilingOnTheSaturationGate(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
 		Clock: clock,
-		Gate:  gate.Ceiling(sat, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
+		Gate:  gate.Ceiling(sat, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
 	sat.Update("vllm-0", gate.Metrics{Waiting: 4}) // saturation 0.4, room 6
 	batch := submitN(fc, "batch", 0, 2)
@@ -136,7 +127,7 @@ func TestCeilingOnTheSaturationGate(t *testing.T) {
 func TestCeilingRanksABandProvisionedAtRunTime(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
-		Gate:  gate.Ceiling(flowcontrol.MaxInFlight(4), holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
+		Gate:  gate.Ceiling(gate.MaxInFlight(4), must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
 	batch := submitN(fc, "batch", 0, 4)
 	if n := started(batch); n != 2 {
@@ -159,7 +150,7 @@ func TestCeilingRanksABandProvisionedAtRunTime(t *testing.T) {
 func TestCeilingSoftReflectiveOpensOneOfferInPeriod(t *testing.T) {
 	fc := mustNew(t, flowcontrol.Config{
 		Bands: twoBands,
-		Gate:  gate.Ceiling(flowcontrol.MaxInFlight(400), gate.SoftReflectiveCeiling()),
+		Gate:  gate.Ceiling(gate.MaxInFlight(400), gate.SoftReflectiveCeiling()),
 	})
 	chat := submitN(fc, "chat", 10, 300)
 	before := fc.GateRefusals()
@@ -209,23 +200,23 @@ func TestCeilingKeepsTheInnerGatesInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conc := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
+	conc := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
 	g := gate.Ceiling(conc, static)
-	m, ok := g.(flowcontrol.MeteredGate)
+	m, ok := g.(gate.MeteredGate)
 	if !ok {
 		t.Fatal("Ceiling(Concurrency) is not a MeteredGate")
 	}
-	if _, ok := g.(flowcontrol.FirstTokenGate); ok {
+	if _, ok := g.(gate.FirstTokenGate); ok {
 		t.Error("Ceiling(Concurrency) is a FirstTokenGate: the controller would take a lock per first token for nothing")
 	}
 	if !m.TryAcquire(0) {
 		t.Fatal("refused")
 	}
-	m.Took(flowcontrol.Slot{Cost: 600})
-	if s := g.(flowcontrol.SaturationDetector).Saturation(); s != 0.6 {
+	m.Took(gate.Slot{Cost: 600})
+	if s := g.(gate.SaturationDetector).Saturation(); s != 0.6 {
 		t.Errorf("Ceiling(Concurrency) saturation %v, want the inner gate's 0.6", s)
 	}
-	m.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 600}})
+	m.Returned(gate.Usage{Slot: gate.Slot{Cost: 600}})
 	if n, c := conc.InFlight(); n != 0 || c != 0 {
 		t.Errorf("after Returned: %d requests and %d cost in flight, want none", n, c)
 	}
@@ -234,12 +225,12 @@ func TestCeilingKeepsTheInnerGatesInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := gate.Ceiling(ad, static).(flowcontrol.FirstTokenGate); !ok {
+	if _, ok := gate.Ceiling(ad, static).(gate.FirstTokenGate); !ok {
 		t.Error("Ceiling(Adaptive) is not a FirstTokenGate")
 	}
 
 	ep := gate.Endpoints(0)
-	e, ok := gate.Ceiling(gate.All(ep, flowcontrol.MaxInFlight(2)), static).(flowcontrol.EndpointGate)
+	e, ok := gate.Ceiling(gate.All(ep, gate.MaxInFlight(2)), static).(gate.EndpointGate)
 	if !ok || !e.NoEndpoints() {
 		t.Fatal("Ceiling(All(Endpoints(0), ...)) does not report no endpoints")
 	}
@@ -250,7 +241,7 @@ func TestCeilingKeepsTheInnerGatesInterfaces(t *testing.T) {
 
 	// A plain inner gate gets its slot back with Release when the
 	// admission ends.
-	mif := flowcontrol.MaxInFlight(1)
+	mif := gate.MaxInFlight(1)
 	fc := mustNew(t, flowcontrol.Config{Bands: twoBands, Gate: gate.Ceiling(mif, static)})
 	first := submit(fc, "a", 0)
 	second := submit(fc, "a", 0)
@@ -262,7 +253,7 @@ func TestCeilingKeepsTheInnerGatesInterfaces(t *testing.T) {
 		t.Fatal("the slot did not come back to MaxInFlight when the admission ended")
 	}
 	second.adm.Done()
-	if s := mif.(flowcontrol.SaturationDetector).Saturation(); s != 0 {
+	if s := mif.(gate.SaturationDetector).Saturation(); s != 0 {
 		t.Errorf("MaxInFlight saturation %v after every Done, want 0", s)
 	}
 }
@@ -272,7 +263,7 @@ func TestCeilingBindsOneController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gate.Ceiling(flowcontrol.MaxInFlight(4), static)
+	g := gate.Ceiling(gate.MaxInFlight(4), static)
 	mustNew(t, flowcontrol.Config{Bands: twoBands, Gate: g})
 	if _, err := flowcontrol.New(flowcontrol.Config{Bands: twoBands, Gate: g}); err == nil || !strings.Contains(err.Error(), "another controller") {
 		t.Errorf("a second controller: error %v, want a refusal", err)
@@ -280,14 +271,14 @@ func TestCeilingBindsOneController(t *testing.T) {
 
 	// The soft-reflective policy's counts belong to one controller.
 	soft := gate.SoftReflectiveCeiling()
-	mustNew(t, flowcontrol.Config{Bands: twoBands, Gate: gate.Ceiling(flowcontrol.MaxInFlight(4), soft)})
-	_, err = flowcontrol.New(flowcontrol.Config{Bands: twoBands, Gate: gate.Ceiling(flowcontrol.MaxInFlight(4), soft)})
+	mustNew(t, flowcontrol.Config{Bands: twoBands, Gate: gate.Ceiling(gate.MaxInFlight(4), soft)})
+	_, err = flowcontrol.New(flowcontrol.Config{Bands: twoBands, Gate: gate.Ceiling(gate.MaxInFlight(4), soft)})
 	if err == nil || !strings.Contains(err.Error(), "soft-reflective-ceiling-policy") {
 		t.Errorf("a soft-reflective policy shared by two controllers: error %v, want a refusal naming it", err)
 	}
 
 	// The inner gate's refusal is named.
-	mif := flowcontrol.MaxInFlight(4)
+	mif := gate.MaxInFlight(4)
 	mustNew(t, flowcontrol.Config{Bands: twoBands, Gate: mif})
 	_, err = flowcontrol.New(flowcontrol.Config{Bands: twoBands, Gate: gate.Ceiling(mif, static)})
 	if err == nil || !strings.Contains(err.Error(), "Ceiling(MaxInFlight(4), static-usage-limit-policy)") || !strings.Contains(err.Error(), "already used") {
@@ -299,7 +290,7 @@ func TestCeilingPanicsOnMisuse(t *testing.T) {
 	static, _ := gate.StaticUsageLimit(1)
 	for name, f := range map[string]func(){
 		"nil inner":   func() { gate.Ceiling(nil, static) },
-		"nil policy":  func() { gate.Ceiling(flowcontrol.MaxInFlight(1), nil) },
+		"nil policy":  func() { gate.Ceiling(gate.MaxInFlight(1), nil) },
 		"no detector": func() { gate.Ceiling(plainGate{}, static) },
 	} {
 		func() {
@@ -318,11 +309,11 @@ func TestCeilingPanicsOnMisuse(t *testing.T) {
 // decision from how far the saturation stands above a refused band's
 // ceiling and waits out the inner gate's lag.
 func TestCeilingTellsEvictionItsCeilingsAndLag(t *testing.T) {
-	mif := flowcontrol.MaxInFlight(4)
-	g := gate.Ceiling(mif, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5}))
-	cg, ok := g.(flowcontrol.CeilingGate)
+	mif := gate.MaxInFlight(4)
+	g := gate.Ceiling(mif, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5}))
+	cg, ok := g.(gate.CeilingGate)
 	if !ok {
-		t.Fatal("Ceiling is not a flowcontrol.CeilingGate")
+		t.Fatal("Ceiling is not a gate.CeilingGate")
 	}
 	// Bands 10 and -1; the batch band's ceiling 0.5, so 2 of 4 slots.
 	fc := mustNew(t, flowcontrol.Config{
@@ -335,14 +326,14 @@ func TestCeilingTellsEvictionItsCeilingsAndLag(t *testing.T) {
 	if c := cg.BandCeiling(-1); c != 0.5 {
 		t.Errorf("band -1 ceiling %v, want 0.5", c)
 	}
-	if l, ok := g.(flowcontrol.LagGate); !ok || l.Lag() != 0 {
+	if l, ok := g.(gate.LagGate); !ok || l.Lag() != 0 {
 		t.Errorf("Ceiling(MaxInFlight) lag: %v %v, want a LagGate of lag 0", ok, l)
 	}
 	sat, err := gate.Saturation(gate.SaturationConfig{MetricsStalenessThreshold: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := gate.Ceiling(sat, holdback(t, gate.PriorityHoldbackConfig{MinCeiling: 0.5})).(flowcontrol.LagGate).Lag(); l != 300*time.Millisecond {
+	if l := gate.Ceiling(sat, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})).(gate.LagGate).Lag(); l != 300*time.Millisecond {
 		t.Errorf("Ceiling(Saturation) lag %v, want its staleness threshold", l)
 	}
 

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"math"
 	"math/bits"
-	"sync/atomic"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // Concurrency modes: what a [ConcurrencyGate] bounds. They are the values
@@ -15,7 +12,7 @@ const (
 	// ModeRequests bounds the requests in flight by MaxConcurrency.
 	ModeRequests = "requests"
 	// ModeTokens bounds the cost in flight (the requests' estimated
-	// tokens, [flowcontrol.Request.Cost]) by MaxTokenConcurrency.
+	// tokens, [github.com/sluicegate/sluice/flowcontrol.Request.Cost]) by MaxTokenConcurrency.
 	ModeTokens = "tokens"
 	// ModeHybrid bounds both; the more constraining one refuses.
 	ModeHybrid = "hybrid"
@@ -47,7 +44,7 @@ type ConcurrencyConfig struct {
 //
 // It admits while what is in flight is under its bounds, and counts a
 // request's cost once the request has taken the slot (the controller picks
-// the request only then; see [flowcontrol.MeteredGate]), so the last
+// the request only then; see [MeteredGate]), so the last
 // request admitted may take the cost in flight over MaxTokenConcurrency by
 // at most its own cost, as llm-d's detector allows. In ModeTokens and
 // ModeHybrid the bound is therefore: the cost in flight, less the cost of
@@ -61,7 +58,7 @@ type ConcurrencyConfig struct {
 // up to math.MaxInt64, and no number of them, wraps the total, and
 // Returned takes away exactly what Took added, which brings the total back
 // to 0 once every request is back. A cost below 1, which
-// [flowcontrol.Slot] rules out, counts as 1, in Took and Returned alike.
+// [Slot] rules out, counts as 1, in Took and Returned alike.
 // [ConcurrencyGate.InFlight] reports a total above math.MaxInt64 as
 // math.MaxInt64.
 //
@@ -70,8 +67,8 @@ type ConcurrencyConfig struct {
 // configuration over, set MaxConcurrency to maxConcurrency × endpoints
 // (and MaxTokenConcurrency likewise).
 //
-// A ConcurrencyGate is a [flowcontrol.MeteredGate], a
-// [flowcontrol.BoundGate] and a [flowcontrol.SaturationDetector]
+// A ConcurrencyGate is a [MeteredGate], a
+// [BoundGate] and a [SaturationDetector]
 // ([ConcurrencyGate.Saturation]); its counts are guarded by the lock of the one
 // controller it serves, and Bind refuses a second.
 type ConcurrencyGate struct {
@@ -79,11 +76,12 @@ type ConcurrencyGate struct {
 	maxCost     int64 // math.MaxInt64 when the mode does not bound cost
 	mode        string
 	boundsCost  bool // the mode bounds cost (maxCost is then the budget)
-	// Guarded by the controller's lock. Plain integers, not atomics: an
+	// Guarded by the lock that serializes the gate's methods (its
+	// controller's, or its Serial's). Plain integers, not atomics: an
 	// atomic store costs as much as the rest of an admission's gate work.
 	requests int64
 	cost     sum128
-	owner    atomic.Pointer[flowcontrol.FlowController]
+	owner    binding
 }
 
 // sum128 is a sum of costs, each in [1, math.MaxInt64], exact in 128 bits:
@@ -164,35 +162,40 @@ func (g *ConcurrencyGate) TryAcquire(int) bool {
 	return true
 }
 
-// Release hands back a slot that TryAcquire granted and that was not used
-// (a composing gate refused the request); no cost was counted for it.
+// Release gives back a request's slot: the request ended, and Took was
+// not called for it, so no cost was counted.
 func (g *ConcurrencyGate) Release(int) { g.requests = max(g.requests-1, 0) }
 
 // Took counts the cost of the request that took the slot (1 for a cost
 // below 1).
-func (g *ConcurrencyGate) Took(s flowcontrol.Slot) { g.cost.add(counted(s.Cost)) }
+func (g *ConcurrencyGate) Took(s Slot) { g.cost.add(counted(s.Cost)) }
 
 // Returned gives back a request's slot and exactly the cost Took counted
-// for it. Neither count goes below 0, whatever is handed back.
-func (g *ConcurrencyGate) Returned(u flowcontrol.Usage) {
+// for it; none for a slot handed back Unused with Cost 0, which no Took
+// claimed. Neither count goes below 0, whatever is handed back.
+func (g *ConcurrencyGate) Returned(u Usage) {
 	g.requests = max(g.requests-1, 0)
-	g.cost.sub(counted(u.Cost))
+	if !u.unclaimed() {
+		g.cost.sub(counted(u.Cost))
+	}
 }
 
 // Bind refuses a second controller: the counts are guarded by the first
 // one's lock.
-func (g *ConcurrencyGate) Bind(c *flowcontrol.FlowController) error {
-	if !g.owner.CompareAndSwap(nil, c) && g.owner.Load() != c {
+func (g *ConcurrencyGate) Bind(c Controller) error {
+	if !g.owner.claim(c) {
 		return errors.New("gate: ConcurrencyGate already serves another controller")
 	}
 	return nil
 }
 
+func (g *ConcurrencyGate) unbind(c Controller) { g.owner.release(c) }
+
 // InFlight returns the requests and the cost in flight, the cost capped at
-// math.MaxInt64 (the gate's own sum is exact beyond it). It reads counts
-// that the controller's lock guards, without synchronisation: call it only
-// while no admission starts or ends — from a gate composed with this one
-// (under that lock), or when the controller is idle, as a test does.
+// math.MaxInt64 (the gate's own sum is exact beyond it). Like the gate's
+// other methods it reads counts without synchronisation of its own: call
+// it under the lock that serializes them — from a gate composed with this
+// one, through [Serial.Saturation]'s lock, or while nothing starts or ends.
 func (g *ConcurrencyGate) InFlight() (requests int, cost int64) {
 	return int(g.requests), g.cost.int64()
 }
@@ -201,9 +204,9 @@ func (g *ConcurrencyGate) InFlight() (requests int, cost int64) {
 // requests in flight ÷ MaxConcurrency, the cost in flight ÷
 // MaxTokenConcurrency, or in ModeHybrid the larger of the two; at most 1,
 // which the cost in flight may pass by the cost of the request admitted
-// last. It reads the counts the controller's lock guards, as a gate
-// composed with this one does from its TryAcquire (see
-// [ConcurrencyGate.InFlight]).
+// last. Like InFlight, it is called under the lock that serializes the
+// gate's methods, as a gate composed with this one does from its
+// TryAcquire.
 func (g *ConcurrencyGate) Saturation() float64 {
 	s := 0.0
 	if g.maxRequests != math.MaxInt64 {

@@ -20,7 +20,7 @@ import (
 func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 	for _, mode := range []string{gate.ModeTokens, gate.ModeHybrid} {
 		t.Run(mode, func(t *testing.T) {
-			g := newConcurrency(t, gate.ConcurrencyConfig{Mode: mode, MaxTokenConcurrency: 1000})
+			g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: mode, MaxTokenConcurrency: 1000})
 			// Costlier than the whole budget, with nothing in flight: admitted
 			// (the cost in flight is under the budget), and then nothing more.
 			if got := takes(g, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, 1); got != "ynnnn" {
@@ -29,7 +29,7 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 			if n, c := g.InFlight(); n != 1 || c != math.MaxInt64 {
 				t.Fatalf("InFlight = %d, %d; want 1, MaxInt64", n, c)
 			}
-			g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: math.MaxInt64}})
+			g.Returned(gate.Usage{Slot: gate.Slot{Cost: math.MaxInt64}})
 			if n, c := g.InFlight(); n != 0 || c != 0 {
 				t.Fatalf("InFlight after the return = %d, %d; want 0, 0", n, c)
 			}
@@ -39,14 +39,14 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 			if got := takes(g, 600, 600, 600); got != "yyn" {
 				t.Fatalf("600-token offers: %s, want two admitted", got)
 			}
-			g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 600}})
+			g.Returned(gate.Usage{Slot: gate.Slot{Cost: 600}})
 			if got := takes(g, math.MaxInt64, 1, math.MaxInt64); got != "ynn" {
 				t.Fatalf("offers with 600 in flight: %s, want the huge one admitted, then none", got)
 			}
 			// Several huge costs Took without the gate's say (a misbehaving
 			// composer) still sum exactly, and come back to 0.
-			g.Took(flowcontrol.Slot{Cost: math.MaxInt64})
-			g.Took(flowcontrol.Slot{Cost: math.MaxInt64})
+			g.Took(gate.Slot{Cost: math.MaxInt64})
+			g.Took(gate.Slot{Cost: math.MaxInt64})
 			if _, c := g.InFlight(); c != math.MaxInt64 {
 				t.Fatalf("cost in flight %d over MaxInt64, want it reported as MaxInt64", c)
 			}
@@ -54,7 +54,7 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 				t.Fatal("admitted with 3×MaxInt64+600 tokens in flight")
 			}
 			for _, c := range []int64{600, math.MaxInt64, math.MaxInt64, math.MaxInt64} {
-				g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: c}})
+				g.Returned(gate.Usage{Slot: gate.Slot{Cost: c}})
 			}
 			if n, c := g.InFlight(); n != 0 || c != 0 {
 				t.Fatalf("InFlight after every return = %d, %d; want 0, 0", n, c)
@@ -64,7 +64,7 @@ func TestConcurrencyHugeCostsDoNotWrapTheBudget(t *testing.T) {
 }
 
 func TestConcurrencyCostsBelowOneCountAsOne(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 2})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 2})
 	if got := takes(g, math.MinInt64, -5, 0); got != "yyn" {
 		t.Fatalf("offers of negative and zero costs: %s, want two admitted, as costs of 1", got)
 	}
@@ -72,13 +72,13 @@ func TestConcurrencyCostsBelowOneCountAsOne(t *testing.T) {
 		t.Fatalf("cost in flight %d, want 2", c)
 	}
 	for _, c := range []int64{math.MinInt64, -5} {
-		g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: c}})
+		g.Returned(gate.Usage{Slot: gate.Slot{Cost: c}})
 	}
 	if n, c := g.InFlight(); n != 0 || c != 0 {
 		t.Fatalf("InFlight = %d, %d; want 0, 0", n, c)
 	}
 	// More handed back than was taken leaves nothing negative.
-	g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: 7}})
+	g.Returned(gate.Usage{Slot: gate.Slot{Cost: 7}})
 	g.Release(0)
 	if n, c := g.InFlight(); n != 0 || c != 0 {
 		t.Fatalf("InFlight after extra returns = %d, %d; want 0, 0", n, c)
@@ -86,7 +86,7 @@ func TestConcurrencyCostsBelowOneCountAsOne(t *testing.T) {
 }
 
 func TestConcurrencyRequestsModeIgnoresHugeCosts(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{MaxConcurrency: 3})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{MaxConcurrency: 3})
 	if got := takes(g, math.MaxInt64, math.MaxInt64, math.MaxInt64, 1); got != "yyyn" {
 		t.Fatalf("requests mode: %s, want the request bound alone to decide", got)
 	}
@@ -95,7 +95,7 @@ func TestConcurrencyRequestsModeIgnoresHugeCosts(t *testing.T) {
 // Through a controller: huge costs in tokens mode put one request in
 // flight, not all of them.
 func TestConcurrencyHugeCostsThroughAController(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
 	fc := mustNew(t, flowcontrol.Config{Gate: g, Bands: []flowcontrol.BandConfig{{Priority: 0}}})
 	var adms []*flowcontrol.Admission
 	for range 5 {
@@ -168,7 +168,7 @@ func TestConcurrencyProperty(t *testing.T) {
 				i := rapid.IntRange(0, len(m.inFlight)-1).Draw(t, "which")
 				cost := m.inFlight[i]
 				m.inFlight = append(m.inFlight[:i], m.inFlight[i+1:]...)
-				g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: cost}})
+				g.Returned(gate.Usage{Slot: gate.Slot{Cost: cost}})
 				m.requests--
 				m.cost.Sub(&m.cost, big.NewInt(max(cost, 1)))
 				check()
@@ -182,7 +182,7 @@ func TestConcurrencyProperty(t *testing.T) {
 				t.Fatalf("TryAcquire = %v with %d requests and %s tokens in flight, want %v", got, m.requests, &m.cost, want)
 			}
 			if want {
-				g.Took(flowcontrol.Slot{Cost: cost})
+				g.Took(gate.Slot{Cost: cost})
 				m.requests++
 				m.cost.Add(&m.cost, big.NewInt(max(cost, 1)))
 				m.inFlight = append(m.inFlight, cost)
@@ -190,7 +190,7 @@ func TestConcurrencyProperty(t *testing.T) {
 			check()
 		}
 		for _, cost := range m.inFlight {
-			g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: cost}})
+			g.Returned(gate.Usage{Slot: gate.Slot{Cost: cost}})
 		}
 		if n, c := g.InFlight(); n != 0 || c != 0 {
 			t.Fatalf("InFlight after every return = %d, %d; want 0, 0", n, c)

@@ -9,27 +9,18 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
-func newConcurrency(t *testing.T, cfg gate.ConcurrencyConfig) *gate.ConcurrencyGate {
-	t.Helper()
-	g, err := gate.Concurrency(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // take acquires a slot and, if granted, reports a request of cost on it.
-func take(g flowcontrol.MeteredGate, cost int64) bool {
+func take(g gate.MeteredGate, cost int64) bool {
 	if !g.TryAcquire(0) {
 		return false
 	}
-	g.Took(flowcontrol.Slot{Cost: cost})
+	g.Took(gate.Slot{Cost: cost})
 	return true
 }
 
 // takes offers one request of each cost in turn and returns, per offer,
 // "y" if it was admitted and "n" if refused.
-func takes(g flowcontrol.MeteredGate, costs ...int64) string {
+func takes(g gate.MeteredGate, costs ...int64) string {
 	var b []byte
 	for _, c := range costs {
 		if take(g, c) {
@@ -42,12 +33,12 @@ func takes(g flowcontrol.MeteredGate, costs ...int64) string {
 }
 
 func TestConcurrencyModes(t *testing.T) {
-	done := func(g flowcontrol.MeteredGate, cost int64) {
-		g.Returned(flowcontrol.Usage{Slot: flowcontrol.Slot{Cost: cost}})
+	done := func(g gate.MeteredGate, cost int64) {
+		g.Returned(gate.Usage{Slot: gate.Slot{Cost: cost}})
 	}
 
 	// requests: cost is counted but bounds nothing.
-	g := newConcurrency(t, gate.ConcurrencyConfig{MaxConcurrency: 2, MaxTokenConcurrency: 10})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{MaxConcurrency: 2, MaxTokenConcurrency: 10})
 	if got := takes(g, 500, 500, 1); got != "yyn" {
 		t.Fatalf("requests mode: %s, want two admitted, the third refused", got)
 	}
@@ -61,7 +52,7 @@ func TestConcurrencyModes(t *testing.T) {
 
 	// tokens: admits while the cost in flight is under the bound; the last
 	// admitted may overshoot it by its own cost.
-	g = newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxConcurrency: 1, MaxTokenConcurrency: 100})
+	g = must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxConcurrency: 1, MaxTokenConcurrency: 100})
 	if got := takes(g, 60, 60, 1); got != "yyn" {
 		t.Fatalf("tokens mode: %s, want 60 and 60 admitted (120 in flight), then refused", got)
 	}
@@ -71,7 +62,7 @@ func TestConcurrencyModes(t *testing.T) {
 	}
 
 	// hybrid: the more constraining bound refuses.
-	g = newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeHybrid, MaxConcurrency: 3, MaxTokenConcurrency: 100})
+	g = must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeHybrid, MaxConcurrency: 3, MaxTokenConcurrency: 100})
 	if got := takes(g, 10, 10, 10, 1); got != "yyyn" {
 		t.Fatalf("hybrid: %s, want the request bound (3) to refuse", got)
 	}
@@ -83,7 +74,7 @@ func TestConcurrencyModes(t *testing.T) {
 	}
 
 	// A slot handed back unused carries no cost.
-	g = newConcurrency(t, gate.ConcurrencyConfig{MaxConcurrency: 1})
+	g = must(t, gate.Concurrency, gate.ConcurrencyConfig{MaxConcurrency: 1})
 	if !g.TryAcquire(0) {
 		t.Fatal("refused the first")
 	}
@@ -94,7 +85,7 @@ func TestConcurrencyModes(t *testing.T) {
 }
 
 func TestConcurrencyDefaultsAreLLMDs(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{})
 	n := 0
 	for take(g, 20_000) {
 		n++
@@ -102,7 +93,7 @@ func TestConcurrencyDefaultsAreLLMDs(t *testing.T) {
 	if n != 100 {
 		t.Fatalf("default requests mode admitted %d, want maxConcurrency 100", n)
 	}
-	g = newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens})
+	g = must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens})
 	n = 0
 	for take(g, 20_000) {
 		n++
@@ -113,7 +104,7 @@ func TestConcurrencyDefaultsAreLLMDs(t *testing.T) {
 }
 
 func TestConcurrencyCostThroughAController(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: gate.ModeTokens, MaxTokenConcurrency: 1000})
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	var adms []*flowcontrol.Admission
 	for _, cost := range []int64{600, 600} {
@@ -158,7 +149,7 @@ func TestConcurrencyConfigErrorsNameTheField(t *testing.T) {
 }
 
 func TestConcurrencyServesOneController(t *testing.T) {
-	g := newConcurrency(t, gate.ConcurrencyConfig{})
+	g := must(t, gate.Concurrency, gate.ConcurrencyConfig{})
 	mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	if _, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g}); err == nil {
 		t.Fatal("a second controller was accepted")

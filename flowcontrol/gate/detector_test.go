@@ -12,15 +12,15 @@ import (
 // Each gate's saturation, as a ceiling reads it.
 func TestGatesReportTheirSaturation(t *testing.T) {
 	// MaxInFlight: in flight ÷ limit.
-	mif := flowcontrol.MaxInFlight(4)
+	mif := gate.MaxInFlight(4)
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: mif})
 
 	calls := submitN(fc, "a", 0, 3)
-	if s := mif.(flowcontrol.SaturationDetector).Saturation(); s != 0.75 {
+	if s := mif.(gate.SaturationDetector).Saturation(); s != 0.75 {
 		t.Errorf("MaxInFlight(4) with 3 in flight: saturation %v, want 0.75", s)
 	}
 	doneAll(calls)
-	if s := flowcontrol.MaxInFlight(0).(flowcontrol.SaturationDetector).Saturation(); s != 1 {
+	if s := gate.MaxInFlight(0).(gate.SaturationDetector).Saturation(); s != 1 {
 		t.Errorf("MaxInFlight(0): saturation %v, want 1", s)
 	}
 
@@ -36,10 +36,10 @@ func TestGatesReportTheirSaturation(t *testing.T) {
 		{gate.ModeHybrid, []int64{2000, 1500}, 0.875},
 		{gate.ModeTokens, []int64{3900, math.MaxInt64}, 1},
 	} {
-		g := newConcurrency(t, gate.ConcurrencyConfig{Mode: tc.mode, MaxConcurrency: 4, MaxTokenConcurrency: 4000})
+		g := must(t, gate.Concurrency, gate.ConcurrencyConfig{Mode: tc.mode, MaxConcurrency: 4, MaxTokenConcurrency: 4000})
 		for _, c := range tc.costs {
 			if g.TryAcquire(0) {
-				g.Took(flowcontrol.Slot{Cost: c})
+				g.Took(gate.Slot{Cost: c})
 			}
 		}
 		if s := g.Saturation(); s != tc.want {
@@ -59,7 +59,7 @@ func TestGatesReportTheirSaturation(t *testing.T) {
 	}
 	ad.TryAcquire(0)
 	ad.TryAcquire(0)
-	ad.FirstToken(flowcontrol.Slot{}, 2*time.Second) // late: the limit falls to 3
+	ad.FirstToken(gate.Slot{}, 2*time.Second) // late: the limit falls to 3
 	if s := ad.Saturation(); ad.Limit() != 3 || s != 1 {
 		t.Errorf("Adaptive limit %d with 4 in flight: saturation %v, want limit 3, saturation 1", ad.Limit(), s)
 	}
@@ -68,17 +68,17 @@ func TestGatesReportTheirSaturation(t *testing.T) {
 	if s := gate.Endpoints(1).Saturation(); s != 0 {
 		t.Errorf("Endpoints: saturation %v, want 0", s)
 	}
-	conc := newConcurrency(t, gate.ConcurrencyConfig{MaxConcurrency: 10})
+	conc := must(t, gate.Concurrency, gate.ConcurrencyConfig{MaxConcurrency: 10})
 	conc.TryAcquire(0)
 	conc.TryAcquire(0)
-	all := gate.All(gate.Endpoints(1), conc, fixedGate{saturation: 0.1}, plainGate{}).(flowcontrol.SaturationDetector)
+	all := gate.All(gate.Endpoints(1), conc, fixedGate{saturation: 0.1}, plainGate{}).(gate.SaturationDetector)
 	if s := all.Saturation(); s != 0.2 {
 		t.Errorf("All: saturation %v, want the concurrency gate's 0.2", s)
 	}
-	if s := gate.All(plainGate{}).(flowcontrol.SaturationDetector).Saturation(); s != 0 {
+	if s := gate.All(plainGate{}).(gate.SaturationDetector).Saturation(); s != 0 {
 		t.Errorf("All of a gate with no saturation: %v, want 0", s)
 	}
-	if s := gate.All(fixedGate{saturation: math.NaN()}).(flowcontrol.SaturationDetector).Saturation(); s != 1 {
+	if s := gate.All(fixedGate{saturation: math.NaN()}).(gate.SaturationDetector).Saturation(); s != 1 {
 		t.Errorf("All of a gate reporting NaN: %v, want 1 (fail closed)", s)
 	}
 }

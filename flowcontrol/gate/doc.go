@@ -1,5 +1,13 @@
-// Package gate holds the gates a [flowcontrol.FlowController] dispatches
-// through when a plain in-flight limit is not enough: a gate that reads the
+// Package gate holds the gate contracts and the gates built on them. A
+// gate decides whether one more request may start: [Gate] is the contract,
+// with its optional extensions ([MeteredGate], [FirstTokenGate],
+// [BoundGate], [EndpointGate], [SaturationDetector], [CeilingGate],
+// [LagGate], [CountGate]); [MaxInFlight] is the plain in-flight limit. A
+// flowcontrol.FlowController dispatches through a gate; a router without
+// one runs a gate through [Serial], which serializes its methods and
+// follows its contracts. The package imports nothing of Sluice's.
+//
+// The gates here go further than a fixed limit: a gate that reads the
 // model servers' own metrics ([Saturation]), a budget of requests and
 // estimated tokens in flight ([Concurrency]), a limit learned from the
 // time to first token ([Adaptive]), one that refuses while the router
@@ -7,7 +15,7 @@
 // rejected-no-endpoints instead of waiting out their TTL, and [All],
 // which composes them.
 //
-// Each of them is a [flowcontrol.SaturationDetector]: it reports how full
+// Each of them is a [SaturationDetector]: it reports how full
 // it is, and [Ceiling] gives each band a ceiling on that saturation, set by
 // one of llm-d-router's usage-limit policies ([UsageLimitPolicy]):
 // [StaticUsageLimit], [PriorityHoldback] and [SoftReflectiveCeiling]. A
@@ -41,12 +49,12 @@
 // MaxLimit 10,000, Backoff 0.9 and Increase 0.1; TargetFirstToken has none
 // and must be set.
 //
-// The gates run inside the controller: their TryAcquire is called with the
-// controller's lock held, reads no clock and allocates nothing. A gate whose
-// state changes for reasons the controller cannot see — the saturation gate,
-// when fresh metrics arrive — calls [flowcontrol.FlowController.Nudge]
-// itself, so the controller still runs no goroutine of its own. Each gate
-// instance serves one controller.
+// A gate's methods are serialized by its caller: a controller calls them
+// with its lock held, a [Serial] with its own. Their TryAcquire reads no
+// clock and allocates nothing. A gate whose state changes for reasons its
+// caller cannot see — the saturation gate, when fresh metrics arrive —
+// nudges the [Controller] it is bound to itself, so a controller still
+// runs no goroutine of its own. Each gate instance serves one controller.
 //
 // Nothing a client or a model server sends can make a gate fail open:
 // costs (a client's max_tokens) are summed exactly, never wrapping, up to
@@ -57,10 +65,11 @@
 // threshold that is NaN or infinite is refused by the constructor.
 //
 // Which to use: the saturation gate where the model servers' metrics can
-// be scraped — it follows a change of capacity within a scrape interval;
-// the adaptive gate where they cannot — it follows within a few request
-// lifetimes, since it learns as admissions end; the concurrency gate as a
+// be scraped — it sees a change of capacity at the next scrape; the
+// adaptive gate where they cannot — it learns from each response's time
+// to first token as the caller reports it; the concurrency gate as a
 // ceiling beside either, through All. The simulation in examples/gates
 // measures them against fixed limits on a pool whose capacity changes;
-// examples/gates/README.md has its tables and the gates' benchmarks.
+// examples/gates/README.md has its command, its tables and the gates'
+// benchmarks.
 package gate

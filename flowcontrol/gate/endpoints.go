@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // EndpointsGate refuses every request while no endpoint can take one, and
 // tells the controller so: the requests waiting then end with
-// [flowcontrol.OutcomeRejectedNoEndpoints] (503) after the controller's
-// [flowcontrol.Config.NoEndpointsTTL], instead of waiting out their TTL
+// [github.com/sluicegate/sluice/flowcontrol.OutcomeRejectedNoEndpoints] (503) after the controller's
+// [github.com/sluicegate/sluice/flowcontrol.Config.NoEndpointsTTL], instead of waiting out their TTL
 // for a model server that is not there.
 //
 // The gate does not watch the endpoints itself. The router does — from
@@ -22,7 +20,7 @@ import (
 // how much the endpoints may take, through [All]:
 //
 //	endpoints := gate.Endpoints(0) // none up until the router has reached one
-//	cfg.Gate = gate.All(endpoints, flowcontrol.MaxInFlight(64))
+//	cfg.Gate = gate.All(endpoints, MaxInFlight(64))
 //
 // All reports no endpoints when any of its gates does and keeps the
 // optional interfaces of the others (a [ConcurrencyGate]'s costs, an
@@ -30,8 +28,8 @@ import (
 // this works with every gate. Placed first, the gate refuses before any
 // other is asked, and the others' slots are left as they were.
 //
-// An EndpointsGate is a [flowcontrol.EndpointGate], a
-// [flowcontrol.BoundGate] and a [flowcontrol.SaturationDetector] that
+// An EndpointsGate is a [EndpointGate], a
+// [BoundGate] and a [SaturationDetector] that
 // always reports 0: it counts nothing in flight. SetAvailable nudges the controller when the
 // count reaches 0, so that the requests already waiting start their
 // no-endpoints TTL then rather than at the next event, and when it leaves
@@ -39,7 +37,7 @@ import (
 // safe for concurrent use; TryAcquire reads one atomic.
 type EndpointsGate struct {
 	available atomic.Int64
-	fc        atomic.Pointer[flowcontrol.FlowController] // set by Bind
+	fc        binding // set by Bind
 }
 
 // Endpoints returns a gate that admits while available endpoints, and then
@@ -67,7 +65,7 @@ func (g *EndpointsGate) SetAvailable(n int) {
 	if (old == 0) == (n == 0) {
 		return // the gate answers as it did
 	}
-	if fc := g.fc.Load(); fc != nil {
+	if fc := g.fc.controller(); fc != nil {
 		fc.Nudge()
 	}
 }
@@ -91,9 +89,11 @@ func (g *EndpointsGate) NoEndpoints() bool { return g.available.Load() == 0 }
 
 // Bind records the controller that SetAvailable nudges. It refuses a
 // second controller.
-func (g *EndpointsGate) Bind(c *flowcontrol.FlowController) error {
-	if !g.fc.CompareAndSwap(nil, c) && g.fc.Load() != c {
+func (g *EndpointsGate) Bind(c Controller) error {
+	if !g.fc.claim(c) {
 		return errors.New("gate: EndpointsGate already serves another controller")
 	}
 	return nil
 }
+
+func (g *EndpointsGate) unbind(c Controller) { g.fc.release(c) }

@@ -15,10 +15,10 @@ import (
 // with, each built to admit: a plain in-flight limit, a concurrency
 // budget, a saturation gate with fresh metrics, an adaptive gate, and an
 // All of two.
-func innerGates(t *testing.T, clock *clocktest.Clock) map[string]flowcontrol.Gate {
+func innerGates(t *testing.T, clock *clocktest.Clock) map[string]gate.Gate {
 	t.Helper()
 	freshSaturation := func() *gate.SaturationGate {
-		g := newSaturation(t, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: time.Hour})
+		g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: time.Hour})
 		g.Update("e", gate.Metrics{})
 		return g
 	}
@@ -34,8 +34,8 @@ func innerGates(t *testing.T, clock *clocktest.Clock) map[string]flowcontrol.Gat
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]flowcontrol.Gate{
-		"MaxInFlight": flowcontrol.MaxInFlight(4),
+	return map[string]gate.Gate{
+		"MaxInFlight": gate.MaxInFlight(4),
 		"Concurrency": budget,
 		"Saturation":  freshSaturation(),
 		"Adaptive":    adaptive,
@@ -103,7 +103,7 @@ func TestEndpointsGateCountsFromWhenThePoolEmptied(t *testing.T) {
 	endpoints := gate.Endpoints(1)
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:           gate.All(endpoints, flowcontrol.MaxInFlight(1)),
+		Gate:           gate.All(endpoints, gate.MaxInFlight(1)),
 		Clock:          clock,
 		DefaultTTL:     time.Minute,
 		NoEndpointsTTL: 2 * time.Second,

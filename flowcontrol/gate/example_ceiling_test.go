@@ -18,7 +18,7 @@ func ExampleCeiling() {
 	}
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}},
-		Gate:  gate.Ceiling(flowcontrol.MaxInFlight(10), holdback),
+		Gate:  gate.Ceiling(gate.MaxInFlight(10), holdback),
 	})
 	if err != nil {
 		panic(err)
@@ -76,7 +76,7 @@ func ExampleStaticUsageLimit() {
 	if err != nil {
 		panic(err)
 	}
-	g := flowcontrol.MaxInFlight(10)
+	g := gate.MaxInFlight(10)
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{{Priority: 0}},
 		Gate:  gate.Ceiling(g, p),

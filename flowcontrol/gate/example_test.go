@@ -106,7 +106,7 @@ func ExampleEndpoints() {
 	endpoints := gate.Endpoints(0) // nothing reached yet
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:           gate.All(endpoints, flowcontrol.MaxInFlight(64)),
+		Gate:           gate.All(endpoints, gate.MaxInFlight(64)),
 		DefaultTTL:     time.Minute,
 		NoEndpointsTTL: 20 * time.Millisecond,
 	})

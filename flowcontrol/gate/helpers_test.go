@@ -15,6 +15,17 @@ func newClock() *clocktest.Clock {
 	return clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
+// must returns what build makes of cfg, or fails the test with build's
+// error.
+func must[C, G any](t testing.TB, build func(C) (G, error), cfg C) G {
+	t.Helper()
+	g, err := build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // call is one Submit whose outcome is recorded.
 type call struct {
 	done bool

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // Metrics is what a model server last reported about its load, as a scraper
@@ -75,7 +75,7 @@ type SaturationConfig struct {
 	Replicas, Replica int
 	// Clock times the staleness of metrics; nil means the real clock. Give
 	// it the controller's clock.
-	Clock flowcontrol.Clock
+	Clock Clock
 }
 
 // Defaults of [SaturationConfig], llm-d-router's utilization-detector's.
@@ -87,7 +87,7 @@ const (
 
 // SaturationGate admits requests while the model servers, by their own
 // latest metrics, have room: it is llm-d-router's utilization-detector as a
-// [flowcontrol.Gate]. Create one with [Saturation] and feed it with
+// [Gate]. Create one with [Saturation] and feed it with
 // [SaturationGate.Update] from a scraper, on any goroutine.
 //
 // An endpoint has room when its metrics are fresh and valid (see [Metrics])
@@ -120,7 +120,7 @@ const (
 // scraped at different moments the bound is conservative: it never admits
 // more, and may admit fewer, than the room.
 //
-// When metrics arrive, Update calls [flowcontrol.FlowController.Nudge],
+// When metrics arrive, Update calls [github.com/sluicegate/sluice/flowcontrol.FlowController.Nudge],
 // so waiting requests start as soon as there is room; the controller runs
 // no goroutine or ticker for it. An endpoint's metrics become stale
 // MetricsStalenessThreshold after they were read (a timer on the
@@ -142,14 +142,14 @@ const (
 //
 // The gate knows the endpoints it was given metrics for and not removed
 // ([SaturationGate.Remove]). With none at all it reports
-// [flowcontrol.EndpointGate.NoEndpoints], and the controller ends waiting
-// requests with [flowcontrol.OutcomeRejectedNoEndpoints] (503) after its
+// [EndpointGate.NoEndpoints], and the controller ends waiting
+// requests with [github.com/sluicegate/sluice/flowcontrol.OutcomeRejectedNoEndpoints] (503) after its
 // NoEndpointsTTL. Before the first Update there are none.
 //
-// A SaturationGate is a [flowcontrol.MeteredGate] (Release hands back a
+// A SaturationGate is a [MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a
-// [flowcontrol.BoundGate], a [flowcontrol.EndpointGate] and a
-// [flowcontrol.SaturationDetector] ([SaturationGate.Saturation]). It serves one
+// [BoundGate], a [EndpointGate] and a
+// [SaturationDetector] ([SaturationGate.Saturation]). It serves one
 // controller. Its methods are safe for concurrent use.
 type SaturationGate struct {
 	// started counts the starts granted and not handed back, ever. It is
@@ -170,16 +170,21 @@ type SaturationGate struct {
 	kvThr             float64
 	stale             time.Duration
 	replicas, replica int
-	clock             flowcontrol.Clock
+	clock             Clock
 	mu                sync.Mutex
-	endpoints         map[string]*endpoint        // guarded by mu
-	fc                *flowcontrol.FlowController // set by Bind, guarded by mu
+	endpoints         map[string]*endpoint // guarded by mu
+	// order holds the endpoints sorted by name, guarded by mu: every sum
+	// over them is taken in this order, so that the same readings give
+	// the same bits whatever order they arrived in.
+	order []*endpoint
+	fc    Controller // set by Bind, guarded by mu
 }
 
 // endpoint is what the gate keeps of one model server. Guarded by the
 // gate's mu.
 type endpoint struct {
-	m Metrics
+	name string
+	m    Metrics
 	// recent is true while the last reading, valid or not, is younger
 	// than the staleness threshold. An invalid recent reading (bad) takes
 	// part in the budget as a saturated one would: no room, and its
@@ -189,7 +194,7 @@ type endpoint struct {
 	share  int64 // this replica's share of the room at the last refresh; 0 when stale or bad
 	base   int64 // started at the last refresh
 	gen    uint64
-	timer  flowcontrol.Timer // the staleness timer of the last refresh
+	timer  Timer // the staleness timer of the last refresh
 }
 
 // Saturation returns a saturation gate for cfg, or an error naming the
@@ -223,7 +228,7 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 		return nil, configError("Replica", "", cfg.Replica, "outside [0, Replicas)")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = flowcontrol.RealClock{}
+		cfg.Clock = RealClock{}
 	}
 	g := &SaturationGate{
 		qThr:      cfg.QueueDepthThreshold,
@@ -249,22 +254,22 @@ func (g *SaturationGate) TryAcquire(int) bool {
 	return true
 }
 
-// Lag returns MetricsStalenessThreshold, for [flowcontrol.Eviction.Grace]
-// ([flowcontrol.LagGate]): the gate reads no metrics older than that, so a
+// Lag returns MetricsStalenessThreshold, for [github.com/sluicegate/sluice/flowcontrol.Eviction.Grace]
+// ([LagGate]): the gate reads no metrics older than that, so a
 // slot a model server freed is in its view by then.
 func (g *SaturationGate) Lag() time.Duration { return g.stale }
 
-// Release hands back a start that TryAcquire granted and that was not used
-// (a composing gate refused the request).
-func (g *SaturationGate) Release(int) { g.started.Add(-1) }
+// Release does nothing: the request ended, and the next metrics show what
+// it left behind. A start that never ran comes back through Returned.
+func (g *SaturationGate) Release(int) {}
 
 // Took does nothing: a start costs one place in a queue, whatever the
 // request's cost.
-func (g *SaturationGate) Took(flowcontrol.Slot) {}
+func (g *SaturationGate) Took(Slot) {}
 
 // Returned hands back the start of a request that never ran; for one that
 // ran it does nothing, since the next metrics show what it left behind.
-func (g *SaturationGate) Returned(u flowcontrol.Usage) {
+func (g *SaturationGate) Returned(u Usage) {
 	if u.Unused {
 		g.started.Add(-1)
 	}
@@ -275,7 +280,7 @@ func (g *SaturationGate) NoEndpoints() bool { return g.known.Load() == 0 }
 
 // Bind records the controller that Update and Remove nudge. It refuses a
 // second controller.
-func (g *SaturationGate) Bind(c *flowcontrol.FlowController) error {
+func (g *SaturationGate) Bind(c Controller) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.fc != nil && g.fc != c {
@@ -283,6 +288,14 @@ func (g *SaturationGate) Bind(c *flowcontrol.FlowController) error {
 	}
 	g.fc = c
 	return nil
+}
+
+func (g *SaturationGate) unbind(c Controller) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fc == c {
+		g.fc = nil
+	}
 }
 
 // Update records an endpoint's latest metrics, adding the endpoint if it is
@@ -310,8 +323,10 @@ func (g *SaturationGate) Update(name string, m Metrics) {
 	e := g.endpoints[name]
 	switch {
 	case e == nil:
-		e = &endpoint{}
+		e = &endpoint{name: name}
 		g.endpoints[name] = e
+		i, _ := slices.BinarySearchFunc(g.order, name, byName)
+		g.order = slices.Insert(g.order, i, e)
 		g.known.Store(int32(len(g.endpoints)))
 	case !stamped && !m.ReadAt.After(e.m.ReadAt):
 		g.mu.Unlock() // the same reading again, or an older one
@@ -354,6 +369,9 @@ func (g *SaturationGate) Remove(name string) {
 		e.timer.Stop()
 	}
 	delete(g.endpoints, name)
+	if i, found := slices.BinarySearchFunc(g.order, name, byName); found {
+		g.order = slices.Delete(g.order, i, i+1)
+	}
 	g.known.Store(int32(len(g.endpoints)))
 	g.recompute()
 	fc := g.fc
@@ -393,7 +411,7 @@ func (g *SaturationGate) recompute() {
 	var rooms int64
 	base, recent := int64(math.MaxInt64), false
 	sum := 0.0
-	for _, e := range g.endpoints {
+	for _, e := range g.order {
 		if e.recent {
 			rooms = addSat(rooms, e.share)
 			base, recent = min(base, e.base), true
@@ -411,6 +429,9 @@ func (g *SaturationGate) recompute() {
 	}
 	g.limit.Store(addSat(base, rooms))
 }
+
+// byName orders endpoints by name, for a binary search of g.order.
+func byName(e *endpoint, name string) int { return strings.Compare(e.name, name) }
 
 // addSat returns a+b for a, b ≥ 0, or math.MaxInt64 if that overflows.
 func addSat(a, b int64) int64 {
@@ -477,7 +498,7 @@ func (g *SaturationGate) Status() SaturationStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := SaturationStatus{Endpoints: len(g.endpoints)}
-	for _, e := range g.endpoints {
+	for _, e := range g.order {
 		if e.fresh() {
 			s.Fresh++
 			s.Room = addSat(s.Room, e.share)
@@ -519,7 +540,7 @@ func (g *SaturationGate) invalid() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0
-	for _, e := range g.endpoints {
+	for _, e := range g.order {
 		if e.bad {
 			n++
 		}
@@ -528,10 +549,11 @@ func (g *SaturationGate) invalid() int {
 }
 
 // Saturation returns the pool's saturation, always a number in [0, 1]: the
-// mean over the endpoints of min(1, max(Waiting/QueueDepthThreshold,
+// mean over the endpoints, summed in the order of their names so that the
+// same readings give the same bits, of min(1, max(Waiting/QueueDepthThreshold,
 // KVCache/KVCacheUtilThreshold)), an endpoint with stale metrics or an
 // invalid reading counting 1; 1 with no endpoints. Below 1, some endpoint
-// has room. It is the gate's [flowcontrol.SaturationDetector] reading,
+// has room. It is the gate's [SaturationDetector] reading,
 // which a band ceiling ([Ceiling]) compares with each band's ceiling, and a
 // gauge's: it reads one atomic, which each Update, Remove and staleness
 // refreshes.

@@ -31,7 +31,7 @@ func TestSaturationFailsClosedOnReadingsOutOfRange(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
-			g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+			g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 			g.Update("a", bad)
 			if n := acquireAll(g); n != 0 {
 				t.Fatalf("admitted %d on a reading %+v", n, bad)
@@ -75,7 +75,7 @@ func TestSaturationFailsClosedOnReadingsOutOfRange(t *testing.T) {
 
 func TestSaturationReadingFromTheFutureFailsClosed(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	// Read an hour from now: it would stay fresh for an hour and shut out
 	// every reading before then.
 	g.Update("a", gate.Metrics{KVCache: 0.1, ReadAt: clock.Now().Add(time.Hour)})
@@ -91,7 +91,7 @@ func TestSaturationReadingFromTheFutureFailsClosed(t *testing.T) {
 
 func TestSaturationHugeThresholdsDoNotWrap(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: math.MaxInt, MetricsStalenessThreshold: time.Duration(math.MaxInt64)})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: math.MaxInt, MetricsStalenessThreshold: time.Duration(math.MaxInt64)})
 	for _, name := range []string{"a", "b", "c"} {
 		g.Update(name, gate.Metrics{KVCache: 0.1})
 	}
@@ -108,7 +108,7 @@ func TestSaturationHugeThresholdsDoNotWrap(t *testing.T) {
 
 func TestSaturationBudgetWithoutFreshEndpointsIsZero(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	g.Update("a", gate.Metrics{KVCache: 0.1})
 	if n := acquireAll(g); n != 5 {
 		t.Fatalf("admitted %d, want 5", n)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -13,18 +14,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-func newSaturation(t *testing.T, cfg gate.SaturationConfig) *gate.SaturationGate {
-	t.Helper()
-	g, err := gate.Saturation(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // acquireAll takes every start the gate grants, up to 1000, and returns
 // how many it granted.
-func acquireAll(g flowcontrol.Gate) int {
+func acquireAll(g gate.Gate) int {
 	n := 0
 	for n < 1000 && g.TryAcquire(0) {
 		n++
@@ -34,7 +26,7 @@ func acquireAll(g flowcontrol.Gate) int {
 
 func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	// Defaults: queue threshold 5, KV threshold 0.8.
 	g.Update("a", gate.Metrics{Waiting: 2, Running: 8, KVCache: 0.5}) // room 3
 	g.Update("b", gate.Metrics{Waiting: 7, Running: 8, KVCache: 0.5}) // over the queue threshold: 0
@@ -47,9 +39,10 @@ func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
 	if n := acquireAll(g); n != 8 {
 		t.Fatalf("granted %d starts before the next refresh, want the room, 8", n)
 	}
-	g.Release(0) // a composing gate hands one back unused
-	g.Returned(flowcontrol.Usage{Unused: true})
-	g.Returned(flowcontrol.Usage{Held: time.Second}) // a request that ran returns nothing
+	g.Returned(gate.Usage{Unused: true})                           // a composing gate hands one back, before any Took
+	g.Returned(gate.Usage{Slot: gate.Slot{Cost: 1}, Unused: true}) // a request that never ran
+	g.Returned(gate.Usage{Held: time.Second})                      // a request that ran returns nothing
+	g.Release(0)                                                   // nor does one whose caller knows only Gate
 	if n := acquireAll(g); n != 2 {
 		t.Fatalf("granted %d after two starts came back unused, want 2", n)
 	}
@@ -73,7 +66,7 @@ func TestSaturationBudgetIsTheRoomUnderTheThresholds(t *testing.T) {
 
 func TestSaturationCountsAReadingOnce(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	read := clock.Now()
 	g.Update("a", gate.Metrics{Waiting: 1, ReadAt: read})
 	if n := acquireAll(g); n != 4 {
@@ -88,7 +81,7 @@ func TestSaturationCountsAReadingOnce(t *testing.T) {
 
 func TestSaturationStaleMetricsFailClosed(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: 200 * time.Millisecond})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, MetricsStalenessThreshold: 200 * time.Millisecond})
 	g.Update("a", gate.Metrics{Waiting: 0, ReadAt: clock.Now().Add(-50 * time.Millisecond)})
 	clock.Advance(149 * time.Millisecond) // 199 ms old
 	if got := g.Status(); got.Fresh != 1 || got.Budget != 5 {
@@ -180,7 +173,7 @@ func TestSaturationReplicaSharesSumToTheRoom(t *testing.T) {
 
 func TestSaturationNoEndpointsThroughAController(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	fc := mustNew(t, flowcontrol.Config{
 		Bands:          []flowcontrol.BandConfig{{Priority: 0, TTL: time.Minute}},
 		Gate:           g,
@@ -224,7 +217,7 @@ func TestSaturationNoEndpointsThroughAController(t *testing.T) {
 
 func TestSaturationUpdateNudgesTheController(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock})
 	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g, Clock: clock})
 	g.Update("a", gate.Metrics{Waiting: 5}) // saturated
 	calls := []*call{submit(fc, "a", 0), submit(fc, "b", 0), submit(fc, "c", 0)}
@@ -253,7 +246,7 @@ func TestSaturationUpdateNudgesTheController(t *testing.T) {
 
 func TestSaturationGauge(t *testing.T) {
 	clock := newClock()
-	g := newSaturation(t, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 4, KVCacheUtilThreshold: 0.5})
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 4, KVCacheUtilThreshold: 0.5})
 	if s := g.Saturation(); s != 1 {
 		t.Fatalf("no endpoints: %v, want 1", s)
 	}
@@ -290,7 +283,7 @@ func TestSaturationConfigErrorsNameTheField(t *testing.T) {
 }
 
 func TestSaturationServesOneController(t *testing.T) {
-	g := newSaturation(t, gate.SaturationConfig{})
+	g := must(t, gate.Saturation, gate.SaturationConfig{})
 	mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	_, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: g})
 	if err == nil || !strings.Contains(err.Error(), "another controller") {
@@ -320,5 +313,38 @@ func TestSaturationReady(t *testing.T) {
 	clock.Advance(gate.DefaultMetricsStalenessThreshold)
 	if err := g.Ready(); err == nil || !strings.Contains(err.Error(), "none of its 1 endpoints has fresh metrics") {
 		t.Fatalf("stale metrics: %v", err)
+	}
+}
+
+// TestSaturationIsTheSameForTheSameReadings: the saturation is a sum over
+// the endpoints taken in the order of their names, so the same readings
+// give the same bits whatever order they arrived in (a sum in map order
+// reads 0.30000000000000004 one time and 0.29999999999999999 the next).
+func TestSaturationIsTheSameForTheSameReadings(t *testing.T) {
+	readings := map[string]gate.Metrics{}
+	for i := range 12 {
+		readings[fmt.Sprintf("ep-%02d", i)] = gate.Metrics{Waiting: i % 5, KVCache: float64(i) / 17}
+	}
+	var names []string
+	for n := range readings {
+		names = append(names, n)
+	}
+	var want uint64
+	for round := range 50 {
+		clock := newClock()
+		g, err := gate.Saturation(gate.SaturationConfig{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rand.New(rand.NewPCG(uint64(round), 1)).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		for _, n := range names {
+			g.Update(n, readings[n])
+		}
+		got := math.Float64bits(g.Saturation())
+		if round == 0 {
+			want = got
+		} else if got != want {
+			t.Fatalf("round %d: saturation %v, round 0 read %v from the same readings", round, math.Float64frombits(got), math.Float64frombits(want))
+		}
 	}
 }

@@ -3,9 +3,6 @@ package gate
 import (
 	"errors"
 	"math"
-	"sync/atomic"
-
-	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // SoftReflectiveCeilingPolicyName is the type name of
@@ -41,17 +38,19 @@ func SoftReflectiveCeiling() UsageLimitPolicy { return &softReflective{} }
 
 type softReflective struct {
 	ticks []uint64 // by rank; guarded by the owner's lock
-	owner atomic.Pointer[flowcontrol.FlowController]
+	owner binding
 }
 
 func (*softReflective) TypeName() string { return SoftReflectiveCeilingPolicyName }
 
-func (p *softReflective) bind(c *flowcontrol.FlowController) error {
-	if !p.owner.CompareAndSwap(nil, c) && p.owner.Load() != c {
+func (p *softReflective) bind(c Controller) error {
+	if !p.owner.claim(c) {
 		return errors.New("the policy already serves another controller: give each Ceiling its own")
 	}
 	return nil
 }
+
+func (p *softReflective) unbind(c Controller) { p.owner.release(c) }
 
 func (p *softReflective) Ceiling(s float64, rank int, priorities []int) float64 {
 	n := len(priorities)

@@ -10,19 +10,19 @@
 //
 // # How a dispatcher should read the router's signals
 //
-// The rules below are what the comparison in examples/consumers measured
-// (the real flow controller on a simulated band, seeds 1–20);
-// examples/consumers/README.md has the tables and the command.
+// The window follows the rules below, each with its reason.
+// examples/consumers compares them with llm-d-async's gate and with each
+// signal alone, on the real flow controller; its README has the command
+// and the tables.
 //
-//   - Headroom: fill part of it, not all of it. The window lets at most the
-//     requests in flight plus half the reported headroom be in flight
-//     ([Config.Share]). Capping at in-flight + all the headroom keeps the
-//     band full to the last place, so whatever reaches the band first —
-//     another tenant's request, another dispatcher's — turns the next send
-//     into a refusal; taking half approaches the limit geometrically and
-//     leaves the last place free. Stopping growth when the headroom falls
-//     below a fixed share of the band's capacity, without shrinking, did
-//     not reduce refusals.
+//   - Headroom: fill part of it, not all of it. After a response reporting
+//     headroom h with n requests in flight, the window lets at most
+//     n + ⌊Share × h⌋ be in flight ([Config.Share], ½ by default).
+//     Capping at in-flight + all the headroom keeps the band full to the
+//     last place, so whatever reaches the band first — another tenant's
+//     request, another dispatcher's — turns the next send into a refusal;
+//     taking half approaches the limit geometrically and leaves the last
+//     place free.
 //   - Retry-After: pause, do not reset. A Retry-After closes the window
 //     until it has passed, and the refused request waits as long; the
 //     window keeps its size apart from the one multiplicative decrease the
@@ -40,17 +40,16 @@
 //     pauses until the Retry-After has passed, caps itself at what is in
 //     flight, and shrinks once per flight — the victims of one decision,
 //     often several of one dispatcher's requests, are one signal. The
-//     request is worth sending again then ([Signal.Retryable]). This rule
-//     was not measured (examples/consumers runs no eviction); it follows
-//     from what the answer means: a higher band holds the room, so
-//     sending as much again would only be evicted again.
+//     request is worth sending again then ([Signal.Retryable]). The rule
+//     follows from what the answer means: a higher band holds the room,
+//     so sending as much again would only be evicted again.
 //   - Queue duration is a latency knob, not a capacity signal: a target
 //     ([Config.TargetQueueDelay]) shortens the queue the dispatcher keeps
 //     in the band, and with it the dispatcher's own goodput.
 //   - Several dispatchers on one band read the same headroom: nothing is
-//     reserved, and each one's share of it is what the others leave. With
-//     half the headroom each they stay nearly free of refusals at the
-//     band's full goodput.
+//     reserved, and each one's share of it is what the others leave.
+//     [Config.Share] bounds what one dispatcher takes from one reading,
+//     not what they take together.
 //   - In a band shared with interactive tenants, the band's goodput is
 //     fixed once it is busy: what a batch window gains, the interactive
 //     tenants lose. Compare windows on refusals, on the band's goodput and
@@ -60,8 +59,8 @@
 //     every expiry where the window shrinks once per flight. A Sluice
 //     router sends the expired request's queue duration and its band's
 //     Retry-After with rejected-ttl-expired, and the window pauses on it
-//     as on a refusal's: in that comparison a tenth fewer expiries than
-//     without it, for 3% less of the dispatcher's goodput.
+//     as on a refusal's, trading some of the dispatcher's goodput for
+//     fewer expiries.
 //
 // The headroom is the band's room only (llm-d's definition; see package
 // headroom). A router whose controller-wide capacity is full still reports

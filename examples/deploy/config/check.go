@@ -4,11 +4,15 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
@@ -38,6 +42,17 @@ type Effective struct {
 	Listen [][2]string
 	// Running is the controller, the gate and the gateway settings.
 	Running
+	// Inference are the routes flow control admits (-inference-path); none
+	// means [DefaultInferenceRoutes], as the binaries read it.
+	Inference InferenceRoutes
+	// Classifier is how a request's flow and band are read from its
+	// headers (-priority-header, -objective, -default-priority, and
+	// sluice-extproc's -objective-header).
+	Classifier flowhttp.HeaderClassifier
+	// Cost says what a request costs (what a concurrency gate in tokens
+	// mode, a cost capacity and deficit round robin count); "" leaves it
+	// out.
+	Cost string
 	// Warnings are the file's and the binary's, formatted.
 	Warnings []string
 }
@@ -45,17 +60,30 @@ type Effective struct {
 // Write prints e as YAML, in a fixed order and spelling, so that two runs
 // over the same configuration print the same bytes and a diff of two
 // outputs is a diff of what two configurations run: the listeners, the
-// backends and how they are read, the controller-wide capacities and
-// TTLs, in-flight eviction with its defaults applied, each band as it
-// runs (its capacities, its queue-wait TTL with the default applied, its
-// ordering, queue, fairness and guarantee), the gate, and the warnings. Durations are Go durations ("none" for no TTL), capacities a
-// whole number or "unbounded".
+// backends and how they are read, the grace period and drain delay of a
+// shutdown, which requests are inference requests and how they are
+// classified, the controller-wide capacities and TTLs, in-flight eviction
+// with its defaults applied, each band as it runs (its capacities, its
+// queue-wait TTL with the default applied, its ordering, queue, fairness
+// and guarantee), the gate, and the warnings. Durations are Go durations
+// ("none" for no TTL), capacities a whole number or "unbounded".
 func (e Effective) Write(w io.Writer) error {
 	var b strings.Builder
 	line := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
+	}
+	// list prints a top-level sequence of quoted strings, [] when empty.
+	list := func(name string, items []string) {
+		if len(items) == 0 {
+			line(0, "%s: []", name)
+			return
+		}
+		line(0, "%s:", name)
+		for _, item := range items {
+			line(1, "- %s", quote(item))
+		}
 	}
 	fmt.Fprintf(&b, "# %s -%s: the configuration is valid; this is what it runs.\n", e.Binary, CheckConfigFlag)
 	if e.ConfigPath == "" {
@@ -68,17 +96,45 @@ func (e Effective) Write(w io.Writer) error {
 	for _, l := range e.Listen {
 		line(1, "%s: %s", l[0], quote(l[1]))
 	}
-	if len(e.Backends) == 0 {
-		line(0, "backends: []")
-	} else {
-		line(0, "backends:")
-		for _, u := range e.Backends {
-			line(1, "- %s", quote(u))
-		}
-	}
+	list("backends", e.Backends)
 	line(0, "scrapeInterval: %s", e.ScrapeInterval)
 	line(0, "scrapeTimeout: %s", e.ScrapeTimeout)
 	line(0, "gracePeriod: %s", e.GracePeriod)
+	line(0, "drainDelay: %s", e.DrainDelay)
+	routes := e.Inference.Routes()
+	if len(routes) == 0 {
+		routes = DefaultInferenceRoutes().Routes()
+	}
+	line(0, "inference: # admitted through flow control; every other request passes at once, neither queued nor gated")
+	for _, r := range routes {
+		line(1, "- %s", quote(r.String()))
+	}
+	c := e.Classifier
+	line(0, "classification:")
+	line(1, "flowHeader: %s # else %s; without either, flow %s", quote(flowhttp.FairnessIDHeader), flowhttp.DeprecatedFairnessIDHeader, quote(flowhttp.DefaultFlowID))
+	if c.PriorityHeader == "" {
+		line(1, "priorityHeader: none")
+	} else {
+		line(1, "priorityHeader: %s # an integer priority; wins over the objective", quote(c.PriorityHeader))
+	}
+	if c.ObjectiveHeader == "" || strings.EqualFold(c.ObjectiveHeader, flowhttp.DefaultObjectiveHeader) {
+		line(1, "objectiveHeader: %s # else %s", quote(flowhttp.DefaultObjectiveHeader), flowhttp.DeprecatedObjectiveHeader)
+	} else {
+		line(1, "objectiveHeader: %s", quote(c.ObjectiveHeader))
+	}
+	if len(c.Objectives) == 0 {
+		line(1, "objectives: {}")
+	} else {
+		line(1, "objectives:")
+		for _, name := range slices.Sorted(maps.Keys(c.Objectives)) {
+			line(2, "%s: %d", quote(name), c.Objectives[name])
+		}
+	}
+	line(1, "defaultPriority: %d", c.DefaultPriority)
+	line(1, "ttlHeader: %s # can only shorten the queue wait", quote(flowhttp.TTLHeader))
+	if e.Cost != "" {
+		line(1, "cost: %s", quote(e.Cost))
+	}
 
 	f := e.Flow
 	line(0, "controller:")
@@ -106,12 +162,7 @@ func (e Effective) Write(w io.Writer) error {
 	}
 	line(1, "bands:")
 	for _, bc := range f.Bands {
-		// A band's wait is bounded by the smaller of its TTL and the
-		// default, as the controller bounds it.
-		wait := bc.TTL
-		if wait <= 0 || (f.DefaultTTL > 0 && f.DefaultTTL < wait) {
-			wait = f.DefaultTTL
-		}
+		wait := BandWait(bc, f.DefaultTTL)
 		line(1, "- priority: %d", bc.Priority)
 		line(2, "maxRequests: %s", limit(bc.RequestCapacity))
 		line(2, "maxBytes: %s", limit(bc.ByteCapacity))
@@ -159,16 +210,22 @@ func (e Effective) Write(w io.Writer) error {
 			}
 		}
 	}
-	if len(e.Warnings) == 0 {
-		line(0, "warnings: []")
-	} else {
-		line(0, "warnings:")
-		for _, w := range e.Warnings {
-			line(1, "- %s", quote(w))
-		}
-	}
+	list("warnings", e.Warnings)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// BandWait returns how long a request may wait in band b of a controller
+// whose default TTL is defaultTTL: the smaller of the band's TTL and the
+// default, as the controller bounds it; 0 for no bound. A band of
+// llm-d-router's form has no TTL of its own, so it waits
+// defaultRequestTTL.
+func BandWait(b flowcontrol.BandConfig, defaultTTL time.Duration) time.Duration {
+	wait := b.TTL
+	if wait <= 0 || (defaultTTL > 0 && defaultTTL < wait) {
+		wait = defaultTTL
+	}
+	return max(wait, 0)
 }
 
 func limit(l capacity.Limit) string { return l.String() }

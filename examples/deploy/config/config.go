@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -316,8 +315,8 @@ func (d *decoder) gateway(n *yaml.Node, path string, g *Gateway) {
 	d.mapping(n, path, []field{
 		{"listen", func(n *yaml.Node, p string) {
 			if s, ok := d.str(n, p); ok {
-				if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
-					d.errorf(n, p, "want host:port, such as %q, got %q", DefaultListen, truncate(s))
+				if err := CheckListen(s); err != nil {
+					d.errorf(n, p, "%q: %v", truncate(s), err)
 					return
 				}
 				g.Listen = s

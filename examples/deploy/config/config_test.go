@@ -397,6 +397,24 @@ controller:
 	}
 }
 
+// wantBandZero parses each of docs and reports an error unless it
+// parses, flowcontrol.New accepts it, and what (ordering, fairness) of
+// its first band, as of reads it, is the policy name.
+func wantBandZero(t *testing.T, what, name string, of func(flowcontrol.BandConfig) string, docs ...string) {
+	t.Helper()
+	for _, doc := range docs {
+		f, err := Parse([]byte(doc))
+		if err != nil {
+			t.Errorf("Parse:\n%s\nerror: %v", doc, err)
+			continue
+		}
+		if got := of(f.Flow.Bands[0]); got != name {
+			t.Errorf("Parse:\n%s\n%s %q, want %q", doc, what, got, name)
+		}
+		mustNew(t, f)
+	}
+}
+
 // TestPolicyNamesRoundTrip gives every policy name in both forms and reads
 // back the same name from the built policy.
 func TestPolicyNamesRoundTrip(t *testing.T) {
@@ -405,43 +423,23 @@ func TestPolicyNamesRoundTrip(t *testing.T) {
 		if err != nil || p.TypeName() != name {
 			t.Errorf("ordering.PolicyByName(%q) = %v, %v", name, p, err)
 		}
-		for _, doc := range []string{
-			"controller:\n  bands:\n  - priority: 0\n    ordering: " + name + "\n",
-			"flowControl:\n  priorityBands:\n  - priority: 0\n    orderingPolicyRef: " + name + "\n",
-			"plugins: [{name: mine, type: " + name + "}]\nflowControl:\n  priorityBands:\n  - priority: 0\n    orderingPolicyRef: mine\n",
-		} {
-			f, err := Parse([]byte(doc))
-			if err != nil {
-				t.Errorf("Parse:\n%s\nerror: %v", doc, err)
-				continue
-			}
-			if got := f.Flow.Bands[0].Policy.TypeName(); got != name {
-				t.Errorf("Parse:\n%s\nordering %q, want %q", doc, got, name)
-			}
-			mustNew(t, f)
-		}
+		wantBandZero(t, "ordering", name, func(b flowcontrol.BandConfig) string { return b.Policy.TypeName() },
+			"controller:\n  bands:\n  - priority: 0\n    ordering: "+name+"\n",
+			"flowControl:\n  priorityBands:\n  - priority: 0\n    orderingPolicyRef: "+name+"\n",
+			"plugins: [{name: mine, type: "+name+"}]\nflowControl:\n  priorityBands:\n  - priority: 0\n    orderingPolicyRef: mine\n",
+		)
 	}
 	for _, name := range FairnessPolicies {
 		fp, err := flowcontrol.FairnessByName(name)
 		if err != nil || fp.TypeName() != name {
 			t.Errorf("flowcontrol.FairnessByName(%q) = %v, %v", name, fp, err)
 		}
-		for _, doc := range []string{
-			"controller:\n  bands:\n  - priority: 0\n    fairness: " + name + "\n",
-			"controller:\n  bands:\n  - priority: 0\n    fairness: {type: " + name + "}\n",
-			"flowControl:\n  priorityBands:\n  - priority: 0\n    fairnessPolicyRef: " + name + "\n",
-			"plugins: [{name: mine, type: " + name + "}]\nflowControl:\n  defaultPriorityBand:\n    fairnessPolicyRef: mine\n",
-		} {
-			f, err := Parse([]byte(doc))
-			if err != nil {
-				t.Errorf("Parse:\n%s\nerror: %v", doc, err)
-				continue
-			}
-			if got := f.Flow.Bands[0].Fairness.TypeName(); got != name {
-				t.Errorf("Parse:\n%s\nfairness %q, want %q", doc, got, name)
-			}
-			mustNew(t, f)
-		}
+		wantBandZero(t, "fairness", name, func(b flowcontrol.BandConfig) string { return b.Fairness.TypeName() },
+			"controller:\n  bands:\n  - priority: 0\n    fairness: "+name+"\n",
+			"controller:\n  bands:\n  - priority: 0\n    fairness: {type: "+name+"}\n",
+			"flowControl:\n  priorityBands:\n  - priority: 0\n    fairnessPolicyRef: "+name+"\n",
+			"plugins: [{name: mine, type: "+name+"}]\nflowControl:\n  defaultPriorityBand:\n    fairnessPolicyRef: mine\n",
+		)
 	}
 	for _, mode := range ConcurrencyModes {
 		f, err := Parse([]byte("gate: {concurrency: {concurrencyMode: " + mode + "}}"))

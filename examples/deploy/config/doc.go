@@ -74,7 +74,7 @@
 //	        weights: {tenant-a: 3}    # by flow ID; default 1
 //
 //	gate:                             # default: no gate, every request starts at once
-//	  maxInFlight: 256                # flowcontrol.MaxInFlight
+//	  maxInFlight: 256                # gate.MaxInFlight
 //	  saturation:                     # llm-d-router's utilization-detector
 //	    queueDepthThreshold: 5
 //	    kvCacheUtilThreshold: 0.8
@@ -122,7 +122,7 @@
 // stopped) and confirmationGrace has passed, or confirmationTimeout has.
 // "eviction: true" is llm-d-router's enableEviction with its defaults. A
 // confirmationGrace left out is the gate's own lag (its
-// [flowcontrol.LagGate]), none for a gate that counts its slots; 0 is
+// [gate.LagGate]), none for a gate that counts its slots; 0 is
 // none. A band's guarantee is its share of the gate's capacity
 // ([flowcontrol.BandConfig.Guarantee]), a fraction in [0, 1], lent to
 // other bands while it is idle and taken back by revoking the borrowers'
@@ -225,15 +225,20 @@
 // must be a policy Sluice has; a reference that names no plugin is read
 // as a type name, as llm-d-router does for the defaults it registers
 // itself. The plugins of the types above have their parameters checked,
-// whether referred to or not. Plugins of other types (scorers, filters,
-// pickers, profile handlers, data producers, parsers, the
-// probabilistic-admitter), schedulingProfiles, dataLayer, requestHandler
+// whether referred to or not. Plugins of llm-d-router's other types
+// (scorers, filters, pickers, profile handlers, data producers, parsers,
+// the admitters), schedulingProfiles, dataLayer, requestHandler
 // and parser are llm-d-router's scheduling, data layer and admission: they
 // are read past, each with a [Warning] at its line that says what is lost
 // (an admitter's says when the file's gate, written to leave admission to
-// it, then admits nearly everything). The featureGates list is checked for
-// form; Sluice applies flowControl whether or not it enables the
-// flowControl gate (with a warning when it does not), and warns of every
-// other gate it enables. A gateway section may go with either
+// it, then admits nearly everything). A plugin type that neither Sluice
+// nor llm-d-router has is an error at its line, as llm-d-router fails to
+// start with it. The featureGates list is checked for form. llm-d-router
+// runs no flow control at all without the flowControl gate (off by
+// default): it sends every request to an endpoint at once. Sluice queues
+// every request whether or not the file enables it, with a warning when
+// it does not (at the flowControl section that llm-d-router would not
+// apply, or else at featureGates), and warns of every other gate it
+// enables. A gateway section may go with either
 // form; Sluice's controller section may not be mixed with llm-d-router's.
 package config

@@ -12,6 +12,22 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
+// parseEviction parses yaml and reports an error unless its in-flight
+// eviction is want. It returns the file, or nil after reporting that yaml
+// does not parse.
+func parseEviction(t *testing.T, yaml string, want *flowcontrol.Eviction) *File {
+	t.Helper()
+	f, err := Parse([]byte(yaml))
+	if err != nil {
+		t.Errorf("Parse:\n%s\n%v", yaml, err)
+		return nil
+	}
+	if diff := cmp.Diff(want, f.Flow.Eviction); diff != "" {
+		t.Errorf("Parse:\n%s\nEviction (-want +got):\n%s", yaml, diff)
+	}
+	return f
+}
+
 // llm-d-router's enableEviction: true is the zero Eviction, its defaults,
 // without a warning; false, or left out, is none.
 func TestEnableEvictionIsLLMDsDefaults(t *testing.T) {
@@ -25,13 +41,9 @@ func TestEnableEvictionIsLLMDsDefaults(t *testing.T) {
 		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n  eviction:\n    maxRevocationsPerDecision: 1\n    confirmationGrace: 0s\n",
 			&flowcontrol.Eviction{MaxPerDecision: 1, Grace: -1}},
 	} {
-		f, err := Parse([]byte(tc.yaml))
-		if err != nil {
-			t.Errorf("Parse:\n%s\n%v", tc.yaml, err)
+		f := parseEviction(t, tc.yaml, tc.want)
+		if f == nil {
 			continue
-		}
-		if diff := cmp.Diff(tc.want, f.Flow.Eviction); diff != "" {
-			t.Errorf("Parse:\n%s\nEviction (-want +got):\n%s", tc.yaml, diff)
 		}
 		if len(f.Warnings) != 0 {
 			t.Errorf("Parse:\n%s\nwarnings:\n%s\nwant none", tc.yaml, lines(f.Warnings))
@@ -58,13 +70,9 @@ func TestEvictionKnobsAndGuarantees(t *testing.T) {
 		{"flowControl:\n  enableEviction: true\n  priorityBands:\n  - {priority: 10, guarantee: 0.5}\n  - {priority: -1}\n",
 			&flowcontrol.Eviction{}, map[int]float64{10: 0.5, -1: 0, 0: 0}},
 	} {
-		f, err := Parse([]byte(tc.yaml))
-		if err != nil {
-			t.Errorf("Parse:\n%s\n%v", tc.yaml, err)
+		f := parseEviction(t, tc.yaml, tc.want)
+		if f == nil {
 			continue
-		}
-		if diff := cmp.Diff(tc.want, f.Flow.Eviction); diff != "" {
-			t.Errorf("Parse:\n%s\nEviction (-want +got):\n%s", tc.yaml, diff)
 		}
 		if tc.guarantees != nil {
 			got := map[int]float64{}

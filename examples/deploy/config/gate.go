@@ -25,7 +25,7 @@ var ConcurrencyModes = []string{gate.ModeRequests, gate.ModeTokens, gate.ModeHyb
 // once.
 type Gate struct {
 	// MaxInFlight, when set, caps the requests in flight at once
-	// ([flowcontrol.MaxInFlight]).
+	// ([gate.MaxInFlight]).
 	MaxInFlight *int
 	// Saturation, when set, admits while the model servers' queue depth
 	// and KV-cache utilisation are under their thresholds (llm-d-router's
@@ -155,37 +155,41 @@ func (d *decoder) usageLimit(typ string, params, where *yaml.Node, path string, 
 // or a mapping of its type and parameters.
 func (d *decoder) usageLimitSection(n *yaml.Node, path string) *UsageLimit {
 	if n.Kind != yaml.MappingNode {
-		typ, ok := d.str(n, path)
+		typ, ok := d.usageLimitPolicy(n, path)
 		if !ok {
-			return nil
-		}
-		if !slices.Contains(UsageLimitPolicies, typ) {
-			d.unknownName(n, path, "usage-limit policy", typ, UsageLimitPolicies)
 			return nil
 		}
 		return d.usageLimit(typ, nil, n, path)
 	}
-	var typ string
 	var typeNode *yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "type" {
 			typeNode = resolve(n.Content[i+1])
 		}
 	}
-	tp := join(path, "type")
 	if typeNode == nil {
 		d.errorf(n, path, "type is required (one of %s)", strings.Join(UsageLimitPolicies, ", "))
 		return nil
 	}
-	typ, ok := d.str(typeNode, tp)
+	typ, ok := d.usageLimitPolicy(typeNode, join(path, "type"))
 	if !ok {
 		return nil
 	}
-	if !slices.Contains(UsageLimitPolicies, typ) {
-		d.unknownName(typeNode, tp, "usage-limit policy", typ, UsageLimitPolicies)
-		return nil
-	}
 	return d.usageLimit(typ, n, n, path, field{"type", func(*yaml.Node, string) {}})
+}
+
+// usageLimitPolicy reads n, at path, as the type of a usage-limit policy;
+// it reports an error and returns false for anything else.
+func (d *decoder) usageLimitPolicy(n *yaml.Node, path string) (string, bool) {
+	typ, ok := d.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(UsageLimitPolicies, typ) {
+		d.unknownName(n, path, "usage-limit policy", typ, UsageLimitPolicies)
+		return "", false
+	}
+	return typ, true
 }
 
 // Saturation configures the saturation gate, with llm-d-router's
@@ -371,7 +375,7 @@ type Gates struct {
 	// [gate.All] of every gate set in the order MaxInFlight, Concurrency,
 	// Saturation, inside [gate.Ceiling] when UsageLimit is set; nil when
 	// none is.
-	Gate flowcontrol.Gate
+	Gate gate.Gate
 	// Saturation is the saturation gate, nil when not set; feed it each
 	// endpoint's metrics with Update.
 	Saturation *gate.SaturationGate
@@ -385,9 +389,9 @@ type Gates struct {
 // gate for its ceilings to read.
 func (g Gate) Build(opts BuildOptions) (Gates, error) {
 	var gs Gates
-	var all []flowcontrol.Gate
+	var all []gate.Gate
 	if g.MaxInFlight != nil {
-		all = append(all, flowcontrol.MaxInFlight(*g.MaxInFlight))
+		all = append(all, gate.MaxInFlight(*g.MaxInFlight))
 	}
 	if c := g.Concurrency; c != nil {
 		cfg := gate.ConcurrencyConfig{Mode: c.Mode, MaxConcurrency: c.MaxConcurrency, MaxTokenConcurrency: c.MaxTokenConcurrency}

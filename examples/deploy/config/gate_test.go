@@ -9,7 +9,7 @@ import (
 )
 
 // admits counts how many slots g grants in a row, up to limit.
-func admits(g flowcontrol.Gate, limit int) int {
+func admits(g gate.Gate, limit int) int {
 	n := 0
 	for n < limit && g.TryAcquire(0) {
 		n++

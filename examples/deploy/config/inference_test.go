@@ -5,12 +5,25 @@ import (
 	"testing"
 )
 
+// routeMatch is a request and whether the routes should match it.
+type routeMatch struct {
+	method, path string
+	want         bool
+}
+
+// wantMatches reports each case that r matches otherwise than it wants.
+func wantMatches(t *testing.T, r InferenceRoutes, cases []routeMatch) {
+	t.Helper()
+	for _, tc := range cases {
+		if got := r.Match(tc.method, tc.path); got != tc.want {
+			t.Errorf("Match(%s, %q) = %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
 func TestDefaultInferenceRoutes(t *testing.T) {
 	r := DefaultInferenceRoutes()
-	for _, tc := range []struct {
-		method, path string
-		want         bool
-	}{
+	wantMatches(t, r, []routeMatch{
 		{"POST", "/v1/chat/completions", true},
 		{"POST", "/v1/completions", true},
 		{"POST", "/v1/embeddings", true},
@@ -29,11 +42,7 @@ func TestDefaultInferenceRoutes(t *testing.T) {
 		{"POST", "/v1/chat/completionsx", false},
 		{"GET", "/v1/responses/resp_1", false},
 		{"post", "/v1/chat/completions", false}, // methods are case-sensitive; a backend answers 405
-	} {
-		if got := r.Match(tc.method, tc.path); got != tc.want {
-			t.Errorf("Match(%s, %q) = %v, want %v", tc.method, tc.path, got, tc.want)
-		}
-	}
+	})
 }
 
 func TestInferenceRoutesSubtreeAndAnyMethod(t *testing.T) {
@@ -44,21 +53,14 @@ func TestInferenceRoutesSubtreeAndAnyMethod(t *testing.T) {
 			t.Fatalf("Set(%q): %v", s, err)
 		}
 	}
-	for _, tc := range []struct {
-		method, path string
-		want         bool
-	}{
+	wantMatches(t, r, []routeMatch{
 		{"GET", "/v1/models", true},
 		{"DELETE", "/v1", true},
 		{"GET", "/v10", false},
 		{"PUT", "/admin", true},
 		{"GET", "/admin", false},
 		{"GET", "/metrics", false},
-	} {
-		if got := r.Match(tc.method, tc.path); got != tc.want {
-			t.Errorf("Match(%s, %q) = %v, want %v", tc.method, tc.path, got, tc.want)
-		}
-	}
+	})
 	var all InferenceRoutes
 	if err := (&InferenceRoutesFlag{Routes: &all}).Set("/"); err != nil || !all.Match("GET", "/anything") {
 		t.Errorf(`"/": %v; it must match every request`, err)

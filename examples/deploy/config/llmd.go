@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +86,10 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 	if n := top["plugins"]; n != nil {
 		d.sequence(n, "plugins", func(_ int, item *yaml.Node, p string) {
 			pl := &plugin{path: p}
+			var typeNode *yaml.Node
 			d.mapping(item, p, []field{
 				{"name", func(n *yaml.Node, p string) { pl.name, _ = d.str(n, p) }},
-				{"type", func(n *yaml.Node, p string) { pl.typ, _ = d.str(n, p) }},
+				{"type", func(n *yaml.Node, p string) { pl.typ, _ = d.str(n, p); typeNode = n }},
 				{"parameters", func(n *yaml.Node, _ string) { pl.params = n }},
 			})
 			if item.Kind != yaml.MappingNode {
@@ -95,6 +98,12 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 			if pl.typ == "" {
 				d.errorf(item, join(p, "type"), "required")
 				return
+			}
+			if !readTypes[pl.typ] && !llmdPluginTypes[pl.typ] {
+				// llm-d-router builds every plugin it lists, and fails to
+				// start on a type it has not registered.
+				d.errorf(typeNode, join(p, "type"), "unknown plugin type %q: neither Sluice nor llm-d-router has it, and llm-d-router refuses to start with it%s",
+					truncate(pl.typ), suggestType(pl.typ))
 			}
 			if pl.name == "" {
 				pl.name = pl.typ // as llm-d-router names an unnamed plugin
@@ -165,9 +174,6 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 			"defaultPriorityBand", "defaultNegativePriorityBand", "priorityBands", "usageLimitPolicyPluginRef", "enableEviction", "eviction"} {
 			hasQueueing = hasQueueing || d.at[join(p0, k)] != nil
 		}
-		if hasQueueing && !gates[flowControlFeatureGate] {
-			d.warnf(keys["flowControl"], p0, "llm-d-router applies this section only with the %q feature gate, which this file does not enable; Sluice applies it regardless", flowControlFeatureGate)
-		}
 		// enableEviction turns in-flight eviction on, with llm-d-router's
 		// defaults (the zero Eviction); Sluice's eviction mapping tunes it.
 		switch {
@@ -179,6 +185,10 @@ func (d *decoder) llmd(top, keys map[string]*yaml.Node, f *File, gateSet bool) {
 			p := join(p0, "eviction")
 			d.errorf(d.at[p], p, "tunes in-flight eviction, which is off: set enableEviction: true")
 		}
+	}
+
+	if !gates[flowControlFeatureGate] {
+		d.noFlowControlGate(top, keys, hasQueueing)
 	}
 
 	// The TTL with no endpoints: llm-d-router's replaces the TTL while the
@@ -433,4 +443,51 @@ func (d *decoder) checkParams(pl *plugin) {
 			d.errorf(d.pos(path), path, "%s takes no parameters", pl.typ)
 		}
 	}
+}
+
+// noFlowControlGate warns that llm-d-router, without its flowControl
+// feature gate (off by default), runs no flow control at all: it sends
+// each request to an endpoint at once, where Sluice queues each in its
+// bands. With a flowControl section that sets bands or capacities the
+// warning is at that section, which llm-d-router would not apply; else at
+// the featureGates list (its flowControl=false item when it has one), or
+// the first of the file's kind and llm-d-router keys.
+func (d *decoder) noFlowControlGate(top, keys map[string]*yaml.Node, hasQueueing bool) {
+	const unqueued = "it would send every request to an endpoint at once, queueing none"
+	if hasQueueing {
+		d.warnf(keys["flowControl"], "flowControl", "llm-d-router applies this section only with the %q feature gate, which this file does not enable: %s; Sluice applies it regardless, and queues every request",
+			flowControlFeatureGate, unqueued)
+		return
+	}
+	at := d.featureGateNode(top["featureGates"], flowControlFeatureGate)
+	if at == nil {
+		at = keys["featureGates"]
+	}
+	if at == nil {
+		for _, k := range append([]string{"kind"}, llmdKeys...) {
+			if n := keys[k]; n != nil && (at == nil || n.Line < at.Line) {
+				at = n
+			}
+		}
+	}
+	d.warnf(at, "featureGates", "llm-d-router runs flow control only with the %q feature gate, which this file does not enable: %s; "+
+		"Sluice queues every request in its bands (here llm-d-router's defaults) whatever the gate: enable it for llm-d-router to queue as Sluice does",
+		flowControlFeatureGate, unqueued)
+}
+
+// suggestType returns ", did you mean ...?" for the known plugin type
+// closest to typ, or "".
+func suggestType(typ string) string {
+	known := make([]string, 0, len(readTypes)+len(llmdPluginTypes))
+	for t := range readTypes {
+		known = append(known, t)
+	}
+	for t := range llmdPluginTypes {
+		known = append(known, t)
+	}
+	slices.Sort(known) // a tie goes to the same type every time
+	if best := closest(typ, known); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
 }

@@ -33,17 +33,20 @@ func TestLLMDSamplesSayWhatIsLost(t *testing.T) {
 	picks := "Sluice picks no endpoint"
 	scorer := []string{"a scheduling scorer", picks}
 	profiles := []string{"endpoint scheduling", "weights", picks}
+	noGate := []string{`only with the "flowControl" feature gate`, "queueing none", "Sluice queues every request"}
 	for _, tc := range []struct {
 		file string
 		want []wantWarning
 	}{
 		{"testdata/llmd-probabilistic-admitter.yaml", []wantWarning{
+			{"8:1 featureGates", noGate},
 			{"10:3 plugins[0]", []string{`"probabilistic-admitter"`, "sheds sheddable requests", "Sluice has no admitter",
 				"queueDepthThreshold 999999999, kvCacheUtilThreshold 1", "effectively no admission control"}},
 			{"11:3 plugins[1]", []string{`"random-picker"`, picks}},
 			{"19:1 schedulingProfiles", profiles},
 		}},
 		{"testdata/llmd-epp-config.yaml", []wantWarning{
+			{"6:1 featureGates", noGate},
 			{"8:3 plugins[0]", append([]string{`"prefix-cache-scorer"`}, scorer...)},
 			{"9:3 plugins[1]", []string{`"decode-filter"`, picks}},
 			{"10:3 plugins[2]", []string{`"max-score-picker"`, picks}},
@@ -51,12 +54,13 @@ func TestLLMDSamplesSayWhatIsLost(t *testing.T) {
 			{"12:1 schedulingProfiles", profiles},
 		}},
 		{"testdata/llmd-datalayer.yaml", []wantWarning{
+			{"6:1 featureGates", noGate},
 			{"8:5 plugins[0]", append([]string{`"queue-scorer"`}, scorer...)},
 			{"9:5 plugins[1]", append([]string{`"kv-cache-utilization-scorer"`}, scorer...)},
 			{"10:5 plugins[2]", append([]string{`"prefix-cache-scorer"`}, scorer...)},
 			{"11:5 plugins[3]", append([]string{`"lora-affinity-scorer"`}, scorer...)},
 			{"12:5 plugins[4]", []string{`"openai-parser"`, "request parser", "forwards it unchanged"}},
-			{"13:5 plugins[5]", []string{`"mock-metrics-source"`, "data layer", "scrapes each backend's /metrics"}},
+			{"13:5 plugins[5]", []string{`"metrics-data-source"`, "data layer", "scrapes each backend's /metrics"}},
 			{"14:1 schedulingProfiles", profiles},
 			{"21:1 requestHandler", []string{"request parsers are not read"}},
 			{"24:1 dataLayer", []string{"data layer", "not read", "gateway.backends"}},
@@ -68,6 +72,7 @@ func TestLLMDSamplesSayWhatIsLost(t *testing.T) {
 			{"25:1 schedulingProfiles", profiles},
 		}},
 		{"testdata/llmd-utilization.yaml", []wantWarning{
+			{"5:1 featureGates", noGate},
 			{"7:3 plugins[0]", []string{`"max-score-picker"`, picks}},
 			{"14:1 schedulingProfiles", profiles},
 		}},
@@ -143,8 +148,10 @@ func TestLLMDUnreadSmallCases(t *testing.T) {
 		yaml, want string
 	}{
 		{"featureGates: [flowControl, dataLayer]\n", `config: line 1, column 29: featureGates: feature gate "dataLayer": ignored`},
-		{"plugins:\n- type: explicit-ceiling-policy\n", `config: line 2, column 3: plugins[0]: plugin "explicit-ceiling-policy" (type explicit-ceiling-policy): not read: a policy Sluice does not have`},
-		{"plugins:\n- name: x\n  type: some-new-thing\n", `config: line 2, column 3: plugins[0]: plugin "x" (type some-new-thing): not read: a plugin Sluice does not have`},
+		{"featureGates: [flowControl]\nplugins:\n- type: priority-then-time-eviction-order-policy\n",
+			`config: line 3, column 3: plugins[0]: plugin "priority-then-time-eviction-order-policy" (type priority-then-time-eviction-order-policy): not read: a policy Sluice does not have`},
+		{"featureGates: [flowControl]\nplugins:\n- name: x\n  type: agent-identity\n", `config: line 3, column 3: plugins[0]: plugin "x" (type agent-identity): not read: a plugin Sluice does not have`},
+		{"featureGates: [flowControl]\nplugins:\n- type: latency-slo-admitter\n", `config: line 3, column 3: plugins[0]: plugin "latency-slo-admitter" (type latency-slo-admitter): not read: an admission plugin: Sluice has no admitter`},
 	} {
 		f, err := Parse([]byte(tc.yaml))
 		if err != nil {
@@ -155,7 +162,8 @@ func TestLLMDUnreadSmallCases(t *testing.T) {
 			t.Errorf("Parse:\n%s\nwarnings:\n%s\nwant one starting %q", tc.yaml, lines(f.Warnings), tc.want)
 		}
 	}
-	for _, y := range []string{"schedulingProfiles: []\n", "dataLayer: {}\nplugins: []\n", "kind: EndpointPickerConfig\nparser: null\n"} {
+	for _, y := range []string{"featureGates: [flowControl]\nschedulingProfiles: []\n", "featureGates: [flowControl]\ndataLayer: {}\nplugins: []\n",
+		"kind: EndpointPickerConfig\nfeatureGates: [flowControl]\nparser: null\n"} {
 		if f, err := Parse([]byte(y)); err != nil || len(f.Warnings) != 0 {
 			t.Errorf("Parse:\n%s\nwarnings:\n%s\nerror %v; want none", y, lines(f.Warnings), err)
 		}

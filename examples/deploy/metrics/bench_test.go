@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
@@ -83,7 +85,7 @@ func BenchmarkEnqueueAndWaitObserved(b *testing.B) {
 		b.Run("observer="+o.name, func(b *testing.B) {
 			c, err := flowcontrol.New(flowcontrol.Config{
 				Bands:    []flowcontrol.BandConfig{{Priority: 0}},
-				Gate:     flowcontrol.MaxInFlight(1),
+				Gate:     gate.MaxInFlight(1),
 				Observer: o.fn,
 			})
 			if err != nil {

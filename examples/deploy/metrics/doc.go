@@ -68,7 +68,10 @@
 // part of the total that no model accounts for (requests without
 // [RequestLabels], a request between its insert and its Waiting call, a
 // controller without the Waiting hook) has empty model labels, as has
-// the "other" flow.
+// the "other" flow. A flow has a series per model it has waited for in
+// the band, which reads 0 once none waits, as llm-d-router's gauges do;
+// a flow that never waited in the band (its requests started or were
+// refused at once) has none there.
 //
 // model_name and target_model_name come from the [RequestLabels] a
 // request carries as its [flowcontrol.Request.Tag]; a request without
@@ -186,10 +189,47 @@
 // ([DefaultMaxLabelLength], 128) of valid UTF-8. model_name and
 // target_model_name share a cap of [Options.MaxModelNames] distinct values
 // ([DefaultMaxModelNames], 1,000, as in llm-d-router), of the same length
-// bound. Every value past a cap is
-// counted as "other", so what clients send (a fairness id of any length,
-// any priority under NeverPromote) bounds neither the series a scrape
-// reads nor the memory that holds them. outcome takes
+// bound. Every value past a cap is counted as "other".
+//
+// # Series bounds
+//
+// A per-label cap bounds one label's values, not the series: a client
+// chooses a fairness id (a header) and a model (the body's "model", or a
+// header) together, and each pair would be a series of its own, rejected
+// requests' included (300 fairness ids × 300 models once made 90,000
+// series of the queue-duration histogram). So each family whose labels a
+// client chooses holds at most [Options.MaxSeries] series
+// ([DefaultMaxSeries], 10,000), its overflow series included:
+//
+//	family                                         client-chosen labels                          bound
+//	flow_control_request_queue_duration_seconds    fairness_id priority model_name               MaxSeries
+//	                                               target_model_name
+//	flow_control_request_enqueue_duration_seconds  fairness_id priority                          MaxSeries
+//	flow_control_queue_size, queue_bytes           fairness_id model_name target_model_name      MaxSeries, plus 2 per watched band
+//	flow_control_requests_total                    priority                                      outcomes × (MaxPriorities + 1)
+//	flow_control_revocations_issued_total          — (the band revoked for)                      bands
+//	other families                                 —                                             fixed
+//
+// In the two histograms, the first label sets seen have series of their
+// own; a new one once the family holds its cap is counted under its
+// overflow series, whose fairness_id, priority, model_name and
+// target_model_name are all "other" and whose outcome is its own (one
+// place per outcome value is set aside for them). Such a request is still
+// counted once in each histogram and under its band in
+// flow_control_requests_total, so no total is lost; only its split by
+// client labels is. In the queue gauges, a flow seen in a band and each
+// pair of models a flow has waiting there take a place: past the cap a
+// new flow's requests are read under fairness_id "other" with empty
+// models, and a flow's requests of a new pair of models under
+// fairness_id "other" with model_name and target_model_name "other" —
+// the two series of each band beside the cap — so sum by (priority) stays
+// the band's queue. The memory behind the series is bounded alike: a
+// label set past a cap is not kept in any cache. So what clients send (a
+// fairness id of any length, any priority under NeverPromote, any model,
+// in any combination) bounds neither the series a scrape reads nor the
+// memory that holds them.
+//
+// outcome takes
 // llm-d-router's names by default ("Dispatched", "RejectedCapacity",
 // "EvictedTTL", ...; see [LLMDOutcomes]) or Sluice's dropped reasons
 // ([DroppedReasons]). The llm-d values are llm-d-router's QueueOutcome set

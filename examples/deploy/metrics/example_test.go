@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -20,7 +22,7 @@ func Example() {
 	m := metrics.New(metrics.Options{InferencePool: "pool-a"})
 	cfg := flowcontrol.Config{
 		Bands:    []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(1)}},
-		Gate:     flowcontrol.MaxInFlight(1),
+		Gate:     gate.MaxInFlight(1),
 		Observer: m.Observe,
 		Waiting:  m.Waiting,
 	}

@@ -38,8 +38,9 @@ func (m *Metrics) Enqueued(key flowcontrol.FlowKey) {
 
 // track records that flow id, whose series are f, has been seen in band
 // priority, unless the flow's label is past the cap (its requests are
-// then "other"'s) or the band is not watched: the flows tracked are at
-// most the fairness_id cap times the watched bands.
+// then "other"'s), the band is not watched, or the queue gauges hold
+// their cap of series: the flows tracked are at most the fairness_id cap
+// times the watched bands, and at most MaxSeries.
 func (m *Metrics) track(w *watched, f *flowSeries, id string, priority int) {
 	if f.label != id || id == overflow {
 		return
@@ -51,7 +52,11 @@ func (m *Metrics) track(w *watched, f *flowSeries, id string, priority int) {
 	if _, found := slices.BinarySearch(w.priorities, priority); !found {
 		return
 	}
-	m.tracked.loadOrMake(k, func(int) (struct{}, bool) { return struct{}{}, true })
+	bands := len(w.priorities)
+	if m.gaugeCap.full(bands) {
+		return // what the flow has waiting is read under "other"
+	}
+	m.tracked.loadOrMake(k, func(int) (struct{}, bool) { return struct{}{}, m.gaugeCap.take(bands) })
 }
 
 // resolve returns the band a request for priority p is queued in, as the
@@ -80,6 +85,7 @@ func (w *watched) resolve(p int) (int, bool) {
 func (m *Metrics) collectFlows(ch chan<- prometheus.Metric, w *watched, ids []string, priority int, s capacity.Snapshot) {
 	prio := strconv.Itoa(priority)
 	restRequests, restBytes := s.QueuedRequests, s.QueuedBytes
+	var foldedRequests, foldedBytes int64
 	for _, id := range ids {
 		fs, err := w.c.FlowSnapshot(priority, id)
 		if err != nil {
@@ -87,7 +93,9 @@ func (m *Metrics) collectFlows(ch chan<- prometheus.Metric, w *watched, ids []st
 				slog.Int("priority", priority), slog.Any("error", err))
 			continue
 		}
-		m.collectModels(ch, id, priority, prio, fs)
+		r, b := m.collectModels(ch, id, priority, prio, fs)
+		foldedRequests += r
+		foldedBytes += b
 		restRequests -= fs.QueuedRequests
 		restBytes -= fs.QueuedBytes
 	}
@@ -95,41 +103,58 @@ func (m *Metrics) collectFlows(ch chan<- prometheus.Metric, w *watched, ids []st
 		gauge(ch, m.queueSize, float64(max(restRequests, 0)), overflow, prio, "", "")
 		gauge(ch, m.queueBytes, float64(max(restBytes, 0)), overflow, prio, "", "")
 	}
+	if foldedRequests > 0 || foldedBytes > 0 {
+		gauge(ch, m.queueSize, float64(foldedRequests), overflow, prio, overflow, overflow)
+		gauge(ch, m.queueBytes, float64(foldedBytes), overflow, prio, overflow, overflow)
+	}
 }
 
 // collectModels sends the queue gauges of flow id in band priority, whose
 // snapshot fs has just been read, split by models: each pair of models
-// the flow has waiting there ([Metrics.Waiting] counts them), within what
-// fs holds, and the rest — requests without model labels, or the moment
-// between a request's insert and its Waiting call — under empty model
-// labels, sent also when it is nothing and no model is, so that a flow
-// seen reads 0 once its queue empties.
-func (m *Metrics) collectModels(ch chan<- prometheus.Metric, id string, priority int, prio string, fs capacity.Snapshot) {
+// the flow has waited for in the band ([Metrics.Waiting] counts them),
+// within what fs holds, 0 once none of them waits, as llm-d-router's
+// gauges read; and the rest — requests of the flow without model labels,
+// or the moment between a request's insert and its Waiting call — under
+// empty model labels while it is not nothing, or when requests without
+// labels have waited there. A flow that never waited in the band (its
+// requests dispatched or refused at once) has no series: a series with
+// empty model labels would misname what it asks for. It returns, not
+// sends, what the flow has waiting for pairs of models past the series
+// cap: the caller sends the band's sum under fairness_id "other".
+func (m *Metrics) collectModels(ch chan<- prometheus.Metric, id string, priority int, prio string, fs capacity.Snapshot) (foldedRequests, foldedBytes int64) {
 	restRequests, restBytes := fs.QueuedRequests, fs.QueuedBytes
-	sent := false
+	unlabelled := false // requests without model labels have waited here
 	if f, ok := m.flows.load(id); ok && f.label == id {
 		if p := f.waits.m.Load(); p != nil {
 			for k, c := range *p {
-				if k.priority != priority || k.models == (models{}) {
+				if k.priority != priority {
 					continue
 				}
-				n := min(c.requests.Load(), restRequests)
-				if n <= 0 {
+				if k.models == (models{}) && !k.folded {
+					unlabelled = true
 					continue
 				}
+				n := max(min(c.requests.Load(), restRequests), 0)
 				b := min(max(c.bytes.Load(), 0), restBytes)
-				gauge(ch, m.queueSize, float64(n), id, prio, k.models.name, k.models.target)
-				gauge(ch, m.queueBytes, float64(b), id, prio, k.models.name, k.models.target)
+				if n == 0 {
+					b = 0
+				}
 				restRequests -= n
 				restBytes -= b
-				sent = true
+				if k.folded {
+					foldedRequests, foldedBytes = n, b
+					continue
+				}
+				gauge(ch, m.queueSize, float64(n), id, prio, k.models.name, k.models.target)
+				gauge(ch, m.queueBytes, float64(b), id, prio, k.models.name, k.models.target)
 			}
 		}
 	}
-	if restRequests > 0 || restBytes > 0 || !sent {
+	if restRequests > 0 || restBytes > 0 || unlabelled {
 		gauge(ch, m.queueSize, float64(max(restRequests, 0)), id, prio, "", "")
 		gauge(ch, m.queueBytes, float64(max(restBytes, 0)), id, prio, "", "")
 	}
+	return foldedRequests, foldedBytes
 }
 
 // trackedByBand returns the tracked flows of each band.

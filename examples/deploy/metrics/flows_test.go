@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
@@ -18,8 +20,10 @@ import (
 func TestQueueGaugesPerFlow(t *testing.T) {
 	m := metrics.New(metrics.Options{MaxFairnessIDs: 2})
 	cfg := flowcontrol.Config{
-		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
-		Gate:  flowcontrol.MaxInFlight(0), // everything waits
+		Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
+		Gate:     gate.MaxInFlight(0), // everything waits
+		Observer: m.Observe,
+		Waiting:  m.Waiting,
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)
@@ -37,25 +41,25 @@ func TestQueueGaugesPerFlow(t *testing.T) {
 	submit("b", 10, 1) // the third flow: past the cap
 	submit(strings.Repeat("x", metrics.DefaultMaxLabelLength+1), 0, 2)
 
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, metrics.Prefix+"flow_control_queue_size", map[string]float64{
 		"fairness_id=a,model_name=,priority=10,target_model_name=":     2,
 		"fairness_id=other,model_name=,priority=10,target_model_name=": 1,
 		"fairness_id=c,model_name=,priority=0,target_model_name=":      1,
 		"fairness_id=other,model_name=,priority=0,target_model_name=":  1,
-	}, counts(t, m, metrics.Prefix+"flow_control_queue_size"))
-	require.Equal(t, map[string]float64{
+	})
+	wantCounts(t, m, metrics.Prefix+"flow_control_queue_bytes", map[string]float64{
 		"fairness_id=a,model_name=,priority=10,target_model_name=":     20,
 		"fairness_id=other,model_name=,priority=10,target_model_name=": 1,
 		"fairness_id=c,model_name=,priority=0,target_model_name=":      7,
 		"fairness_id=other,model_name=,priority=0,target_model_name=":  2,
-	}, counts(t, m, metrics.Prefix+"flow_control_queue_bytes"))
+	})
 
 	// Once the queues empty, each named flow reads 0 and "other" is gone.
 	c.Close()
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, metrics.Prefix+"flow_control_queue_size", map[string]float64{
 		"fairness_id=a,model_name=,priority=10,target_model_name=": 0,
 		"fairness_id=c,model_name=,priority=0,target_model_name=":  0,
-	}, counts(t, m, metrics.Prefix+"flow_control_queue_size"))
+	})
 }
 
 // Under NeverPromote a request for an unprovisioned band waits in the
@@ -65,7 +69,7 @@ func TestQueueGaugesNeverPromote(t *testing.T) {
 	cfg := flowcontrol.Config{
 		Bands:        []flowcontrol.BandConfig{{Priority: -10}, {Priority: 0}, {Priority: 10}},
 		NeverPromote: true,
-		Gate:         flowcontrol.MaxInFlight(0),
+		Gate:         gate.MaxInFlight(0),
 	}
 	c, err := flowcontrol.New(cfg)
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -81,6 +82,16 @@ type Options struct {
 	// negative value counts every named model under "other". A name
 	// longer than MaxLabelLength is "other" too.
 	MaxModelNames int
+	// MaxSeries caps the series of each family whose labels clients
+	// choose — the queue- and enqueue-duration histograms, whose
+	// fairness_id, priority, model_name and target_model_name come from
+	// a request, and the flows and models of queue_size and queue_bytes
+	// — overflow series included: the per-label caps bound each label's
+	// values, not their product. Past it a new label set is counted under
+	// the overflow series, which has every client-chosen label "other"
+	// (see the package doc). 0 means [DefaultMaxSeries]; a value below
+	// 16, negative ones included, is 16, room for the overflow series.
+	MaxSeries int
 	// QueueDurationBuckets replaces [QueueDurationBuckets] when not nil;
 	// the bounds must increase strictly.
 	QueueDurationBuckets []float64
@@ -125,6 +136,14 @@ type Metrics struct {
 	modelNames     cowMap[string, string]
 	modelsFull     atomic.Bool
 	maxModels      int
+	// Series caps, and the overflow series past them: see cap.go.
+	queueCap       *seriesCap[queueTimeKey]
+	enqueueCap     *seriesCap[enqueueTimeKey]
+	gaugeCap       gaugeCap
+	folded         cowMap[foldKey, *series]
+	foldedEnqueues cowMap[string, prometheus.Observer]
+	// unread counts what the overflow flow has waiting: no scrape reads it.
+	unread waitCount
 	// evictions holds the requests counter's series of evicted requests
 	// (DroppedReasons only): see revocations.go.
 	evictions cowMap[evictionKey, prometheus.Counter]
@@ -193,22 +212,14 @@ func New(opts Options) *Metrics {
 			panic(fmt.Sprintf("metrics: QueueDurationBuckets %v do not increase strictly", opts.QueueDurationBuckets))
 		}
 	}
-	maxFlows := opts.MaxFairnessIDs
-	if maxFlows == 0 {
-		maxFlows = DefaultMaxFairnessIDs
-	}
-	maxLabelLen := opts.MaxLabelLength
-	if maxLabelLen == 0 {
-		maxLabelLen = DefaultMaxLabelLength
-	}
-	maxPriorities := opts.MaxPriorities
-	if maxPriorities == 0 {
-		maxPriorities = DefaultMaxPriorities
-	}
-	maxModels := opts.MaxModelNames
-	if maxModels == 0 {
-		maxModels = DefaultMaxModelNames
-	}
+	maxFlows := cmp.Or(opts.MaxFairnessIDs, DefaultMaxFairnessIDs)
+	maxLabelLen := cmp.Or(opts.MaxLabelLength, DefaultMaxLabelLength)
+	maxPriorities := cmp.Or(opts.MaxPriorities, DefaultMaxPriorities)
+	maxModels := cmp.Or(opts.MaxModelNames, DefaultMaxModelNames)
+	maxSeries := max(cmp.Or(opts.MaxSeries, DefaultMaxSeries), minSeries)
+	// The overflow series of the histograms take one place per outcome
+	// value; the enqueue histogram has NotYetFinalized besides.
+	outcomes := outcomeValues(opts.Outcomes)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -220,6 +231,9 @@ func New(opts Options) *Metrics {
 		maxLabelLen:   max(maxLabelLen, 0),
 		maxPriorities: maxPriorities,
 		maxModels:     maxModels,
+		queueCap:      newSeriesCap[queueTimeKey](maxSeries - outcomes),
+		enqueueCap:    newSeriesCap[enqueueTimeKey](maxSeries - outcomes - 1),
+		gaugeCap:      gaugeCap{max: int64(maxSeries)},
 		other:         &flowSeries{label: overflow},
 		queueTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        Prefix + "flow_control_request_queue_duration_seconds",

@@ -139,6 +139,12 @@ llm_d_epp_flow_control_requests_total{inference_pool="pool-a",outcome="RejectedC
 	require.Equal(t, 8, testutil.CollectAndCount(m))
 }
 
+// wantCounts fails the test unless counts(t, c, name) is want.
+func wantCounts(t *testing.T, c prometheus.Collector, name string, want map[string]float64, msgAndArgs ...any) {
+	t.Helper()
+	require.Equal(t, want, counts(t, c, name), msgAndArgs...)
+}
+
 // counts returns the value of every series of the counter or histogram
 // family name (a histogram's sample count), keyed by its labels in the
 // form a=x,b=y.
@@ -218,7 +224,7 @@ func TestOutcomeLabels(t *testing.T) {
 			require.Empty(t, counts(t, m, queueDuration), "%s", reason)
 			m = metrics.New(metrics.Options{Outcomes: metrics.DroppedReasons})
 			m.Observe(event("f", 3, o, 0))
-			require.Equal(t, map[string]float64{"outcome=" + reason + ",priority=3": 1}, counts(t, m, requestsTotal))
+			wantCounts(t, m, requestsTotal, map[string]float64{"outcome=" + reason + ",priority=3": 1})
 			require.Empty(t, counts(t, m, queueDuration), "%s", reason)
 			continue
 		}
@@ -231,11 +237,11 @@ func TestOutcomeLabels(t *testing.T) {
 		for i, queued := range []time.Duration{0, time.Second} {
 			m := metrics.New(metrics.Options{})
 			m.Observe(event("f", 3, o, queued))
-			require.Equal(t, map[string]float64{"outcome=" + want[i] + ",priority=3": 1}, counts(t, m, requestsTotal), "%s queued %v", reason, queued)
+			wantCounts(t, m, requestsTotal, map[string]float64{"outcome=" + want[i] + ",priority=3": 1}, "%s queued %v", reason, queued)
 
 			m = metrics.New(metrics.Options{Outcomes: metrics.DroppedReasons})
 			m.Observe(event("f", 3, o, queued))
-			require.Equal(t, map[string]float64{"outcome=" + reason + ",priority=3": 1}, counts(t, m, requestsTotal))
+			wantCounts(t, m, requestsTotal, map[string]float64{"outcome=" + reason + ",priority=3": 1})
 		}
 	}
 	for _, reason := range []string{"dispatched", "rejected-saturated", "rejected-ttl-expired",
@@ -256,18 +262,18 @@ func TestFairnessIDCap(t *testing.T) {
 	m.Observe(event("f1", 0, flowcontrol.OutcomeDispatched, 0)) // admitted before the cap was reached
 	m.Observe(event("f7", 0, flowcontrol.OutcomeDispatched, 0)) // past the cap
 
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, queueDuration, map[string]float64{
 		"fairness_id=,model_name=,outcome=Dispatched,priority=0,target_model_name=":      1,
 		"fairness_id=f0,model_name=,outcome=Dispatched,priority=0,target_model_name=":    1,
 		"fairness_id=f1,model_name=,outcome=Dispatched,priority=0,target_model_name=":    2,
 		"fairness_id=f2,model_name=,outcome=Dispatched,priority=0,target_model_name=":    1,
 		"fairness_id=other,model_name=,outcome=Dispatched,priority=0,target_model_name=": 1 + 7 + 1,
-	}, counts(t, m, queueDuration))
+	})
 
 	none := metrics.New(metrics.Options{MaxFairnessIDs: -1})
 	none.Observe(event("a", 0, flowcontrol.OutcomeDispatched, 0))
 	none.Observe(event("b", 0, flowcontrol.OutcomeDispatched, 0))
-	require.Equal(t, map[string]float64{"fairness_id=other,model_name=,outcome=Dispatched,priority=0,target_model_name=": 2}, counts(t, none, queueDuration))
+	wantCounts(t, none, queueDuration, map[string]float64{"fairness_id=other,model_name=,outcome=Dispatched,priority=0,target_model_name=": 2})
 
 	def := metrics.New(metrics.Options{})
 	for i := range metrics.DefaultMaxFairnessIDs + 5 {
@@ -298,7 +304,7 @@ func TestFairnessIDCapConcurrent(t *testing.T) {
 		total += n
 	}
 	require.Equal(t, float64(goroutines*ids), total)
-	require.Equal(t, map[string]float64{"outcome=Dispatched,priority=0": goroutines * ids}, counts(t, m, requestsTotal))
+	wantCounts(t, m, requestsTotal, map[string]float64{"outcome=Dispatched,priority=0": goroutines * ids})
 }
 
 // Priority labels are bounded too: a NeverPromote rejection reports the

@@ -86,6 +86,9 @@ func (m *Metrics) modelLabel(s string) string {
 type waitKey struct {
 	priority int
 	models   models
+	// folded marks the requests of every pair of models past the queue
+	// gauges' series cap (models is then empty).
+	folded bool
 }
 
 // waitCount is what waits under a waitKey, as Waiting and Observe count it.
@@ -124,20 +127,55 @@ func (m *Metrics) waitingSeries(f *flowSeries, priority int) prometheus.Observer
 		if m.outcomes == DroppedReasons {
 			label = "queued"
 		}
+		if !m.enqueueCap.admit(enqueueTimeKey{f.label, p, label}) {
+			return m.foldedEnqueue(label), false
+		}
 		return m.enqueueTime.WithLabelValues(f.label, p, label), true
 	})
 }
 
 // waitCountFor returns the count of flow f's requests waiting in band
-// priority for models ml. Only flows with their own label keep counts,
-// for the bands a request can wait in (provisioned ones), so they are at
-// most the fairness_id cap × bands × model pairs seen.
+// priority for models ml. Only flows with their own label keep counts
+// (the overflow flow's are read by no scrape), for the bands a request
+// can wait in (provisioned ones); a pair of models takes a place under
+// the queue gauges' series cap, and past it the flow's requests of any
+// new pair are counted together, under a folded key that a scrape reads
+// under fairness_id "other". So the counts are at most the cap plus two
+// per flow and band.
 func (m *Metrics) waitCountFor(f *flowSeries, priority int, ml models) *waitCount {
+	if f == m.other {
+		return &m.unread
+	}
 	k := waitKey{priority: priority, models: ml}
 	if c, ok := f.waits.load(k); ok {
 		return c
 	}
+	bands := m.watchedBands()
+	if ml != (models{}) && m.gaugeCap.full(bands) {
+		k = waitKey{priority: priority, folded: true} // full: no lock to find out
+		if c, ok := f.waits.load(k); ok {
+			return c
+		}
+	}
+	c := f.waits.loadOrMake(k, func(int) (*waitCount, bool) {
+		if k.models == (models{}) || m.gaugeCap.take(bands) {
+			return new(waitCount), true
+		}
+		return nil, false
+	})
+	if c != nil {
+		return c
+	}
+	k = waitKey{priority: priority, folded: true}
 	return f.waits.loadOrMake(k, func(int) (*waitCount, bool) { return new(waitCount), true })
+}
+
+// watchedBands returns how many bands a scrape reads.
+func (m *Metrics) watchedBands() int {
+	if w := m.watched.Load(); w != nil {
+		return len(w.priorities)
+	}
+	return 0
 }
 
 func (c *waitCount) add(requests, bytes int64) {

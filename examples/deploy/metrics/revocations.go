@@ -156,12 +156,16 @@ func isEviction(o flowcontrol.Outcome) bool {
 	return o == flowcontrol.OutcomeEvicted || o == flowcontrol.OutcomeEvictedPriority
 }
 
+// families are the revocation collectors, in the order they are described
+// and collected.
+func (rv *revocations) families() []prometheus.Collector {
+	return []prometheus.Collector{rv.issued, rv.ended, rv.target, rv.pending, rv.confirmation}
+}
+
 func (rv *revocations) describe(ch chan<- *prometheus.Desc) {
-	rv.issued.Describe(ch)
-	rv.ended.Describe(ch)
-	rv.target.Describe(ch)
-	rv.pending.Describe(ch)
-	rv.confirmation.Describe(ch)
+	for _, f := range rv.families() {
+		f.Describe(ch)
+	}
 }
 
 // collect collects the families; with c, the watched controller, the
@@ -172,9 +176,7 @@ func (rv *revocations) collect(ch chan<- prometheus.Metric, c *flowcontrol.FlowC
 		rv.pending.WithLabelValues().Set(c.PendingReclaim())
 	}
 	rv.mu.Unlock()
-	rv.issued.Collect(ch)
-	rv.ended.Collect(ch)
-	rv.target.Collect(ch)
-	rv.pending.Collect(ch)
-	rv.confirmation.Collect(ch)
+	for _, f := range rv.families() {
+		f.Collect(ch)
+	}
 }

@@ -2,9 +2,12 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -24,6 +27,32 @@ var revocationFamilies = []string{
 	metrics.Prefix + "flow_control_revocation_confirmation_seconds",
 }
 
+// revocationExposition is the exposition of the revocation families in
+// pool-a after one revocation for band 10: the pending reclaim and the
+// reclaim target as given; ended, how the revocation ended ("" while it
+// is outstanding); and confirmation, the confirmation histogram's lines
+// ("" when it observed nothing).
+func revocationExposition(pending, target int, ended, confirmation string) string {
+	text := fmt.Sprintf(`
+# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
+# TYPE llm_d_epp_flow_control_pending_reclaim gauge
+llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} %d
+# HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
+# TYPE llm_d_epp_flow_control_reclaim_target gauge
+llm_d_epp_flow_control_reclaim_target{inference_pool="pool-a"} %d
+# HELP llm_d_epp_flow_control_revocations_issued_total In-flight admissions revoked to make room for a higher band, by the priority of the band they were revoked for.
+# TYPE llm_d_epp_flow_control_revocations_issued_total counter
+llm_d_epp_flow_control_revocations_issued_total{inference_pool="pool-a",priority="10"} 1
+`, pending, target) + confirmation
+	if ended != "" {
+		text += fmt.Sprintf(`# HELP llm_d_epp_flow_control_revocations_total Revocations by how they ended: confirmed (the holder stopped the request) or timed_out (it did not within the timeout). Each issued revocation ends once.
+# TYPE llm_d_epp_flow_control_revocations_total counter
+llm_d_epp_flow_control_revocations_total{inference_pool="pool-a",outcome=%q} 1
+`, ended)
+	}
+	return text
+}
+
 // evicting is a controller with one slot (MaxInFlight(1)), an interactive
 // band 10 and a sheddable band -1, with in-flight eviction as e says,
 // counted by m; and a registry holding m.
@@ -39,7 +68,7 @@ func newEvicting(t *testing.T, m *metrics.Metrics, e flowcontrol.Eviction) *evic
 	c, err := flowcontrol.New(flowcontrol.Config{
 		Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 		FallbackPriority: 10,
-		Gate:             flowcontrol.MaxInFlight(1),
+		Gate:             gate.MaxInFlight(1),
 		Clock:            clock,
 		Eviction:         &e,
 		Observer:         m.Observe,
@@ -101,17 +130,7 @@ func TestRevocationConfirmedMetrics(t *testing.T) {
 	e := newEvicting(t, m, flowcontrol.Eviction{})
 	batch, chat := e.revokeBatch(t)
 
-	const issued = `
-# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
-# TYPE llm_d_epp_flow_control_pending_reclaim gauge
-llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} 1
-# HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
-# TYPE llm_d_epp_flow_control_reclaim_target gauge
-llm_d_epp_flow_control_reclaim_target{inference_pool="pool-a"} 1
-# HELP llm_d_epp_flow_control_revocations_issued_total In-flight admissions revoked to make room for a higher band, by the priority of the band they were revoked for.
-# TYPE llm_d_epp_flow_control_revocations_issued_total counter
-llm_d_epp_flow_control_revocations_issued_total{inference_pool="pool-a",priority="10"} 1
-`
+	issued := revocationExposition(1, 1, "", "")
 	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(issued), revocationFamilies...))
 
 	e.clock.Advance(300 * time.Millisecond)
@@ -120,14 +139,7 @@ llm_d_epp_flow_control_revocations_issued_total{inference_pool="pool-a",priority
 	require.NotNil(t, chat.adm, "the interactive request did not start once the batch one confirmed")
 	chat.adm.Done()
 
-	const confirmed = `
-# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
-# TYPE llm_d_epp_flow_control_pending_reclaim gauge
-llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} 0
-# HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
-# TYPE llm_d_epp_flow_control_reclaim_target gauge
-llm_d_epp_flow_control_reclaim_target{inference_pool="pool-a"} 1
-# HELP llm_d_epp_flow_control_revocation_confirmation_seconds Time from a revocation to its confirmation, when the holder stopped the request; timeouts are not observed.
+	confirmed := revocationExposition(0, 1, "confirmed", `# HELP llm_d_epp_flow_control_revocation_confirmation_seconds Time from a revocation to its confirmation, when the holder stopped the request; timeouts are not observed.
 # TYPE llm_d_epp_flow_control_revocation_confirmation_seconds histogram
 llm_d_epp_flow_control_revocation_confirmation_seconds_bucket{inference_pool="pool-a",le="0.005"} 0
 llm_d_epp_flow_control_revocation_confirmation_seconds_bucket{inference_pool="pool-a",le="0.01"} 0
@@ -143,18 +155,12 @@ llm_d_epp_flow_control_revocation_confirmation_seconds_bucket{inference_pool="po
 llm_d_epp_flow_control_revocation_confirmation_seconds_bucket{inference_pool="pool-a",le="+Inf"} 1
 llm_d_epp_flow_control_revocation_confirmation_seconds_sum{inference_pool="pool-a"} 0.3
 llm_d_epp_flow_control_revocation_confirmation_seconds_count{inference_pool="pool-a"} 1
-# HELP llm_d_epp_flow_control_revocations_issued_total In-flight admissions revoked to make room for a higher band, by the priority of the band they were revoked for.
-# TYPE llm_d_epp_flow_control_revocations_issued_total counter
-llm_d_epp_flow_control_revocations_issued_total{inference_pool="pool-a",priority="10"} 1
-# HELP llm_d_epp_flow_control_revocations_total Revocations by how they ended: confirmed (the holder stopped the request) or timed_out (it did not within the timeout). Each issued revocation ends once.
-# TYPE llm_d_epp_flow_control_revocations_total counter
-llm_d_epp_flow_control_revocations_total{inference_pool="pool-a",outcome="confirmed"} 1
-`
+`)
 	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(confirmed), revocationFamilies...))
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, requestsTotal, map[string]float64{
 		"inference_pool=pool-a,outcome=Dispatched,priority=-1": 1,
 		"inference_pool=pool-a,outcome=Dispatched,priority=10": 1,
-	}, counts(t, m, requestsTotal), "an evicted request is counted once, Dispatched, as llm-d-router counts it")
+	}, "an evicted request is counted once, Dispatched, as llm-d-router counts it")
 	// The histograms observed each request once, at its dispatch.
 	require.Equal(t, 2, testutil.CollectAndCount(m, queueDuration))
 }
@@ -168,15 +174,15 @@ func TestRevocationCountsEvictedPriorityAsDroppedReason(t *testing.T) {
 	batch.Done()
 	require.NotNil(t, chat.adm)
 	chat.adm.Done()
-	require.Equal(t, map[string]float64{
+	wantCounts(t, m, requestsTotal, map[string]float64{
 		"outcome=dispatched,priority=-1":       1,
 		"outcome=dispatched,priority=10":       1,
 		"outcome=evicted-priority,priority=-1": 1,
-	}, counts(t, m, requestsTotal))
-	require.Equal(t, map[string]float64{
+	})
+	wantCounts(t, m, queueDuration, map[string]float64{
 		"fairness_id=batch,model_name=,outcome=dispatched,priority=-1,target_model_name=": 1,
 		"fairness_id=chat,model_name=,outcome=dispatched,priority=10,target_model_name=":  1,
-	}, counts(t, m, queueDuration), "no histogram observes the eviction")
+	}, "no histogram observes the eviction")
 }
 
 // A revocation whose holder does not stop the request within the timeout
@@ -192,23 +198,10 @@ func TestRevocationTimedOutMetrics(t *testing.T) {
 	e.c.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "chat", Priority: 10}}, chat2.done)
 
 	e.clock.Advance(999 * time.Millisecond)
-	require.Equal(t, map[string]float64{}, counts(t, m, metrics.Prefix+"flow_control_revocations_total"), "ended before its timeout")
+	wantCounts(t, m, metrics.Prefix+"flow_control_revocations_total", map[string]float64{}, "ended before its timeout")
 	e.clock.Advance(time.Millisecond) // the timeout: the controller's wake-up retires it
 
-	const timedOut = `
-# HELP llm_d_epp_flow_control_pending_reclaim What the revocations not yet seen by the gate free, outstanding or in their grace after confirmation, in the gate's saturation units: read from the watched controller at each scrape, otherwise as of the last revocation step.
-# TYPE llm_d_epp_flow_control_pending_reclaim gauge
-llm_d_epp_flow_control_pending_reclaim{inference_pool="pool-a"} 0
-# HELP llm_d_epp_flow_control_reclaim_target What the last revocation decision set out to free, in the gate's saturation units.
-# TYPE llm_d_epp_flow_control_reclaim_target gauge
-llm_d_epp_flow_control_reclaim_target{inference_pool="pool-a"} 1
-# HELP llm_d_epp_flow_control_revocations_issued_total In-flight admissions revoked to make room for a higher band, by the priority of the band they were revoked for.
-# TYPE llm_d_epp_flow_control_revocations_issued_total counter
-llm_d_epp_flow_control_revocations_issued_total{inference_pool="pool-a",priority="10"} 1
-# HELP llm_d_epp_flow_control_revocations_total Revocations by how they ended: confirmed (the holder stopped the request) or timed_out (it did not within the timeout). Each issued revocation ends once.
-# TYPE llm_d_epp_flow_control_revocations_total counter
-llm_d_epp_flow_control_revocations_total{inference_pool="pool-a",outcome="timed_out"} 1
-`
+	timedOut := revocationExposition(0, 1, "timed_out", "")
 	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(timedOut), revocationFamilies...))
 	require.Nil(t, chat.adm, "the batch request still holds its slot")
 
@@ -236,14 +229,14 @@ func TestRevocationGauges(t *testing.T) {
 		Outcome: flowcontrol.OutcomeEvictedPriority, Waited: time.Millisecond, Pending: 0})
 	m.Revocations(flowcontrol.Revocation{Step: flowcontrol.RevocationIssued, Victim: victim, For: 10,
 		Outcome: flowcontrol.OutcomeEvictedPriority, Target: 0.5, Pending: 0.5})
-	require.Equal(t, map[string]float64{"": 0}, counts(t, m, metrics.Prefix+"flow_control_pending_reclaim"))
-	require.Equal(t, map[string]float64{"": 0.5}, counts(t, m, metrics.Prefix+"flow_control_reclaim_target"))
+	wantCounts(t, m, metrics.Prefix+"flow_control_pending_reclaim", map[string]float64{"": 0})
+	wantCounts(t, m, metrics.Prefix+"flow_control_reclaim_target", map[string]float64{"": 0.5})
 
 	m.Revocations(flowcontrol.Revocation{Step: flowcontrol.RevocationIssued, Victim: victim, For: 10, Target: 0.5, Pending: 0.5})
-	require.Equal(t, map[string]float64{"": 0.5}, counts(t, m, metrics.Prefix+"flow_control_pending_reclaim"), "a later issue is written")
+	wantCounts(t, m, metrics.Prefix+"flow_control_pending_reclaim", map[string]float64{"": 0.5}, "a later issue is written")
 	m.Revocations(flowcontrol.Revocation{Step: 99, Pending: 7}) // a step this package does not know
-	require.Equal(t, map[string]float64{"": 0.5}, counts(t, m, metrics.Prefix+"flow_control_pending_reclaim"))
-	require.Equal(t, map[string]float64{"priority=10": 2}, counts(t, m, metrics.Prefix+"flow_control_revocations_issued_total"))
+	wantCounts(t, m, metrics.Prefix+"flow_control_pending_reclaim", map[string]float64{"": 0.5})
+	wantCounts(t, m, metrics.Prefix+"flow_control_revocations_issued_total", map[string]float64{"priority=10": 2})
 }
 
 // The priority label of revocations_issued_total shares the cap of every
@@ -268,8 +261,8 @@ func TestRevocationPendingReadAtScrape(t *testing.T) {
 	batch.Done()
 	require.NotNil(t, chat.adm)
 	pending := metrics.Prefix + "flow_control_pending_reclaim"
-	require.Equal(t, map[string]float64{"": 1}, counts(t, m, pending), "within the grace")
+	wantCounts(t, m, pending, map[string]float64{"": 1}, "within the grace")
 	e.clock.Advance(time.Second)
-	require.Equal(t, map[string]float64{"": 0}, counts(t, m, pending), "once the grace has passed")
+	wantCounts(t, m, pending, map[string]float64{"": 0}, "once the grace has passed")
 	chat.adm.Done()
 }

@@ -123,7 +123,9 @@ func (m *Metrics) flowFor(id string) *flowSeries {
 	})
 }
 
-// seriesFor returns the series of an event of band priority in flow f.
+// seriesFor returns the series of an event of band priority in flow f:
+// its own, or the overflow series once its family holds its cap of label
+// sets (see [Options.MaxSeries]).
 func (m *Metrics) seriesFor(f *flowSeries, priority int, outcome flowcontrol.Outcome, queued bool, ml models) *series {
 	k := seriesKey{priority: m.priorityLabel(priority), outcome: outcome, queued: queued, models: ml}
 	if s, ok := f.series.load(k); ok {
@@ -131,12 +133,21 @@ func (m *Metrics) seriesFor(f *flowSeries, priority int, outcome flowcontrol.Out
 	}
 	return f.series.loadOrMake(k, func(int) (*series, bool) {
 		outcome := m.outcomeLabel(k.outcome, k.queued)
+		if !m.queueCap.admit(queueTimeKey{f.label, k.priority, outcome, ml.name, ml.target}) {
+			// Past the family's cap: the overflow series, not kept in
+			// the flow's cache, which so holds only admitted label sets.
+			return m.foldedSeries(k), false
+		}
 		s := &series{
 			queueTime: m.queueTime.WithLabelValues(f.label, k.priority, outcome, ml.name, ml.target),
 			total:     m.requests.WithLabelValues(outcome, k.priority),
 		}
 		if !k.queued {
-			s.enqueueTime = m.enqueueTime.WithLabelValues(f.label, k.priority, outcome)
+			if m.enqueueCap.admit(enqueueTimeKey{f.label, k.priority, outcome}) {
+				s.enqueueTime = m.enqueueTime.WithLabelValues(f.label, k.priority, outcome)
+			} else {
+				s.enqueueTime = m.foldedEnqueue(outcome)
+			}
 		}
 		return s, true
 	})

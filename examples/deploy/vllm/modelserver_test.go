@@ -27,34 +27,17 @@ func TestLoopbackModelServer(t *testing.T) {
 
 	readings := make(chan event, 1024)
 	failures := make(chan error, 1024)
-	s, err := New(Config{
+	s := mustNew(t, Config{
 		Targets: []string{srv.URL},
 		Sink:    &recorder{notify: readings},
 		OnError: func(_ string, err error) {
-			select {
-			case failures <- err:
-			default:
-			}
+			sendIfRoom(failures, err)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		go func() {
-			for range readings {
-			}
-		}()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		close(readings)
-	}()
+	done := goRun(ctx, s)
+	defer stopRun(t, cancel, done, readings)
 
 	// waitFor returns the first reading that satisfies ok; a failed scrape
 	// meanwhile fails the test unless failuresOK.

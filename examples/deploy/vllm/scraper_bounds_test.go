@@ -31,16 +31,13 @@ func slowPage(d time.Duration, body []byte) http.HandlerFunc {
 func TestReadingIsStampedAtTheStartOfItsScrape(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets:  []string{"http://slow:8000"},
 			Sink:     sink,
 			Interval: time.Second,
 			Timeout:  time.Second,
 			Client:   &http.Client{Transport: memNet{"slow:8000": slowPage(300*time.Millisecond, readFixture(t, "vllm-metrics.txt"))}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, 400*time.Millisecond)
 		got := sink.updates("http://slow:8000")
@@ -76,16 +73,13 @@ func TestSlowPageAgesFromTheStartOfItsScrape(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s, err := New(Config{
+				s := mustNew(t, Config{
 					Targets:  []string{"http://slow:8000"},
 					Sink:     g,
 					Interval: time.Hour,
 					Timeout:  time.Second,
 					Client:   &http.Client{Transport: memNet{"slow:8000": slowPage(tc.delay, page)}},
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
 				fresh := func() bool { return g.Status().Fresh == 1 }
 				ctx, cancel := context.WithCancel(t.Context())
 				ran := make(chan error)
@@ -167,7 +161,7 @@ func TestHostileValuesNeverReachTheSink(t *testing.T) {
 		var mu sync.Mutex
 		var errs []error
 		sink := &gatedRecorder{g: g}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://vllm:8000"},
 			Sink:    sink,
 			Client:  &http.Client{Transport: memNet{"vllm:8000": sc}},
@@ -177,9 +171,6 @@ func TestHostileValuesNeverReachTheSink(t *testing.T) {
 				errs = append(errs, err)
 			},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The good page, every hostile one, then the last one again, long
 		// enough for the good reading to go stale.
 		runFor(t, s, time.Duration(len(hostile))*DefaultInterval+gate.DefaultMetricsStalenessThreshold+DefaultInterval/2)

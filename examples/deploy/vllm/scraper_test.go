@@ -101,12 +101,53 @@ var (
 	v0Reading = Metrics{Waiting: 9, Running: 12, KVCache: 0.9315726290516206}
 )
 
+// mustNew returns New(cfg), or fails the test at once.
+func mustNew(t testing.TB, cfg Config) *Scraper {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// goRun runs s until ctx ends on a new goroutine; Run's error arrives on
+// the returned channel.
+func goRun(ctx context.Context, s *Scraper) <-chan error {
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	return done
+}
+
+// stopRun cancels the Run of goRun whose context cancel ends, drains
+// readings until Run returns, and closes readings. An error from Run
+// fails the test.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error, readings chan event) {
+	t.Helper()
+	cancel()
+	go func() {
+		for range readings {
+		}
+	}()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	close(readings)
+}
+
+// sendIfRoom sends v on ch unless ch is full.
+func sendIfRoom[T any](ch chan<- T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
 // runFor runs s for d of the bubble's fake time and returns once Run has.
 func runFor(t *testing.T, s *Scraper, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	done := goRun(ctx, s)
 	time.Sleep(d)
 	cancel()
 	if err := <-done; err != nil {
@@ -135,7 +176,7 @@ func every(step time.Duration, n int) []time.Duration {
 func TestScraperDeliversEachEndpointsReadings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://a:8000", "http://b:8000", "http://a:8000"},
 			Sink:    sink,
 			Client: &http.Client{Transport: memNet{
@@ -143,9 +184,6 @@ func TestScraperDeliversEachEndpointsReadings(t *testing.T) {
 				"b:8000": serveBytes(readFixture(t, "vllm-metrics-v0.txt")),
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, 975*time.Millisecond)
 
@@ -179,7 +217,7 @@ func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
 		sink := &recorder{}
 		var errs []error
 		var errMu sync.Mutex
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://slow:8000", "http://fast:8000"},
 			Sink:    sink,
 			Client: &http.Client{Transport: memNet{
@@ -195,9 +233,6 @@ func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
 				errs = append(errs, err)
 			},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, 975*time.Millisecond)
 
@@ -270,7 +305,7 @@ func TestFailedScrapesDeliverNothing(t *testing.T) {
 		sink := &recorder{}
 		var logs bytes.Buffer
 		var heard []error
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets:      []string{"http://vllm:8000"},
 			Sink:         sink,
 			Client:       &http.Client{Transport: memNet{"vllm:8000": sc}},
@@ -286,9 +321,6 @@ func TestFailedScrapesDeliverNothing(t *testing.T) {
 			})),
 			OnError: func(_ string, err error) { heard = append(heard, err) },
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
 		runFor(t, s, time.Duration(len(bad)+1)*DefaultInterval+DefaultInterval/2)
 
@@ -338,7 +370,7 @@ func TestSetTargets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		page := readFixture(t, "vllm-metrics.txt")
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://a:1", "http://b:1"},
 			Sink:    sink,
 			Client: &http.Client{Transport: memNet{
@@ -346,17 +378,13 @@ func TestSetTargets(t *testing.T) {
 				"c:1": serveBytes(page), "d:1": http.HandlerFunc(blockUntilCancelled),
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Before Run: only the list changes.
 		if err := s.SetTargets([]string{"http://a:1", "http://b:1", "http://d:1"}); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
 		start := time.Now()
-		go func() { done <- s.Run(ctx) }()
+		done := goRun(ctx, s)
 
 		time.Sleep(120 * time.Millisecond)
 		// Drop a (idle between scrapes) and d (in the middle of a scrape),
@@ -415,17 +443,13 @@ func TestSetTargets(t *testing.T) {
 func TestRunOnceAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &recorder{}
-		s, err := New(Config{
+		s := mustNew(t, Config{
 			Targets: []string{"http://a:1"},
 			Sink:    sink,
 			Client:  &http.Client{Transport: memNet{"a:1": serveBytes(readFixture(t, "vllm-metrics.txt"))}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
+		done := goRun(ctx, s)
 		synctest.Wait()
 		if err := s.Run(t.Context()); err == nil {
 			t.Error("a second Run did not fail while the first runs")
@@ -467,15 +491,12 @@ func TestRequests(t *testing.T) {
 			{"http://h:1", "stats", "http://h:1/stats"},
 		} {
 			got = nil
-			s, err := New(Config{
+			s := mustNew(t, Config{
 				Targets:     []string{tc.target},
 				Sink:        &recorder{},
 				MetricsPath: tc.path,
 				Client:      &http.Client{Transport: memNet{"h:1": record}},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			runFor(t, s, DefaultInterval/2)
 			want := []string{"GET " + tc.want + " Accept: " + acceptHeader}
 			if !slices.Equal(got, want) {
@@ -525,26 +546,19 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 	const want = 3
 	readings := make(chan event, 64)
 	failures := make(chan error, 64)
-	s, err := New(Config{
+	s := mustNew(t, Config{
 		Targets: []string{dead, live.URL},
 		Sink:    &recorder{notify: readings},
 		OnError: func(endpoint string, err error) {
 			if endpoint != dead {
 				t.Errorf("OnError(%q, %v): the live endpoint failed", endpoint, err)
 			}
-			select {
-			case failures <- err:
-			default:
-			}
+			sendIfRoom(failures, err)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	done := goRun(ctx, s)
 	for nr, nf := 0, 0; nr < want || nf < want; {
 		select {
 		case e := <-readings:
@@ -562,16 +576,8 @@ func TestLoopbackDeadEndpoint(t *testing.T) {
 			t.Fatalf("after 10s: %d readings and %d failures, want %d of each", nr, nf, want)
 		}
 	}
-	cancel()
 	// Run's return frees every goroutine it started, connections included.
-	go func() {
-		for range readings {
-		}
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	close(readings)
+	stopRun(t, cancel, done, readings)
 	goleak.VerifyNone(t, ignore)
 
 	st := s.Stats()

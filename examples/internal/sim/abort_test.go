@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -82,7 +84,7 @@ func TestAbortInPrefillAndWhileQueued(t *testing.T) {
 		s, err := New(Config{
 			Seed: 1, Duration: time.Hour,
 			Controller: flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}},
-			Gate:       func(*Pool) flowcontrol.Gate { return openGate{} },
+			Gate:       func(*Pool) gate.Gate { return openGate{} },
 			Pool: PoolConfig{Servers: 1, Slots: 1, Base: 10 * time.Millisecond, PerOutputToken: time.Millisecond,
 				ServerQueues: serverQueues},
 			Tenants: []Tenant{{Name: "t"}},
@@ -158,7 +160,7 @@ func TestRevokedAttemptIsAbortedAndRetried(t *testing.T) {
 		Controller: flowcontrol.Config{
 			Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
 			FallbackPriority: -1,
-			Gate:             flowcontrol.MaxInFlight(2),
+			Gate:             gate.MaxInFlight(2),
 			Eviction:         &flowcontrol.Eviction{},
 			Revocations: func(rv flowcontrol.Revocation) {
 				steps = append(steps, rv.Step)

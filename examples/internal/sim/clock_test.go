@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -63,7 +65,7 @@ func TestControllerOnVirtualClock(t *testing.T) {
 	c := NewClock(epoch)
 	fc, err := flowcontrol.New(flowcontrol.Config{
 		Clock: c,
-		Gate:  flowcontrol.MaxInFlight(1),
+		Gate:  gate.MaxInFlight(1),
 		Bands: []flowcontrol.BandConfig{{Priority: 0, TTL: 10 * time.Second}},
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -155,7 +157,7 @@ func newPool(cfg PoolConfig, clock *Clock) *Pool {
 // Gate returns the pool's gate: it admits a request while the requests it
 // admitted and that are not yet done are fewer than the healthy servers'
 // slots. Use it in one controller only.
-func (p *Pool) Gate() flowcontrol.Gate { return poolGate{p} }
+func (p *Pool) Gate() gate.Gate { return poolGate{p} }
 
 type poolGate struct{ p *Pool }
 

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"flag"
+	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -38,6 +41,22 @@ func SeedRange(from, to uint64) []uint64 {
 		if s == to { // checked before s++, which would wrap at the largest uint64
 			return seeds
 		}
+	}
+}
+
+// SeedRangeFlags defines the flags -from (the first seed, 1 by default)
+// and -to (the last, 20) and returns a function that, once the flags are
+// parsed, returns SeedRange(from, to), or ends the command cmd with a
+// message and exit status 2 unless 1 <= from <= to.
+func SeedRangeFlags(cmd string) func() []uint64 {
+	from := flag.Uint64("from", 1, "first seed")
+	to := flag.Uint64("to", 20, "last seed")
+	return func() []uint64 {
+		if *from == 0 || *to < *from {
+			fmt.Fprintf(os.Stderr, "%s: -from %d and -to %d: want 1 <= from <= to\n", cmd, *from, *to)
+			os.Exit(2)
+		}
+		return SeedRange(*from, *to)
 	}
 }
 

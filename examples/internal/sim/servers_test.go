@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -17,15 +19,15 @@ func (openGate) Release(int)         {}
 // meterGate admits every request and keeps the Usage of each.
 type meterGate struct {
 	openGate
-	usage []flowcontrol.Usage
+	usage []gate.Usage
 }
 
-func (*meterGate) Took(flowcontrol.Slot)          {}
-func (g *meterGate) Returned(u flowcontrol.Usage) { g.usage = append(g.usage, u) }
+func (*meterGate) Took(gate.Slot)          {}
+func (g *meterGate) Returned(u gate.Usage) { g.usage = append(g.usage, u) }
 
 // serverScenario is a tenant driven by the test over a pool of servers with
 // their own queues.
-func serverScenario(pool PoolConfig, gate func(*Pool, int) flowcontrol.Gate) Config {
+func serverScenario(pool PoolConfig, gate func(*Pool, int) gate.Gate) Config {
 	pool.ServerQueues = true
 	return Config{
 		Seed:        1,
@@ -52,7 +54,7 @@ func send(s *Sim, at time.Duration, prompt, output int) *Record {
 func TestServerQueuesRouteAndReportFirstTokens(t *testing.T) {
 	g := &meterGate{}
 	s, err := New(serverScenario(PoolConfig{Servers: 2, Slots: 1, Base: 10 * time.Millisecond, PerOutputToken: time.Millisecond},
-		func(*Pool, int) flowcontrol.Gate { return g }))
+		func(*Pool, int) gate.Gate { return g }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestServerQueuesRouteAndReportFirstTokens(t *testing.T) {
 // and starts over, keeping the first token it already sent.
 func TestKVCachePagesAndPreempts(t *testing.T) {
 	s, err := New(serverScenario(PoolConfig{Servers: 1, Slots: 8, KVCacheTokens: 100, PerOutputToken: time.Millisecond},
-		func(*Pool, int) flowcontrol.Gate { return openGate{} }))
+		func(*Pool, int) gate.Gate { return openGate{} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestReplicas(t *testing.T) {
 	var made []int
 	gates := map[int]*meterGate{}
 	cfg := serverScenario(PoolConfig{Servers: 1, Slots: 4, PerOutputToken: time.Millisecond},
-		func(_ *Pool, replica int) flowcontrol.Gate {
+		func(_ *Pool, replica int) gate.Gate {
 			made = append(made, replica)
 			gates[replica] = &meterGate{}
 			return gates[replica]
@@ -165,7 +167,7 @@ func TestReplicas(t *testing.T) {
 	}
 
 	shared := Config{Seed: 1, Duration: time.Second, Replicas: 2,
-		Controller: flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)},
+		Controller: flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(1)},
 		Pool:       PoolConfig{Servers: 1, Slots: 1}}
 	if _, err := New(shared); err == nil || !strings.Contains(err.Error(), "Replicas 2 share Controller.Gate") {
 		t.Fatalf("two replicas sharing one gate: %v", err)
@@ -201,7 +203,7 @@ func TestPhaseTokens(t *testing.T) {
 func TestServerQueueFailure(t *testing.T) {
 	cfg := serverScenario(PoolConfig{Servers: 2, Slots: 1, PerOutputToken: time.Millisecond,
 		Failures: []Failure{{Server: 0, At: 5 * time.Millisecond, For: time.Second}}},
-		func(*Pool, int) flowcontrol.Gate { return openGate{} })
+		func(*Pool, int) gate.Gate { return openGate{} })
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

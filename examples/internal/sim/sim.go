@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -59,7 +61,7 @@ type Config struct {
 	Controller flowcontrol.Config
 	// Gate, if set, makes the gate from the pool instead; it overrides
 	// Controller.Gate. A new gate is needed for every run.
-	Gate func(*Pool) flowcontrol.Gate
+	Gate func(*Pool) gate.Gate
 	// Replicas is the number of routers in front of the pool, each with
 	// its own controller configured by Controller (0 means 1). Attempts
 	// go to the replicas in turn. With more than one, ReplicaGate or Gate
@@ -67,7 +69,7 @@ type Config struct {
 	Replicas int
 	// ReplicaGate, if set, makes the gate of each replica, given its index
 	// from 0; it overrides Gate and Controller.Gate.
-	ReplicaGate func(p *Pool, replica int) flowcontrol.Gate
+	ReplicaGate func(p *Pool, replica int) gate.Gate
 
 	Pool    PoolConfig
 	Tenants []Tenant
@@ -224,7 +226,7 @@ func New(cfg Config) (*Sim, error) {
 		case fcfg.Gate == nil:
 			fcfg.Gate = s.pool.Gate()
 		}
-		if _, ok := fcfg.Gate.(flowcontrol.MeteredGate); ok {
+		if _, ok := fcfg.Gate.(gate.MeteredGate); ok {
 			s.pool.firstToken = true
 		}
 		// A revocation is issued on the simulation's one goroutine, in the

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
@@ -185,7 +187,7 @@ func TestRetryAfterOfAnExpiry(t *testing.T) {
 	cfg.Tenants = []Tenant{{Name: "r", Phases: []Phase{{Rate: 1, For: 0}}, OutputTokens: Tokens{Mean: 10},
 		Retry: Retry{MaxAttempts: 2, Backoff: time.Second, MaxBackoff: time.Second, MaxRetryAfter: time.Minute}}}
 	cfg.Controller.Bands = []flowcontrol.BandConfig{{Priority: 0, TTL: 2 * time.Second}}
-	cfg.Gate = func(*Pool) flowcontrol.Gate { return flowcontrol.MaxInFlight(0) } // nothing ever starts
+	cfg.Gate = func(*Pool) gate.Gate { return gate.MaxInFlight(0) } // nothing ever starts
 	cfg.Duration = 3 * time.Second
 	for _, r := range run(t, cfg) {
 		if r.Served || r.Attempts != 2 || r.Drops[flowcontrol.OutcomeRejectedTTLExpired] != 2 || r.Latency() != 34*time.Second {

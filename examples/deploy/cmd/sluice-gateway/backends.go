@@ -33,6 +33,7 @@ type backend struct {
 	// failing is set while the latest scrape of the backend failed.
 	failing atomic.Bool
 	health
+	outlier
 }
 
 // pool is the set of backends and the load balancer over them. It is an
@@ -46,7 +47,8 @@ type pool struct {
 	transport http.RoundTripper
 	poolConfig
 
-	setMu sync.Mutex // serializes set
+	setMu   sync.Mutex // serializes set
+	ejectMu sync.Mutex // serializes ejections, which count the ejected
 
 	healthMu sync.Mutex    // serializes the count told to endpoints
 	wake     chan struct{} // a backend may need probing; see watch
@@ -57,16 +59,28 @@ type poolConfig struct {
 	log *slog.Logger
 	// endpoints, if set, hears how many backends are up (see health).
 	endpoints *gate.EndpointsGate
-	// stale is how long a backend's scrapes may fail, counted from its
-	// last good one, before it is down; 0: scrapes never make it down.
+	// stale is the saturation gate's staleness threshold: a backend's
+	// scrapes make it down only once they have failed for that long,
+	// counted from its last good one; 0: scrapes never make it down.
 	stale time.Duration
+	// unhealthyThreshold is how many scrapes in a row must fail before a
+	// backend is down (once they have failed for stale); 0 means
+	// DefaultUnhealthyThreshold. One missed scrape on a busy host is not
+	// an outage.
+	unhealthyThreshold int
+	// unhealthyWindow, if positive, makes a backend down once its last
+	// good scrape is that old, however few scrapes failed (slow ones).
+	unhealthyWindow time.Duration
 	// dial opens the connections to the backends, the proxies' and the
 	// probes'; nil means a net.Dialer's, with http.DefaultTransport's
 	// timeout and keep-alive.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// clock times the scrapes' staleness and the probes' backoff; nil
-	// means the real clock.
+	// clock times the scrapes' staleness, the probes' backoff and the
+	// ejections; nil means the real clock.
 	clock flowcontrol.Clock
+	// outlier configures outlier detection (see outlier.go); the zero
+	// value turns it off.
+	outlier outlierConfig
 }
 
 func newPool(urls []*url.URL, cfg poolConfig) *pool {
@@ -75,6 +89,15 @@ func newPool(urls []*url.URL, cfg poolConfig) *pool {
 	}
 	if cfg.clock == nil {
 		cfg.clock = flowcontrol.RealClock{}
+	}
+	if cfg.outlier.baseEjectionTime <= 0 {
+		cfg.outlier.baseEjectionTime = DefaultBaseEjectionTime
+	}
+	if cfg.outlier.maxEjectionPercent <= 0 {
+		cfg.outlier.maxEjectionPercent = DefaultMaxEjectionPercent
+	}
+	if cfg.unhealthyThreshold <= 0 {
+		cfg.unhealthyThreshold = DefaultUnhealthyThreshold
 	}
 	if cfg.log == nil {
 		cfg.log = slog.New(slog.DiscardHandler)
@@ -145,6 +168,7 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			p.reach(b) // it answered
+			p.record(b, resp.StatusCode, resp.Request.URL.Path)
 			// flowhttp strips them again as it writes the header, the 1xx
 			// headers and the trailers; this also covers a protocol upgrade
 			// (101), whose headers the proxy writes itself, past the Handler.
@@ -157,6 +181,7 @@ func (p *pool) newBackend(u *url.URL) *backend {
 				return
 			}
 			p.log.Warn("backend request failed", "backend", b.name, "path", r.URL.Path, "error", err)
+			p.record(b, http.StatusBadGateway, r.URL.Path)
 			// The error names the backend's address, and the client has
 			// no business knowing it: the log has it.
 			msg := "sluice-gateway: the model server failed to answer"
@@ -174,29 +199,44 @@ func (p *pool) newBackend(u *url.URL) *backend {
 // pick returns the backend to send the next request to: among the
 // backends that are up (all of them when none is: the gate refuses then,
 // so only a request admitted as the last one went down gets here), those
-// whose latest scrape did not fail (all of them when every one failed),
-// the one with the fewest requests in flight from this gateway, then the
-// fewest waiting at its latest scrape; ties go to each in turn. It
-// returns nil when there is no backend.
+// that outlier detection has not ejected (all of them when it has ejected
+// every one), those whose latest scrape did not fail (all of them when
+// every one failed), the one with the fewest requests in flight from this
+// gateway, then the fewest waiting at its latest scrape; ties go to each
+// in turn. It returns nil when there is no backend.
 func (p *pool) pick() *backend {
 	list := p.list()
 	n := len(list)
 	if n == 0 {
 		return nil
 	}
+	var now int64
+	if p.outlier.consecutive5xx > 0 {
+		now = p.clock.Now().UnixNano()
+	}
 	start := int(p.next.Add(1) % uint64(n))
 	var best *backend
-	var bestDown, bestFailing bool
+	var bestDown, bestEjected, bestFailing bool
 	var bestInFlight, bestWaiting int64
 	for i := range n {
 		b := list[(start+i)%n]
 		down, failing, inFlight, waiting := !b.up(), b.failing.Load(), b.inFlight.Load(), b.waiting.Load()
-		better := best == nil ||
-			(bestDown && !down) ||
-			(bestDown == down && bestFailing && !failing) ||
-			(bestDown == down && bestFailing == failing && (inFlight < bestInFlight || (inFlight == bestInFlight && waiting < bestWaiting)))
+		ejected := now != 0 && !p.returned(b, now)
+		var better bool
+		switch {
+		case best == nil:
+			better = true
+		case bestDown != down:
+			better = bestDown
+		case bestEjected != ejected:
+			better = bestEjected
+		case bestFailing != failing:
+			better = bestFailing
+		default:
+			better = inFlight < bestInFlight || (inFlight == bestInFlight && waiting < bestWaiting)
+		}
 		if better {
-			best, bestDown, bestFailing, bestInFlight, bestWaiting = b, down, failing, inFlight, waiting
+			best, bestDown, bestEjected, bestFailing, bestInFlight, bestWaiting = b, down, ejected, failing, inFlight, waiting
 		}
 	}
 	return best
@@ -212,6 +252,7 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
+	noteBackend(r.Context(), b.name) // for the log of a response cut off: see streamGuard
 	b.proxy.ServeHTTP(w, r)
 }
 
@@ -220,6 +261,7 @@ func (p *pool) scraped(name string, waiting int, readAt time.Time) {
 	if b := p.find(name); b != nil {
 		b.waiting.Store(int64(waiting))
 		b.failing.Store(false)
+		b.scrapeFailures.Store(0)
 		p.scrapeOK(b, readAt)
 	}
 }
@@ -228,6 +270,7 @@ func (p *pool) scraped(name string, waiting int, readAt time.Time) {
 func (p *pool) scrapeFailed(name string) {
 	if b := p.find(name); b != nil {
 		b.failing.Store(true)
+		b.scrapeFailures.Add(1)
 		p.scrapeStale(b)
 	}
 }

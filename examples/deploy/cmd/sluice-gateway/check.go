@@ -26,7 +26,10 @@ func checkConfig(opts options, stdout, stderr io.Writer) int {
 		ConfigPath: opts.configPath,
 		Listen:     [][2]string{{"http", s.listen}},
 		Running:    s.running(),
-		Warnings:   config.WarningStrings(s.file.Warnings),
+		Inference:  opts.inference,
+		Classifier: opts.classifier,
+		Cost:       costOf(opts),
+		Warnings:   s.warnings,
 	}
 	if opts.configPath != "" {
 		e.Form = s.file.Form
@@ -36,4 +39,13 @@ func checkConfig(opts options, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return config.CheckOK
+}
+
+// costOf says what a request costs under opts, for -check-config.
+func costOf(opts options) string {
+	if opts.maxBodyBytes < 0 {
+		return "1 per request: bodies are not read (-max-body-bytes is negative)"
+	}
+	return fmt.Sprintf("estimated tokens: the body's bytes / 4 plus its max_completion_tokens or max_tokens, at most %d (-max-tokens); "+
+		"a body over %d bytes is answered 413 (-max-body-bytes)", opts.maxTokens, opts.maxBodyBytes)
 }

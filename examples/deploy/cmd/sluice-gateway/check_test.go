@@ -1,35 +1,20 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicegate/sluice/internal/clitest"
 )
 
 // runCheck runs the built binary with args and returns its exit code,
 // stdout and stderr.
 func runCheck(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, buildGateway(t), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
+	return clitest.Exec(t, buildGateway(t), nil, args...)
 }
 
 // -check-config prints what would run and the file's warnings, exits 0,
@@ -76,9 +61,10 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 		out.Controller.Bands[0].TTL != "1m0s" || out.Gate.Saturation.QueueDepthThreshold != 999999999 {
 		t.Errorf("the output does not say what runs: %+v\n%s", out, stdout)
 	}
-	if len(out.Warnings) != 3 || !strings.Contains(out.Warnings[0], "llmd-probabilistic-admitter.yaml:10:3: plugins[0]") ||
-		!strings.Contains(out.Warnings[0], "effectively no admission control") {
-		t.Errorf("warnings %q, want the file's three, the admitter's first", out.Warnings)
+	if len(out.Warnings) != 4 || !strings.Contains(out.Warnings[0], "llmd-probabilistic-admitter.yaml:8:1: featureGates: llm-d-router runs flow control only with") ||
+		!strings.Contains(out.Warnings[1], "llmd-probabilistic-admitter.yaml:10:3: plugins[0]") ||
+		!strings.Contains(out.Warnings[1], "effectively no admission control") {
+		t.Errorf("warnings %q, want the file's four, the feature gate's first, then the admitter's", out.Warnings)
 	}
 	if _, again, _ := runCheck(t, args...); again != stdout {
 		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
@@ -92,9 +78,9 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 	}
 
 	// Flags win over the file, and a run without a file prints the
-	// defaults.
+	// defaults; without a backend, it says so.
 	_, stdout, _ = runCheck(t, "-check-config", "-max-inflight", "7")
-	for _, want := range []string{"config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings: []\n"} {
+	for _, want := range []string{"config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings:\n  - \"sluice-gateway: no backend: "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("-check-config -max-inflight 7 lacks %q:\n%s", want, stdout)
 		}
@@ -104,17 +90,9 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 // A file that does not parse, or that the gateway refuses once the flags
 // apply, exits 2 with the place on stderr and prints nothing on stdout.
 func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-config", "../../config/testdata/bad-duration.yaml"}, "bad-duration.yaml:4:15: controller.defaultTTL"},
-		{[]string{"-config", "../../config/testdata/bad-plugin-type.yaml"}, "bad-plugin-type.yaml:12:24: flowControl.priorityBands[0].fairnessPolicyRef"},
-		{[]string{"-max-tokens", "0"}, "-max-tokens 0"},
-	} {
-		code, stdout, stderr := runCheck(t, append([]string{"-check-config"}, tc.args...)...)
-		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, nothing, and %q", tc.args, code, stdout, stderr, tc.want)
-		}
-	}
+	clitest.CheckRefuses(t, runCheck, []clitest.Refusal{
+		{Args: []string{"-config", "../../config/testdata/bad-duration.yaml"}, Want: "bad-duration.yaml:4:15: controller.defaultTTL"},
+		{Args: []string{"-config", "../../config/testdata/bad-plugin-type.yaml"}, Want: "bad-plugin-type.yaml:12:24: flowControl.priorityBands[0].fairnessPolicyRef"},
+		{Args: []string{"-max-tokens", "0"}, Want: "-max-tokens 0"},
+	})
 }

@@ -91,6 +91,16 @@ func checkNoAddress(t *testing.T, what, body string, rb *restartableBackend) {
 	}
 }
 
+// downThenBack checks, with rb down, that a request ends
+// rejected-no-endpoints; then it starts rb again and waits until the
+// gateway is ready.
+func downThenBack(t *testing.T, client *http.Client, g *testGateway, rb *restartableBackend) {
+	t.Helper()
+	sendRejectedNoEndpoints(t, client, g, rb)
+	rb.start()
+	waitReady(t, client, g, "once the backend is back")
+}
+
 // sendRejectedNoEndpoints sends a request while every backend is down
 // and checks that it ends 503 rejected-no-endpoints within a bound far
 // below its 60 s TTL, with no address in the body.
@@ -174,10 +184,7 @@ func TestDeadBackendWithMaxInFlight(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no backend is up") || !strings.Contains(body, rb.url.String()) {
 		t.Errorf("/readyz with the backend down: %d %q, want 503 naming the backend for the operator", code, body)
 	}
-	sendRejectedNoEndpoints(t, client, g, rb)
-
-	rb.start()
-	waitReady(t, client, g, "once the backend is back")
+	downThenBack(t, client, g, rb)
 }
 
 // With the default saturation gate the scrapes find out: once they have
@@ -197,10 +204,7 @@ func TestDeadBackendWithSaturationGate(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "no backend is up") &&
 			strings.Contains(body, "scrapes have failed")
 	})
-	sendRejectedNoEndpoints(t, client, g, rb)
-
-	rb.start()
-	waitReady(t, client, g, "once the backend is back")
+	downThenBack(t, client, g, rb)
 }
 
 // The concurrency gate (and so gate.All of it and another) reads nothing
@@ -214,9 +218,7 @@ func TestDeadBackendWithConcurrencyGate(t *testing.T) {
 	if r := <-send(client, g.url, "finds out"); r.status != http.StatusBadGateway {
 		t.Fatalf("the request that meets the refused connection: %d %v %q, want 502", r.status, r.err, r.body)
 	}
-	sendRejectedNoEndpoints(t, client, g, rb)
-	rb.start()
-	waitReady(t, client, g, "once the backend is back")
+	downThenBack(t, client, g, rb)
 }
 
 // A backend dead from the start is never up: no request is sent to it,

@@ -90,10 +90,7 @@ func TestPrometheusScrapesTheGateway(t *testing.T) {
 	prometheus := requireTool(t, require, "prometheus")
 	promtool := requireTool(t, require, "promtool")
 
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
+	hb, opts := saturatingOptions(t)
 	opts.pool = "pool-a"
 	g := startGateway(t, opts)
 	client := newClient(t)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"time"
 
@@ -47,6 +46,18 @@ type options struct {
 	maxTokens int64
 	// checkConfig is -check-config.
 	checkConfig bool
+	// consecutive5xx, baseEjectionTime and maxEjectionPercent are
+	// -outlier-consecutive-5xx (0: off), -outlier-base-ejection-time and
+	// -outlier-max-ejection-percent; zero values are off, then the
+	// defaults.
+	consecutive5xx     int
+	baseEjectionTime   time.Duration
+	maxEjectionPercent int
+	// unhealthyThreshold and unhealthyWindow are -unhealthy-threshold
+	// and -unhealthy-window; 0 means DefaultUnhealthyThreshold and no
+	// window.
+	unhealthyThreshold int
+	unhealthyWindow    time.Duration
 }
 
 const usageHeader = `Usage: sluice-gateway [flags]
@@ -82,7 +93,11 @@ request goes to the backend with the fewest requests in flight from this
 gateway; ties go to the one with the fewest waiting at its latest scrape,
 then in turn. With a saturation gate, every backend's /metrics is scraped
 and a backend whose latest scrape failed gets requests only when every
-backend's did.
+backend's did; it is down after -unhealthy-threshold failed scrapes in a
+row, or once its last good one is -unhealthy-window old. A backend that
+answers -outlier-consecutive-5xx 5xx in a row is ejected from the pick for
+-outlier-base-ejection-time times its ejections (Envoy's outlier
+detection), at most -outlier-max-ejection-percent of the backends at once.
 
 The gate: -max-inflight N if given; else the file's gate (Sluice's gate
 section, or llm-d-router's saturationDetector); else llm-d-router's
@@ -153,6 +168,17 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxTokens, "max-tokens", flowhttp.DefaultMaxTokens,
 		"largest cost a request's estimated tokens may claim, whatever its max_tokens: the model's context length")
 
+	fs.IntVar(&o.consecutive5xx, "outlier-consecutive-5xx", DefaultConsecutive5xx,
+		"eject a backend from the pick after `N` 5xx answers in a row (Envoy's outlier detection); 0: never")
+	fs.DurationVar(&o.baseEjectionTime, "outlier-base-ejection-time", DefaultBaseEjectionTime,
+		"how long a backend's first ejection lasts; each further one lasts that times the ejections, at most 300s")
+	fs.IntVar(&o.maxEjectionPercent, "outlier-max-ejection-percent", DefaultMaxEjectionPercent,
+		"most backends, in `percent`, ejected at once; one always stays")
+	fs.IntVar(&o.unhealthyThreshold, "unhealthy-threshold", DefaultUnhealthyThreshold,
+		"failed metrics scrapes of a backend in a row, `N`, before it is down (once they have failed for the staleness threshold)")
+	fs.DurationVar(&o.unhealthyWindow, "unhealthy-window", DefaultUnhealthyWindow,
+		"a backend whose last good metrics scrape is this old is down however few scrapes failed; 0: no window")
+
 	set, err := shared.Parse(fs, args, stdout, stderr)
 	if err != nil {
 		return o, err
@@ -169,8 +195,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o.inference = shared.InferenceRoutes
 	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 	if set["listen"] {
-		if _, port, err := net.SplitHostPort(listen); err != nil || port == "" {
-			return fail(fmt.Errorf("-listen %q: want host:port, such as %q", listen, config.DefaultListen))
+		if err := config.CheckListen(listen); err != nil {
+			return fail(fmt.Errorf("-listen %q: %w", listen, err))
 		}
 		o.listen = listen
 	}
@@ -182,6 +208,21 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	if o.maxTokens < 1 {
 		return fail(fmt.Errorf("-max-tokens %d: must be at least 1", o.maxTokens))
+	}
+	if o.consecutive5xx < 0 {
+		return fail(fmt.Errorf("-outlier-consecutive-5xx %d: must be 0 (never eject) or more", o.consecutive5xx))
+	}
+	if o.baseEjectionTime <= 0 {
+		return fail(fmt.Errorf("-outlier-base-ejection-time %s: must be positive (-outlier-consecutive-5xx 0 turns ejection off)", o.baseEjectionTime))
+	}
+	if o.maxEjectionPercent < 1 || o.maxEjectionPercent > 100 {
+		return fail(fmt.Errorf("-outlier-max-ejection-percent %d: must be 1 to 100 (-outlier-consecutive-5xx 0 turns ejection off)", o.maxEjectionPercent))
+	}
+	if o.unhealthyThreshold < 1 {
+		return fail(fmt.Errorf("-unhealthy-threshold %d: must be at least 1", o.unhealthyThreshold))
+	}
+	if o.unhealthyWindow < 0 {
+		return fail(fmt.Errorf("-unhealthy-window %s: must be 0 (none) or positive", o.unhealthyWindow))
 	}
 	if o.maxBodyBytes == 0 {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))

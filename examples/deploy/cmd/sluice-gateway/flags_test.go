@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
@@ -10,25 +9,15 @@ import (
 	"testing"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clitest"
 )
 
 func TestHelpPrintsUsageAndReloadRules(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	for _, want := range []string{
+	clitest.Usage(t, run,
 		"Usage: sluice-gateway", "-config", "-listen", "-backend", "-max-inflight", "-log-level", "-grace-period",
 		"/readyz", "SIGHUP", "A reload may change", "Only a restart changes", "gateway.listen", "rejected-shutting-down",
 		"fewest requests in flight",
-	} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("usage lacks %q", want)
-		}
-	}
-	if stderr.Len() != 0 {
-		t.Errorf("stderr = %q, want nothing", stderr.String())
-	}
+	)
 }
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -45,17 +34,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		"missing file":        {"-config", "/nonexistent/gateway.yaml"},
 		"bad priority header": {"-priority-header", "bad header", "-max-inflight", "1"},
 	}
-	for name, args := range cases {
-		t.Run(name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(args, &stdout, &stderr); code != 2 {
-				t.Errorf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
-			}
-			if stderr.Len() == 0 {
-				t.Error("no message on stderr")
-			}
-		})
-	}
+	clitest.BadArgs(t, run, cases)
 }
 
 func TestFlagsWinOverTheFile(t *testing.T) {

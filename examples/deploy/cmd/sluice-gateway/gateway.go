@@ -87,8 +87,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 	g := &gateway{opts: opts, log: log, cur: s}
-	for _, w := range s.file.Warnings {
-		log.Warn("configuration", "warning", w.String())
+	for _, w := range s.warnings {
+		log.Warn("configuration", "warning", w)
 	}
 
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
@@ -123,7 +123,10 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if sat != nil {
 		stale = s.gate.Saturation.MetricsStalenessThreshold
 	}
-	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale})
+	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale,
+		unhealthyThreshold: opts.unhealthyThreshold, unhealthyWindow: opts.unhealthyWindow,
+		outlier: outlierConfig{consecutive5xx: opts.consecutive5xx, baseEjectionTime: opts.baseEjectionTime,
+			maxEjectionPercent: opts.maxEjectionPercent}})
 	if sat != nil {
 		g.scraper, err = vllm.New(vllm.Config{
 			Targets:  s.backendNames(),
@@ -151,6 +154,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		classify = headerModels(opts.classifier.Classify)
 	}
 	classify = announced(classify, g.metrics.Enqueued)
+	// A backend that cuts a stream off is answered by the guard.
+	backends := streamGuard{next: g.pool, log: log}
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
 		Logger:                  log, // a failed read for the headroom header
@@ -158,7 +163,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		MaxBodyBytes:            opts.maxBodyBytes,
 		BodyReadTimeout:         bodyReadTimeout,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
-	}, g.pool)
+	}, backends)
 	if err != nil {
 		g.fc.Close()
 		return nil, err
@@ -181,7 +186,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if len(inference.Routes()) == 0 {
 		inference = config.DefaultInferenceRoutes()
 	}
-	proxied := router{inference: inference, admit: admit, pass: g.pool, refusing: &g.refusing}
+	proxied := router{inference: inference, admit: admit, pass: backends, refusing: &g.refusing}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.work.add()
 		defer g.work.done()
@@ -387,7 +392,7 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 	g.grace.Store(int64(next.grace))
 	g.drain.Store(int64(next.drain))
 	g.cur = next
-	return c.Live, config.WarningStrings(next.file.Warnings), nil
+	return c.Live, next.warnings, nil
 }
 
 // describeBands formats the bands for the start-up log.
@@ -416,11 +421,28 @@ type backendCollector struct{ pool *pool }
 var backendInFlightDesc = prometheus.NewDesc("sluice_gateway_backend_requests_in_flight",
 	"Requests this gateway has sent to a backend whose responses have not ended.", []string{"backend"}, nil)
 
-func (c backendCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backendInFlightDesc }
+func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- backendInFlightDesc
+	ch <- backendResponsesDesc
+	ch <- backendEjectionsDesc
+	ch <- backendEjectedDesc
+}
 
+// Collect sends each configured backend's series: their number is bounded
+// by the backends, and those of a backend a reload removed go with it.
 func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.pool.clock.Now().UnixNano()
 	for _, b := range c.pool.list() {
 		ch <- prometheus.MustNewConstMetric(backendInFlightDesc, prometheus.GaugeValue, float64(b.inFlight.Load()), b.name)
+		for i, class := range codeClasses {
+			ch <- prometheus.MustNewConstMetric(backendResponsesDesc, prometheus.CounterValue, float64(b.responses[i].Load()), b.name, class)
+		}
+		ch <- prometheus.MustNewConstMetric(backendEjectionsDesc, prometheus.CounterValue, float64(b.ejectionsTotal.Load()), b.name)
+		ejected := 0.0
+		if b.ejectedAt(now) {
+			ejected = 1
+		}
+		ch <- prometheus.MustNewConstMetric(backendEjectedDesc, prometheus.GaugeValue, ejected, b.name)
 	}
 }
 

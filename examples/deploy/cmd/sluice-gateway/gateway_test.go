@@ -248,13 +248,27 @@ gate:
   maxInFlight: 1
 `
 
-func TestSaturatedBandAnswers429(t *testing.T) {
+// saturatingOptions returns a held backend and the options of a gateway
+// in front of it alone, configured with saturatingConfig.
+func saturatingOptions(t *testing.T) (*holdBackend, options) {
+	t.Helper()
 	hb := newHoldBackend(t)
 	opts := testOptions()
 	opts.configPath = writeConfig(t, "", saturatingConfig)
 	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	return hb, opts
+}
+
+// startSaturated starts a gateway of saturatingConfig in front of a held
+// backend, and returns the backend, the gateway and a client of it.
+func startSaturated(t *testing.T) (*holdBackend, *testGateway, *http.Client) {
+	t.Helper()
+	hb, opts := saturatingOptions(t)
+	return hb, startGateway(t, opts), newClient(t)
+}
+
+func TestSaturatedBandAnswers429(t *testing.T) {
+	hb, g, client := startSaturated(t)
 
 	a, b := runningAndQueued(t, g, client, hb)
 	c := <-send(client, g.url, "c")
@@ -294,12 +308,7 @@ func TestSaturatedBandAnswers429(t *testing.T) {
 }
 
 func TestShutdownRejectsQueuedAndFinishesAdmitted(t *testing.T) {
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	hb, g, client := startSaturated(t)
 
 	a, b := runningAndQueued(t, g, client, hb)
 	g.stop() // what SIGTERM does
@@ -373,7 +382,6 @@ func TestMetricsExposeLLMDNames(t *testing.T) {
 		// The body's model labels the request (Sluice rewrites none).
 		`llm_d_epp_flow_control_request_queue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",model_name="sim",outcome="Dispatched",priority="0",target_model_name="sim"}`,
 		`llm_d_epp_flow_control_request_enqueue_duration_seconds_count{fairness_id="default-flow",inference_pool="pool-a",outcome="Dispatched",priority="0"}`,
-		`llm_d_epp_flow_control_queue_size{fairness_id="default-flow",inference_pool="pool-a",model_name="",priority="0",target_model_name=""}`,
 		`llm_d_epp_flow_control_capacity_utilization_requests{inference_pool="pool-a",priority="0"}`,
 		`llm_d_epp_flow_control_pool_saturation{inference_pool="pool-a",stage="effective"}`,
 		`llm_d_epp_flow_control_requests_in_flight{inference_pool="pool-a"}`,
@@ -383,6 +391,11 @@ func TestMetricsExposeLLMDNames(t *testing.T) {
 		if _, ok := metricValue(page, series); !ok {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+	// The request started at once: its flow never waited, so it has no
+	// queue_size series (which carried model_name="" before issue 31).
+	if strings.Contains(page, `llm_d_epp_flow_control_queue_size{fairness_id="default-flow"`) {
+		t.Errorf("/metrics has a queue_size series for a flow that never queued:\n%s", page)
 	}
 }
 
@@ -422,12 +435,7 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 	}
 
 	// A queued request's cost is what the band counts.
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	hb, g, client := startSaturated(t)
 	a, b := runningAndQueued(t, g, client, hb)
 	want := int64(len(chatBody)+3)/4 + 4 // the body's bytes ÷ 4 and its max_tokens
 	if s, _ := g.fc.CapacitySnapshot(0); s.QueuedCost != want {
@@ -444,10 +452,7 @@ func TestCostIsEstimatedTokens(t *testing.T) {
 // gateway, never MaxInt64 (issue 21, defects 2 and 3): the queued cost is
 // the clamp.
 func TestHugeMaxTokensCostsTheClamp(t *testing.T) {
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
+	hb, opts := saturatingOptions(t)
 	opts.maxTokens = 1000
 	g := startGateway(t, opts)
 	client := newClient(t)

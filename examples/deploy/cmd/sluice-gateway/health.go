@@ -26,16 +26,31 @@ const (
 	probeBackoffMax = time.Second
 )
 
+// DefaultUnhealthyThreshold is how many metrics scrapes of a backend in
+// a row must fail before it is down (-unhealthy-threshold), as Envoy's
+// health checks and Kubernetes' probes count three failures: with the
+// default 50 ms interval one late or failed scrape on a busy host
+// outlasts the 200 ms staleness threshold, and is not an outage.
+const DefaultUnhealthyThreshold = 3
+
+// DefaultUnhealthyWindow is how old a backend's last good scrape may grow
+// before it is down however few scrapes failed (-unhealthy-window): it
+// catches scrapes that fail slowly, a long -scrape timeout's. With the
+// default timing three failures come well within it.
+const DefaultUnhealthyWindow = 2 * time.Second
+
 // health is what the pool knows of whether a backend can take requests.
 // A backend is up while it is reachable and its scrapes are not stale:
 //   - it is unreachable from the moment it joins the pool until a
 //     connection to it succeeds (a probe's, a scrape's, or a proxied
 //     request's), and again from the moment the proxy fails to open one
 //     (passive: the request that found out gets a 502);
-//   - its scrapes are stale once they have failed for the pool's stale
+//   - its scrapes are stale once the pool's unhealthy threshold of them
+//     (3) have failed in a row and they have failed for the pool's stale
 //     threshold (the saturation gate's metricsStalenessThreshold), counted
 //     from the reading of the last good one or from its joining the pool,
-//     until one succeeds.
+//     or once they have failed for the unhealthy window (2 s), however
+//     few; until one succeeds.
 //
 // The pool tells its [gate.EndpointsGate] how many backends are up after
 // every change, so that with none the controller ends waiting requests
@@ -46,6 +61,8 @@ type health struct {
 	reached   atomic.Bool            // a connection ever succeeded
 	dialErr   atomic.Pointer[string] // the latest failed connection's error
 	stale     atomic.Bool            // the scrapes are stale
+	// scrapeFailures counts the scrapes failed since the last good one.
+	scrapeFailures atomic.Int64
 	// lastScrape is the time of the last good scrape's reading, or of
 	// the backend's joining the pool, in Unix nanoseconds.
 	lastScrape atomic.Int64
@@ -64,7 +81,8 @@ func (h *health) downReason(now time.Time) string {
 		return "not reached yet"
 	}
 	since := time.Unix(0, h.lastScrape.Load())
-	return fmt.Sprintf("its metrics scrapes have failed for %s", now.Sub(since).Round(time.Millisecond))
+	return fmt.Sprintf("its metrics scrapes have failed for %s (%d in a row)",
+		now.Sub(since).Round(time.Millisecond), h.scrapeFailures.Load())
 }
 
 // dialError marks an error of the pool's dial, so that the proxy's error
@@ -134,15 +152,20 @@ func (p *pool) scrapeOK(b *backend, readAt time.Time) {
 	}
 }
 
-// scrapeStale checks, after a failed scrape of b, whether b's scrapes have
-// now failed for the stale threshold.
+// scrapeStale checks, after a failed scrape of b, whether b is now down:
+// its scrapes have failed unhealthyThreshold times in a row and for the
+// stale threshold, or for the unhealthy window however few times.
 func (p *pool) scrapeStale(b *backend) {
 	if p.stale <= 0 || b.stale.Load() {
 		return
 	}
 	age := p.clock.Now().Sub(time.Unix(0, b.lastScrape.Load()))
-	if age >= p.stale && !b.stale.Swap(true) {
-		p.log.Warn("backend down: its metrics scrapes have failed for the staleness threshold", "backend", b.name, "for", age, "threshold", p.stale)
+	failures := b.scrapeFailures.Load()
+	byCount := failures >= int64(p.unhealthyThreshold) && age >= p.stale
+	byAge := p.unhealthyWindow > 0 && age >= p.unhealthyWindow
+	if (byCount || byAge) && !b.stale.Swap(true) {
+		p.log.Warn("backend down: its metrics scrapes have failed", "backend", b.name, "for", age, "in_a_row", failures,
+			"threshold", p.unhealthyThreshold, "window", p.unhealthyWindow)
 		p.healthChanged()
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/modelserver"
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // waitLimit bounds every wait for a condition in these tests.
@@ -261,15 +262,8 @@ func sendBody(client *http.Client, base, id, body string, headers ...string) <-c
 func get(t testing.TB, client *http.Client, u string) (int, string) {
 	t.Helper()
 	resp, err := client.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	body := testhttp.Body(t, resp, err)
+	return resp.StatusCode, body
 }
 
 // metricValue returns the value of the series line that starts with

@@ -13,6 +13,9 @@
 //	/metrics   Prometheus metrics: llm-d-router's llm_d_epp_flow_control_*
 //	           names (package metrics), the scrapes' llm_d_epp_datalayer_poll_errors_total,
 //	           sluice_gateway_backend_requests_in_flight{backend},
+//	           sluice_gateway_backend_responses_total{backend,code_class},
+//	           sluice_gateway_backend_outlier_ejections_total{backend},
+//	           sluice_gateway_backend_outlier_ejected{backend},
 //	           sluice_gateway_config_reloads_total{result},
 //	           sluice_gateway_config_last_reload_successful and
 //	           sluice_gateway_build_info{version,revision,goversion}
@@ -76,14 +79,33 @@
 // # Load balancing
 //
 // Each admitted request goes to a backend that is up — one is down until a
-// connection to it succeeds, while it refuses them, and once its scrapes
-// have failed for the staleness threshold — with the fewest requests in
-// flight from this gateway; ties go to the one with the fewest waiting
-// requests at its latest scrape, then to each in turn. While backends are
-// scraped, one whose latest scrape failed gets requests only when every
-// backend's did. Router-owned response headers (the headroom, the queue
+// connection to it succeeds, while it refuses them, and once
+// -unhealthy-threshold (3) of its scrapes in a row have failed for the
+// staleness threshold, or its last good scrape is -unhealthy-window (2 s)
+// old: one late scrape on a busy host is not an outage — and not ejected
+// by outlier detection, with the fewest requests in flight from this
+// gateway; ties go to the one with the fewest waiting requests at its
+// latest scrape, then to each in turn. While backends are scraped, one
+// whose latest scrape failed gets requests only when every backend's did.
+//
+// Outlier detection, as Envoy's: a backend that answers
+// -outlier-consecutive-5xx (5) 5xx in a row (a connection it failed
+// counts as the 502 the gateway answers) is ejected from the pick for
+// -outlier-base-ejection-time (30 s) times the ejections it has had, at
+// most 300 s, unless more than -outlier-max-ejection-percent (50%) of the
+// backends would be out: one always stays. The first 5xx of a run is
+// logged at warn (at most once per backend every 10 s), an ejection at
+// warn, a return at info; /metrics counts
+// sluice_gateway_backend_responses_total{backend, code_class} (1xx to
+// 5xx), sluice_gateway_backend_outlier_ejections_total{backend} and
+// sluice_gateway_backend_outlier_ejected{backend}. Router-owned response headers (the headroom, the queue
 // duration, the dropped reason) are removed from what a backend sends; the
-// gateway sets its own.
+// gateway sets its own. A response its backend cuts off after the header
+// was sent (a crash, a reset connection) cannot be answered 502 any more:
+// a stream (text/event-stream) then ends with an OpenAI error event,
+// data: {"error":{...,"type":"server_error",...}}, on an event boundary,
+// which an OpenAI SDK raises as an API error; any other response is cut
+// off. Either is logged with the backend's name.
 //
 // # Signals
 //

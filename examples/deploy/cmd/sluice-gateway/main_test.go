@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/modelserver"
+	"github.com/sluicegate/sluice/internal/clitest"
 )
 
 // beMain makes the test binary act as the command when set, so that a
@@ -416,11 +417,5 @@ func TestBinaryDrainsOnSIGTERM(t *testing.T) {
 }
 
 func TestVersionFlag(t *testing.T) {
-	var stdout, stderr strings.Builder
-	if code := run([]string{"-version"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
-		t.Fatalf("-version: exit %d, stderr %q", code, stderr.String())
-	}
-	if want := "sluice-gateway " + config.ReadBuildInfo().String() + "\n"; stdout.String() != want {
-		t.Errorf("-version printed %q, want %q", stdout.String(), want)
-	}
+	clitest.Version(t, run, "sluice-gateway "+config.ReadBuildInfo().String()+"\n")
 }

@@ -74,10 +74,10 @@ gate:
 	}
 	_, page := get(t, client, g.url+"/metrics")
 	for series, want := range map[string]string{
-		`sluice_gateway_config_reloads_total{result="success"}`:                                                          "1",
-		`sluice_gateway_config_last_reload_successful`:                                                                   "1",
-		`llm_d_epp_flow_control_queue_size{fairness_id="default-flow",model_name="",priority="10",target_model_name=""}`: "0",
-		`sluice_gateway_backend_requests_in_flight{backend="` + urls[1].String() + `"}`:                                  "0",
+		`sluice_gateway_config_reloads_total{result="success"}`:                         "1",
+		`sluice_gateway_config_last_reload_successful`:                                  "1",
+		`llm_d_epp_flow_control_capacity_utilization_requests{priority="10"}`:           "0", // band 10 is watched
+		`sluice_gateway_backend_requests_in_flight{backend="` + urls[1].String() + `"}`: "0",
 	} {
 		if got, _ := metricValue(page, series); got != want {
 			t.Errorf("%s = %q, want %s", series, got, want)

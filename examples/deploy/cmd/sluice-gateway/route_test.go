@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/url"
 	"testing"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
@@ -13,12 +12,7 @@ import (
 // Under saturation a model list and a health check still get the
 // backend's answer: only inference is flow-controlled.
 func TestNonInferencePassesThroughSaturation(t *testing.T) {
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
-	g := startGateway(t, opts)
-	client := newClient(t)
+	hb, g, client := startSaturated(t)
 
 	a, b := runningAndQueued(t, g, client, hb)
 	if c := <-send(client, g.url, "c"); c.err != nil || c.status != http.StatusTooManyRequests {
@@ -52,10 +46,7 @@ func TestNonInferencePassesThroughSaturation(t *testing.T) {
 // -inference-path / puts every request through flow control, as before
 // the default was the OpenAI inference endpoints alone.
 func TestInferencePathsAreConfigurable(t *testing.T) {
-	hb := newHoldBackend(t)
-	opts := testOptions()
-	opts.configPath = writeConfig(t, "", saturatingConfig)
-	opts.backends = []*url.URL{hb.url}
+	hb, opts := saturatingOptions(t)
 	var every config.InferenceRoutes
 	if err := (&config.InferenceRoutesFlag{Routes: &every}).Set("/"); err != nil {
 		t.Fatal(err)

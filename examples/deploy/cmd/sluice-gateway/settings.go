@@ -33,6 +33,9 @@ type settings struct {
 	// the file's, plus a band for each priority the classifier can give
 	// that llm-d-router's form would provision on first sight.
 	flow flowcontrol.Config
+	// warnings are the file's, then what the gateway runs that works
+	// against the file or the flags (no backend), formatted for a log.
+	warnings []string
 }
 
 // defaultNoEndpointsTTL is the no-endpoints TTL (flowcontrol.Config's
@@ -94,6 +97,10 @@ func load(o options) (*settings, error) {
 			seen[u.String()] = true
 			s.backends = append(s.backends, u)
 		}
+	}
+	s.warnings = config.WarningStrings(f.Warnings)
+	if len(s.backends) == 0 {
+		s.warnings = append(s.warnings, noBackend(o, f))
 	}
 	switch {
 	case o.maxInFlight != nil:
@@ -170,4 +177,15 @@ func diff(old, next *settings) config.Change {
 		c.Restart = append([]string{fmt.Sprintf("listen address %s → %s", old.listen, next.listen)}, c.Restart...)
 	}
 	return c
+}
+
+// noBackend is the warning of a gateway without backends: it starts, and
+// answers nothing but 503 until a reload gives it one.
+func noBackend(o options, f *config.File) string {
+	const msg = "no backend: /readyz answers 503, each inference request ends 503 rejected-no-endpoints after the no-endpoints TTL, " +
+		"and every other request 503 at once, until -backend or gateway.backends (then SIGHUP) gives one"
+	if o.configPath == "" {
+		return "sluice-gateway: " + msg
+	}
+	return config.Warning(*f.ErrorAt("gateway.backends", "%s", msg)).String()
 }

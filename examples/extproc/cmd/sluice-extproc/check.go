@@ -47,8 +47,12 @@ func checkConfig(opts options, stdout, stderr io.Writer) int {
 			ScrapeInterval: opts.scrapeInterval,
 			ScrapeTimeout:  opts.scrapeTimeout,
 			GracePeriod:    opts.gracePeriod,
+			DrainDelay:     opts.drainDelay,
 		},
-		Warnings: opts.warnings,
+		Inference:  opts.inference,
+		Classifier: opts.classifier,
+		Cost:       "1 per request: Envoy sends the adapter no body",
+		Warnings:   opts.warnings,
 	}
 	if err := e.Write(stdout); err != nil {
 		fmt.Fprintf(stderr, "sluice-extproc: %v\n", err)

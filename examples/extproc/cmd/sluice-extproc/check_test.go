@@ -1,35 +1,19 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluicegate/sluice/internal/clitest"
 )
 
 // runCheck runs the program in a child process with args and returns its
 // exit code, stdout and stderr.
 func runCheck(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), beMain+"=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
+	return clitest.Exec(t, os.Args[0], []string{beMain + "=1"}, args...)
 }
 
 // -check-config prints what would run, the file's warnings and the
@@ -75,17 +59,9 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 // A bad file, or flags the adapter refuses, exit 2 with the reason on
 // stderr and nothing on stdout.
 func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-config", "../../../deploy/config/testdata/bad-duration.yaml"}, "bad-duration.yaml:4:15: controller.defaultTTL"},
-		{[]string{"-config", "../../../deploy/config/testdata/llmd-probabilistic-admitter.yaml"}, "no backend is known"},
-		{[]string{"-band", "priority=1"}, "FallbackPriority 0: no band"},
-	} {
-		code, stdout, stderr := runCheck(t, append([]string{"-check-config"}, tc.args...)...)
-		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, nothing, and %q", tc.args, code, stdout, stderr, tc.want)
-		}
-	}
+	clitest.CheckRefuses(t, runCheck, []clitest.Refusal{
+		{Args: []string{"-config", "../../../deploy/config/testdata/bad-duration.yaml"}, Want: "bad-duration.yaml:4:15: controller.defaultTTL"},
+		{Args: []string{"-config", "../../../deploy/config/testdata/llmd-probabilistic-admitter.yaml"}, Want: "no backend is known"},
+		{Args: []string{"-band", "priority=1"}, Want: "FallbackPriority 0: no band"},
+	})
 }

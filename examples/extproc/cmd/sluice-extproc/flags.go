@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -233,12 +232,15 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if h := o.classifier.ObjectiveHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		return fail(fmt.Errorf("-objective-header %q: not a valid header name", h))
 	}
+	if err := config.CheckListen(o.listen); err != nil {
+		return fail(fmt.Errorf("-listen %q: %w", o.listen, err))
+	}
 	if o.metricsListen == "off" {
 		o.metricsListen = ""
 	}
 	if o.metricsListen != "" {
-		if _, port, err := net.SplitHostPort(o.metricsListen); err != nil || port == "" {
-			return fail(fmt.Errorf("-metrics-listen %q: want host:port, such as %q, or \"off\"", o.metricsListen, defaultMetricsListen))
+		if err := config.CheckListen(o.metricsListen); err != nil {
+			return fail(fmt.Errorf("-metrics-listen %q: %w (or \"off\": no metrics server)", o.metricsListen, err))
 		}
 	}
 	o.scrapeInterval, o.scrapeTimeout = config.DefaultScrapeInterval, config.DefaultScrapeTimeout
@@ -274,7 +276,9 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	if err != nil {
 		return config.Gate{}, err
 	}
-	o.warnings = append(o.warnings, config.WarningStrings(f.Warnings)...)
+	// The file's warnings say what sluice-gateway does instead of
+	// llm-d-router's scheduling; behind Envoy, Envoy routes.
+	o.warnings = append(o.warnings, config.WarningStrings(config.BehindEnvoy(f.Warnings))...)
 	o.form = f.Form
 
 	flagged := o.controller

@@ -227,18 +227,21 @@ func announced(classify func(http.Header) (flowhttp.Classification, error), enqu
 	}
 }
 
-// describeBands formats the configured bands for the startup log.
+// describeBands formats the configured bands for the startup log. A
+// band's ttl is the queue wait it runs with: the smaller of its own TTL
+// and the default (defaultRequestTTL in llm-d-router's form), "none" for
+// no bound.
 func describeBands(c flowcontrol.Config) string {
 	s := ""
 	for i, b := range c.Bands {
 		if i > 0 {
 			s += "; "
 		}
-		policy := "fcfs-ordering-policy"
-		if b.Policy != nil {
-			policy = b.Policy.TypeName()
+		ttl := "none"
+		if wait := config.BandWait(b, c.DefaultTTL); wait > 0 {
+			ttl = wait.String()
 		}
-		s += fmt.Sprintf("%d: capacity=%s bytes=%s ttl=%v policy=%s", b.Priority, b.RequestCapacity, b.ByteCapacity, b.TTL, policy)
+		s += fmt.Sprintf("%d: capacity=%s bytes=%s ttl=%s policy=%s", b.Priority, b.RequestCapacity, b.ByteCapacity, ttl, config.PolicyName(b.Policy))
 	}
 	return s
 }

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -29,6 +31,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/headroom"
+	"github.com/sluicegate/sluice/internal/clitest"
 	"github.com/sluicegate/sluice/internal/pipenet"
 )
 
@@ -44,18 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestHelpPrintsUsage(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	for _, want := range []string{"Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl", "-config", "-metrics-listen", "-backend", "/readyz", "SIGHUP", "A reload may change", "Only a restart changes", "sluice_extproc_config_reloads_total"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("usage lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	if stderr.Len() != 0 {
-		t.Errorf("stderr = %q, want nothing", stderr.String())
-	}
+	clitest.Usage(t, run, "Usage: sluice-extproc", "-listen", "-band", "-max-inflight", "slo-deadline-ordering-policy", "-emit-provisional-headroom", "x-llm-d-inference-ttl", "-config", "-metrics-listen", "-backend", "/readyz", "SIGHUP", "A reload may change", "Only a restart changes", "sluice_extproc_config_reloads_total")
 }
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -77,17 +69,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		"bad priority header":   {"-priority-header", "x priority"},
 		"bad objective header":  {"-objective-header", "x-objective:"},
 	}
-	for name, args := range cases {
-		t.Run(name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(args, &stdout, &stderr); code != 2 {
-				t.Errorf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
-			}
-			if stderr.Len() == 0 {
-				t.Error("no message on stderr")
-			}
-		})
-	}
+	clitest.BadArgs(t, run, cases)
 }
 
 // startServe runs serve in-process, in the current synctest bubble, with a
@@ -123,12 +105,22 @@ func startServeOptions(t *testing.T, opts options) (fc *flowcontrol.FlowControll
 	return fc, extprocv3.NewExternalProcessorClient(conn), cancel, errc
 }
 
+// sendRequestHeaders sends the request headers of a completion.
 func sendRequestHeaders(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient) {
 	t.Helper()
+	sendHeaders(t, s, ":path", "/v1/completions")
+}
+
+// sendHeaders sends request headers of kv, each name followed by its
+// value.
+func sendHeaders(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient, kv ...string) {
+	t.Helper()
+	var hs []*corev3.HeaderValue
+	for i := 0; i+1 < len(kv); i += 2 {
+		hs = append(hs, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
+	}
 	err := s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-			{Key: ":path", RawValue: []byte("/v1/completions")},
-		}}},
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hs}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +179,7 @@ func TestShutdownRejectsQueuedAndDrainsAdmitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := flowcontrol.Config{
 			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
-			Gate:  flowcontrol.MaxInFlight(1),
+			Gate:  gate.MaxInFlight(1),
 		}
 		fc, client, shutdown, done := startServe(t, cfg, time.Minute)
 		ctx := t.Context()
@@ -244,7 +236,7 @@ func TestShutdownRejectsQueuedAndDrainsAdmitted(t *testing.T) {
 
 func TestShutdownTimeoutCancelsStragglers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: flowcontrol.MaxInFlight(1)}
+		cfg := flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(1)}
 		fc, client, shutdown, done := startServe(t, cfg, 10*time.Millisecond)
 		a, err := client.Process(t.Context())
 		if err != nil {
@@ -310,14 +302,7 @@ func TestClassifierAndStampFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-				{Key: flowhttp.DeprecatedObjectiveHeader, RawValue: []byte("chat")},
-			}}},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		sendHeaders(t, s, flowhttp.DeprecatedObjectiveHeader, "chat")
 		expectContinue(t, s)
 		err = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}},
@@ -343,14 +328,7 @@ func TestClassifierAndStampFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = bad.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-			RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-				{Key: flowhttp.TTLHeader, RawValue: []byte("-1s")},
-			}}},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		sendHeaders(t, bad, flowhttp.TTLHeader, "-1s")
 		resp, err = bad.Recv()
 		if err != nil {
 			t.Fatal(err)
@@ -504,11 +482,5 @@ func lateStream(t *testing.T, client extprocv3.ExternalProcessorClient) error {
 }
 
 func TestVersionFlag(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-version"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
-		t.Fatalf("-version: exit %d, stderr %q", code, stderr.String())
-	}
-	if want := "sluice-extproc " + config.ReadBuildInfo().String() + "\n"; stdout.String() != want {
-		t.Errorf("-version printed %q, want %q", stdout.String(), want)
-	}
+	clitest.Version(t, run, "sluice-extproc "+config.ReadBuildInfo().String()+"\n")
 }
