@@ -17,8 +17,9 @@
 //     router's responses (headroom, queue duration, dropped reason,
 //     Retry-After).
 //   - [github.com/sluicegate/sluice/ordering]: the order requests leave a
-//     band in: the items policies read and the policies (FCFS, EDF,
-//     SLO-deadline), whose keys are derived once, at enqueue.
+//     band in: the items policies read, the policies (FCFS, EDF,
+//     SLO-deadline), whose keys are derived once, at enqueue, and the FIFO
+//     list and heap order the queues keep.
 //   - [github.com/sluicegate/sluice/flowcontrol]: the FlowController:
 //     priority bands with capacities and TTLs, effective-priority fallback,
 //     flows and fairness within a band, event-driven strict-priority
@@ -30,7 +31,7 @@
 //     (Gate and its optional extensions, MaxInFlight) and the gates that
 //     read the model servers: saturation, concurrency, adaptive, their
 //     composition, and llm-d's band ceilings. It does not import
-//     flowcontrol: a router can use a gate alone.
+//     flowcontrol: a router runs a gate alone through gate.Serial.
 //   - [github.com/sluicegate/sluice/flowcontrol/flowhttp]: net/http glue:
 //     classifies a request, admits it through a FlowController, answers a
 //     refusal (status, dropped reason, Retry-After, an OpenAI-shaped body)
@@ -39,9 +40,11 @@
 //     priority queues.
 //   - internal/header: the header-name rules the packages share (ASCII case
 //     folding, one deterministic lookup).
-//   - internal/clocktest and internal/pipenet, for tests only: a clock that
-//     moves when the test moves it, and an in-memory network for servers
-//     inside a testing/synctest bubble.
+//   - internal/clocktest, internal/pipenet, internal/gatetest,
+//     internal/testhttp and internal/clitest, for tests only: a clock that
+//     moves when the test moves it, an in-memory network for servers inside
+//     a testing/synctest bubble, test gates, HTTP fixtures, and the
+//     command-line checks of the binaries.
 //   - examples: runnable programs, indexed in examples/README.md — the demo
 //     gateway, the simulations (one simulator, examples/internal/sim, that
 //     runs the real FlowController on a virtual clock), a vLLM-like model
@@ -61,8 +64,8 @@
 //	headroom              capacity, internal/header
 //	headroom/window       headroom
 //	ordering              internal/dheap, internal/header
-//	flowcontrol/gate      capacity at most
-//	flowcontrol           capacity, ordering, flowcontrol/gate
+//	flowcontrol/gate      nothing of Sluice's
+//	flowcontrol           capacity, ordering, flowcontrol/gate, internal/dheap
 //	flowcontrol/flowhttp  flowcontrol, headroom, capacity, internal/header
 //	examples/...          any of the above
 //
