@@ -40,10 +40,6 @@ const (
 	// OutcomeRejectedShuttingDown: the controller was closed before the
 	// request was dispatched.
 	OutcomeRejectedShuttingDown
-	// 5 is no outcome: it was a displacement's, which now ends with
-	// OutcomeRejectedSaturated. The gap keeps the values of the outcomes
-	// after it.
-	_
 	// OutcomeRejectedNoEndpoints: the gate reported no endpoints at all
 	// (see [gate.EndpointGate]) for the request's whole [Config.NoEndpointsTTL]
 	// while it waited.

@@ -23,9 +23,6 @@ func TestOutcomeStrings(t *testing.T) {
 		{flowcontrol.OutcomeRejectedTTLExpired, "rejected-ttl-expired", 429, flowcontrol.ErrRejectedTTLExpired},
 		{flowcontrol.OutcomeRejectedContextCancelled, "rejected-context-cancelled", 503, flowcontrol.ErrRejectedContextCancelled},
 		{flowcontrol.OutcomeRejectedShuttingDown, "rejected-shutting-down", 503, flowcontrol.ErrRejectedShuttingDown},
-		// 5 was a displacement's outcome; a displacement is now
-		// rejected-saturated, and the value names nothing.
-		{flowcontrol.Outcome(5), "Outcome(5)", 0, nil},
 		{flowcontrol.OutcomeRejectedNoEndpoints, "rejected-no-endpoints", 503, flowcontrol.ErrRejectedNoEndpoints},
 		{flowcontrol.OutcomeEvicted, "evicted", 429, flowcontrol.ErrEvicted},
 		{flowcontrol.OutcomeEvictedPriority, "evicted-priority", 429, flowcontrol.ErrEvictedPriority},
@@ -45,6 +42,17 @@ func TestOutcomeStrings(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.str) || !strings.Contains(err.Error(), "priority 1 (band 0)") {
 			t.Errorf("%v: error text %q", tc.o, err)
 		}
+	}
+	// The outcomes are numbered from 0 without a gap, so that code that
+	// counts them (an array by outcome, a metric's label values) can stop
+	// at the first value without a name.
+	for o := flowcontrol.OutcomeDispatched; o <= flowcontrol.OutcomeEvictedPriority; o++ {
+		if strings.HasPrefix(o.String(), "Outcome(") {
+			t.Errorf("outcome %d has no name, below OutcomeEvictedPriority", int(o))
+		}
+	}
+	if next := flowcontrol.OutcomeEvictedPriority + 1; !strings.HasPrefix(next.String(), "Outcome(") {
+		t.Errorf("outcome %d is %q: a new outcome belongs in this test's table", int(next), next)
 	}
 	if flowcontrol.DroppedReasonHeader != "x-llm-d-request-dropped-reason" {
 		t.Fatal(flowcontrol.DroppedReasonHeader)

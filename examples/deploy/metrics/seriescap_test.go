@@ -81,6 +81,11 @@ func TestClientCannotMultiplyLabelCaps(t *testing.T) {
 // priorities arrive, each family a client chooses labels of holds at most
 // MaxSeries series, in both outcome sets, and no event is lost.
 func TestSeriesCapHolds(t *testing.T) {
+	// The outcomes that end a request, each observed in both histograms
+	// (a revocation comes after its request's dispatch).
+	ends := []flowcontrol.Outcome{flowcontrol.OutcomeDispatched, flowcontrol.OutcomeRejectedSaturated,
+		flowcontrol.OutcomeRejectedTTLExpired, flowcontrol.OutcomeRejectedContextCancelled,
+		flowcontrol.OutcomeRejectedShuttingDown, flowcontrol.OutcomeRejectedNoEndpoints}
 	for _, outcomes := range []metrics.OutcomeLabels{metrics.LLMDOutcomes, metrics.DroppedReasons} {
 		for _, limit := range []int{16, 20, 37, 100} {
 			m := metrics.New(metrics.Options{MaxSeries: limit, Outcomes: outcomes, QueueDurationBuckets: []float64{1}})
@@ -89,7 +94,7 @@ func TestSeriesCapHolds(t *testing.T) {
 				for j := range 12 {
 					k := flowcontrol.FlowKey{ID: fmt.Sprintf("f%d", i), Priority: j % 5}
 					model := fmt.Sprintf("m%d", j)
-					ev := flowcontrol.Event{Requested: k, Effective: k, Outcome: flowcontrol.Outcome(j % 7),
+					ev := flowcontrol.Event{Requested: k, Effective: k, Outcome: ends[j%len(ends)],
 						Tag: metrics.RequestLabels{ModelName: model, TargetModelName: model}}
 					m.Observe(ev)
 					ev.Queued = true
