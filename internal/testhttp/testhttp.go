@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluicegate/sluice/internal/openaierror"
 )
 
 // Main runs m's tests and exits with their code; a passing run fails if
@@ -73,14 +75,7 @@ func Body(t testing.TB, resp *http.Response, err error) string {
 
 // OpenAIError is the OpenAI error object as OpenAI SDKs decode it: decode
 // a body into it strictly (DisallowUnknownFields) to check the wire form.
-type OpenAIError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
+type OpenAIError = openaierror.Body
 
 // TrailerSpoof is one way a backend tries to send router-owned names as
 // trailers: declared in its Trailer header (and set after the body, or not
