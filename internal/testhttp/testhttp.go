@@ -73,6 +73,20 @@ func Body(t testing.TB, resp *http.Response, err error) string {
 	return string(body)
 }
 
+// Do sends req with client and reads its response whole: the status, the
+// header and the body, or the error that ended the request (a body that
+// broke off returns what came of it with the error). It fails no test, so
+// it may run on a goroutine of its own.
+func Do(client *http.Client, req *http.Request) (status int, header http.Header, body string, err error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header, string(b), err
+}
+
 // OpenAIError is the OpenAI error object as OpenAI SDKs decode it: decode
 // a body into it strictly (DisallowUnknownFields) to check the wire form.
 type OpenAIError = openaierror.Body
