@@ -3,6 +3,7 @@ package extproc_test
 import (
 	"errors"
 	"io"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -115,14 +116,7 @@ func TestRevokedAdmissionGetsImmediateResponse(t *testing.T) {
 
 		chat := h.open()
 		chat.sendRequestHeaders("x-test-priority", "10")
-		resp := batch.recv()
-		ir := resp.GetImmediateResponse()
-		if ir == nil {
-			t.Fatalf("batch: got %v, want an ImmediateResponse", resp)
-		}
-		if got := ir.GetStatus().GetCode(); int(got) != 429 {
-			t.Errorf("status %v, want 429", got)
-		}
+		ir := immediate(t, batch.recv(), http.StatusTooManyRequests)
 		if v, _ := setValue(t, ir.GetHeaders(), flowcontrol.DroppedReasonHeader); v != "evicted-priority" {
 			t.Errorf("%s = %q, want evicted-priority", flowcontrol.DroppedReasonHeader, v)
 		}

@@ -40,6 +40,26 @@ func oneSlot(band flowcontrol.BandConfig) flowcontrol.Config {
 	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, Gate: gate.MaxInFlight(1)}
 }
 
+// ungated is a controller config with one band and no gate: every request
+// it has room for starts at once.
+func ungated(band flowcontrol.BandConfig) flowcontrol.Config {
+	return flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}}
+}
+
+// immediate returns resp's ImmediateResponse, failing the test at once if
+// it is not one, and checks its status.
+func immediate(t *testing.T, resp *extprocv3.ProcessingResponse, status int) *extprocv3.ImmediateResponse {
+	t.Helper()
+	ir := resp.GetImmediateResponse()
+	if ir == nil {
+		t.Fatalf("got %v, want an ImmediateResponse", resp)
+	}
+	if got := int(ir.GetStatus().GetCode()); got != status {
+		t.Errorf("status = %d, want %d", got, status)
+	}
+	return ir
+}
+
 // admitOne starts a harness over oneSlot with band 0 of ten places, opens
 // a stream on it and admits its request.
 func admitOne(t *testing.T) (*harness, *envoyStream) {
@@ -137,9 +157,7 @@ func TestQueueDurationReportsTheWait(t *testing.T) {
 
 func TestFallbackReadsEffectiveBandAfterProvisioning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
-		}, priorityFromHeader)
+		h := newHarness(t, ungated(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), priorityFromHeader)
 
 		s := h.open()
 		s.admit("x-test-priority", "5")
@@ -205,14 +223,7 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 		b := h.queueOne()
 
 		c := h.open()
-		resp := c.requestHeaders()
-		ir := resp.GetImmediateResponse()
-		if ir == nil {
-			t.Fatalf("got %v, want an ImmediateResponse", resp)
-		}
-		if got := int(ir.GetStatus().GetCode()); got != http.StatusTooManyRequests {
-			t.Errorf("status = %d, want 429", got)
-		}
+		ir := immediate(t, c.requestHeaders(), http.StatusTooManyRequests)
 		if v, ok := setValue(t, ir.GetHeaders(), flowcontrol.DroppedReasonHeader); !ok || v != "rejected-saturated" {
 			t.Errorf("%s = %q, %v; want rejected-saturated", flowcontrol.DroppedReasonHeader, v, ok)
 		}
@@ -238,18 +249,9 @@ func TestFullBandRejectedSaturated(t *testing.T) {
 
 func TestClosedControllerRejectsShuttingDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, flowcontrol.Config{
-			Bands: []flowcontrol.BandConfig{{Priority: 0, RequestCapacity: capacity.Bounded(10)}},
-		}, nil)
+		h := newHarness(t, ungated(flowcontrol.BandConfig{Priority: 0, RequestCapacity: capacity.Bounded(10)}), nil)
 		h.fc.Close()
-		resp := h.open().requestHeaders()
-		ir := resp.GetImmediateResponse()
-		if ir == nil {
-			t.Fatalf("got %v, want an ImmediateResponse", resp)
-		}
-		if got := int(ir.GetStatus().GetCode()); got != http.StatusServiceUnavailable {
-			t.Errorf("status = %d, want 503", got)
-		}
+		ir := immediate(t, h.open().requestHeaders(), http.StatusServiceUnavailable)
 		if v, _ := setValue(t, ir.GetHeaders(), flowcontrol.DroppedReasonHeader); v != "rejected-shutting-down" {
 			t.Errorf("%s = %q, want rejected-shutting-down", flowcontrol.DroppedReasonHeader, v)
 		}
@@ -369,7 +371,7 @@ func TestUnadmittedOrUnknownHeadroomLeavesHeaderOut(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{tc.band}}, tc.adjust)
+				h := newHarness(t, ungated(tc.band), tc.adjust)
 				s := h.open()
 				if tc.admit {
 					s.admit()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/sluicegate/sluice/internal/openaierror"
 )
 
 // FuzzDecodeRequest feeds arbitrary bodies to the request decoder of both
@@ -31,7 +33,7 @@ func FuzzDecodeRequest(f *testing.F) {
 				if !errors.As(err, &e) || e.status != 400 || e.message == "" || e.typ != "invalid_request_error" {
 					t.Fatalf("endpoint %d, %q: error %#v", ep, body, err)
 				}
-				var b errorBody
+				var b openaierror.Body
 				if json.Unmarshal(e.body(), &b) != nil || b.Error.Message != e.message {
 					t.Fatalf("endpoint %d, %q: error body %s", ep, body, e.body())
 				}

@@ -45,6 +45,16 @@ func (r *timedRecorder) Write(p []byte) (int, error) {
 
 func (r *timedRecorder) Flush() { r.ResponseRecorder.Flush() }
 
+// mustNew makes a server of cfg, failing the test if New refuses it.
+func mustNew(t *testing.T, cfg modelserver.Config) *modelserver.Server {
+	t.Helper()
+	s, err := modelserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // start sends a POST of body to path on s.
 func start(s *modelserver.Server, path, body string) *call {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,10 +125,7 @@ func checkLoad(t *testing.T, s *modelserver.Server, when string, want modelserve
 func TestQueueAndTimeToFirstToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := modelserver.Config{Slots: 1, KVCacheTokens: 100, MaxModelLen: 50}
-		s, err := modelserver.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustNew(t, cfg)
 		begin := time.Now()
 		body := `{"prompt":"four words of prompt","max_tokens":10,"stream":true}`
 		a := start(s, "/v1/completions", body)
@@ -173,10 +180,7 @@ func TestQueueAndTimeToFirstToken(t *testing.T) {
 // next one.
 func TestClientGoesAway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := modelserver.New(modelserver.Config{Slots: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustNew(t, modelserver.Config{Slots: 1})
 		body := `{"prompt":"hello","max_tokens":100}`
 		a := start(s, "/v1/completions", body)
 		synctest.Wait()
@@ -213,10 +217,7 @@ func TestClientGoesAway(t *testing.T) {
 func TestKVCacheBoundsTheBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := modelserver.Config{Slots: 4, KVCacheTokens: 50, MaxModelLen: 50}
-		s, err := modelserver.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustNew(t, cfg)
 		a := start(s, "/v1/completions", `{"prompt":"`+strings.Repeat("w ", 20)+`","max_tokens":20}`) // 40 tokens
 		synctest.Wait()
 		b := start(s, "/v1/completions", `{"prompt":"`+strings.Repeat("w ", 10)+`","max_tokens":5}`) // 15: 55 > 50
@@ -241,10 +242,7 @@ func TestKVCacheBoundsTheBatch(t *testing.T) {
 // get 503, a running stream is broken off; Load and /metrics read zero.
 func TestSetDownAborts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := modelserver.New(modelserver.Config{Slots: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustNew(t, modelserver.Config{Slots: 2})
 		whole := start(s, "/v1/completions", `{"prompt":"a","max_tokens":50}`)
 		streamed := start(s, "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":50,"stream":true}`)
 		synctest.Wait()

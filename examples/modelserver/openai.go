@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/sluicegate/sluice/internal/openaierror"
 )
 
 // endpoint is one of the two generation routes.
@@ -258,23 +260,6 @@ type response struct {
 	Usage   *usage   `json:"usage,omitempty"`
 }
 
-type errorBody struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
 func (e *apiError) body() []byte {
-	var b errorBody
-	b.Error.Message, b.Error.Type = e.message, e.typ
-	if e.param != "" {
-		b.Error.Param = &e.param
-	}
-	if e.code != "" {
-		b.Error.Code = &e.code
-	}
-	return mustMarshal(b)
+	return openaierror.JSON(e.typ, e.message, e.param, e.code)
 }

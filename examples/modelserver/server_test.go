@@ -68,10 +68,7 @@ func newServer(t *testing.T, cfg modelserver.Config) (*modelserver.Server, strin
 	if cfg.Speed == 0 {
 		cfg.Speed = 1000 // a decode step of 5µs
 	}
-	s, err := modelserver.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustNew(t, cfg)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts.URL
@@ -512,10 +509,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			t.Errorf("New(%+v): %v, want a modelserver error", cfg, err)
 		}
 	}
-	s, err := modelserver.New(modelserver.Config{MaxModelLen: 32768})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustNew(t, modelserver.Config{MaxModelLen: 32768})
 	// The cache takes at least one request of the whole context.
 	if got := s.Config().KVCacheTokens; got != 32768 {
 		t.Errorf("KVCacheTokens %d, want 32768", got)

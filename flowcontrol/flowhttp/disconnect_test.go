@@ -25,6 +25,8 @@ import (
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+
+	"github.com/sluicegate/sluice/internal/testhttp"
 )
 
 // Flow IDs of the three kinds of request in a disconnect test.
@@ -185,14 +187,9 @@ func mustRequest(t *testing.T, method, url, flow, body string) *http.Request {
 func goDo(client *http.Client, req *http.Request) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
-		resp, err := client.Do(req)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		ch <- result{status: resp.StatusCode, header: resp.Header, body: string(body), err: err}
+		var r result
+		r.status, r.header, r.body, r.err = testhttp.Do(client, req)
+		ch <- r
 	}()
 	return ch
 }

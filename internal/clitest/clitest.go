@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -28,13 +29,20 @@ func Usage(t *testing.T, run Main, want ...string) {
 	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	for _, w := range want {
-		if !strings.Contains(stdout.String(), w) {
-			t.Errorf("usage lacks %q:\n%s", w, stdout.String())
-		}
-	}
+	Holds(t, "usage", stdout.String(), want...)
 	if stderr.Len() != 0 {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+// Holds fails the test for each of want that out, what a program printed
+// (named by what), does not hold.
+func Holds(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, out)
+		}
 	}
 }
 
@@ -108,4 +116,37 @@ func CheckRefuses(t *testing.T, exec func(t *testing.T, args ...string) (int, st
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, nothing, and %q", r.Args, code, stdout, stderr, r.Want)
 		}
 	}
+}
+
+// CheckPrints runs exec with args, a -check-config run that must succeed,
+// and returns what it printed on stdout. It fails the test at once unless
+// the run exits 0 with nothing on stderr, and fails it if a second run
+// prints other bytes.
+func CheckPrints(t *testing.T, exec func(t *testing.T, args ...string) (int, string, string), args ...string) string {
+	t.Helper()
+	code, stdout, stderr := exec(t, args...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	if _, again, _ := exec(t, args...); again != stdout {
+		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
+	}
+	return stdout
+}
+
+// Taken returns n loopback addresses that are taken, listened on until the
+// test ends, for a run that must not start serving: a real start on any of
+// them would fail.
+func Taken(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluicegate/sluice/internal/openaierror"
 )
 
 // Main runs m's tests and exits with their code; a passing run fails if
@@ -71,16 +73,23 @@ func Body(t testing.TB, resp *http.Response, err error) string {
 	return string(body)
 }
 
+// Do sends req with client and reads its response whole: the status, the
+// header and the body, or the error that ended the request (a body that
+// broke off returns what came of it with the error). It fails no test, so
+// it may run on a goroutine of its own.
+func Do(client *http.Client, req *http.Request) (status int, header http.Header, body string, err error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header, string(b), err
+}
+
 // OpenAIError is the OpenAI error object as OpenAI SDKs decode it: decode
 // a body into it strictly (DisallowUnknownFields) to check the wire form.
-type OpenAIError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
+type OpenAIError = openaierror.Body
 
 // TrailerSpoof is one way a backend tries to send router-owned names as
 // trailers: declared in its Trailer header (and set after the body, or not

@@ -30,6 +30,9 @@ var cmpOpts = cmp.Options{
 	cmpopts.IgnoreFields(flowcontrol.Config{}, "Gate", "Clock", "Observer"),
 }
 
+// defaultGateway is the gateway section of a file that sets none of it.
+var defaultGateway = Gateway{Listen: DefaultListen, ScrapeInterval: DefaultScrapeInterval, ScrapeTimeout: DefaultScrapeTimeout, GracePeriod: DefaultGracePeriod, DrainDelay: DefaultDrainDelay}
+
 func policyString(p ordering.Policy) string {
 	if p == nil {
 		return "<nil>"
@@ -152,14 +155,8 @@ func TestLLMDFileLoadsUnchanged(t *testing.T) {
 	}
 	band0 := template
 	want := &File{
-		Form: FormLLMD,
-		Gateway: Gateway{
-			Listen:         DefaultListen,
-			ScrapeInterval: DefaultScrapeInterval,
-			ScrapeTimeout:  DefaultScrapeTimeout,
-			GracePeriod:    DefaultGracePeriod,
-			DrainDelay:     DefaultDrainDelay,
-		},
+		Form:    FormLLMD,
+		Gateway: defaultGateway,
 		Flow: flowcontrol.Config{
 			RequestCapacity: capacity.Bounded(2000),
 			ByteCapacity:    capacity.Bounded(8 << 30),
@@ -306,8 +303,7 @@ func TestFieldMapping(t *testing.T) {
 			Concurrency{Mode: "requests", MaxConcurrency: 100, MaxTokenConcurrency: 1_000_000}},
 		{"kv threshold as integer", "gate:\n  saturation: {kvCacheUtilThreshold: 1}\n", func(f *File) any { return f.Gate.Saturation.KVCacheUtilThreshold }, 1.0},
 		{"no gate", "controller: {}\n", func(f *File) any { return f.Gate }, Gate{}},
-		{"gateway defaults", "gateway: {}\n", func(f *File) any { return f.Gateway },
-			Gateway{Listen: DefaultListen, ScrapeInterval: DefaultScrapeInterval, ScrapeTimeout: DefaultScrapeTimeout, GracePeriod: DefaultGracePeriod, DrainDelay: DefaultDrainDelay}},
+		{"gateway defaults", "gateway: {}\n", func(f *File) any { return f.Gateway }, defaultGateway},
 		{"gateway grace 0", "gateway: {gracePeriod: 0s}\n", func(f *File) any { return f.Gateway.GracePeriod }, time.Duration(0)},
 		{"gateway drain 0", "gateway: {drainDelay: 0}\n", func(f *File) any { return f.Gateway.DrainDelay }, time.Duration(0)},
 		{"gateway drain", "gateway: {drainDelay: 1500ms}\n", func(f *File) any { return f.Gateway.DrainDelay }, 1500 * time.Millisecond},

@@ -19,16 +19,10 @@ import (
 // provisioned is counted in the fallback band, where it waits.
 func TestQueueGaugesPerFlow(t *testing.T) {
 	m := metrics.New(metrics.Options{MaxFairnessIDs: 2})
-	cfg := flowcontrol.Config{
-		Bands:    []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
-		Gate:     gate.MaxInFlight(0), // everything waits
-		Observer: m.Observe,
-		Waiting:  m.Waiting,
-	}
-	c, err := flowcontrol.New(cfg)
-	require.NoError(t, err)
-	defer c.Close()
-	m.Watch(c, cfg)
+	c, _ := hooked(t, m, flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 0}, {Priority: 10}},
+		Gate:  gate.MaxInFlight(0), // everything waits
+	})
 	submit := func(id string, prio int, size int64) {
 		key := flowcontrol.FlowKey{ID: id, Priority: prio}
 		m.Enqueued(key)

@@ -20,16 +20,7 @@ const enqueueDuration = metrics.Prefix + "flow_control_request_enqueue_duration_
 // watched by it; submit queues a request of flow id for model.
 func modelController(t *testing.T, m *metrics.Metrics, bands ...flowcontrol.BandConfig) (*flowcontrol.FlowController, func(id, model string, size int64) *flowcontrol.Admission) {
 	t.Helper()
-	cfg := flowcontrol.Config{
-		Bands:    bands,
-		Gate:     gate.MaxInFlight(1),
-		Observer: m.Observe,
-		Waiting:  m.Waiting,
-	}
-	c, err := flowcontrol.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	m.Watch(c, cfg)
+	c, _ := hooked(t, m, flowcontrol.Config{Bands: bands, Gate: gate.MaxInFlight(1)})
 	submit := func(id, model string, size int64) *flowcontrol.Admission {
 		key := flowcontrol.FlowKey{ID: id}
 		m.Enqueued(key)

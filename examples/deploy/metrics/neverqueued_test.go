@@ -17,16 +17,7 @@ import (
 // its queue empties, under the models it waited for.
 func TestQueueGaugesOnlyForFlowsThatQueued(t *testing.T) {
 	m := metrics.New(metrics.Options{})
-	cfg := flowcontrol.Config{
-		Bands:    []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:     gate.MaxInFlight(1),
-		Observer: m.Observe,
-		Waiting:  m.Waiting,
-	}
-	c, err := flowcontrol.New(cfg)
-	require.NoError(t, err)
-	defer c.Close()
-	m.Watch(c, cfg)
+	c, _ := hooked(t, m, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(1)})
 	submit := func(id, model string) *flowcontrol.Admission {
 		key := flowcontrol.FlowKey{ID: id}
 		m.Enqueued(key) // as the binaries' classifiers do

@@ -119,16 +119,7 @@ func TestSeriesCapHolds(t *testing.T) {
 func TestQueueGaugesBounded(t *testing.T) {
 	const limit = 30
 	m := metrics.New(metrics.Options{MaxSeries: limit})
-	cfg := flowcontrol.Config{
-		Bands:    []flowcontrol.BandConfig{{Priority: 0}},
-		Gate:     gate.MaxInFlight(0),
-		Observer: m.Observe,
-		Waiting:  m.Waiting,
-	}
-	c, err := flowcontrol.New(cfg)
-	require.NoError(t, err)
-	defer c.Close()
-	m.Watch(c, cfg)
+	c, _ := hooked(t, m, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0}}, Gate: gate.MaxInFlight(0)})
 	const n = 20
 	for i := range n {
 		for j := range n {

@@ -38,13 +38,27 @@ func (r *results) done(a *flowcontrol.Admission, err error) {
 	}
 }
 
+// hooked makes a controller of cfg that reports its outcomes and waits to
+// m, and that m watches; it closes when the test ends. It returns cfg as
+// the controller was made with it.
+func hooked(t *testing.T, m *metrics.Metrics, cfg flowcontrol.Config) (*flowcontrol.FlowController, flowcontrol.Config) {
+	t.Helper()
+	cfg.Observer, cfg.Waiting = m.Observe, m.Waiting
+	c, err := flowcontrol.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	m.Watch(c, cfg)
+	return c, cfg
+}
+
 // testController is a controller whose one in-flight slot is taken, with
 // band 10 (3 requests, 1000 bytes) full and two requests waiting in band 0
 // (cost capacity 100); the global capacities are 10 requests, 10,000 bytes
 // and a cost of 1,000.
 func testController(t *testing.T, m *metrics.Metrics, clock *clocktest.Clock) (*flowcontrol.FlowController, flowcontrol.Config, *results) {
 	t.Helper()
-	cfg := flowcontrol.Config{
+	// Watched before the requests, so that Enqueued knows the bands.
+	c, cfg := hooked(t, m, flowcontrol.Config{
 		Bands: []flowcontrol.BandConfig{
 			{Priority: 0, CostCapacity: capacity.Bounded(100)},
 			{Priority: 10, RequestCapacity: capacity.Bounded(3), ByteCapacity: capacity.Bounded(1000)},
@@ -55,13 +69,7 @@ func testController(t *testing.T, m *metrics.Metrics, clock *clocktest.Clock) (*
 		NoDisplacement:  true,
 		Gate:            gate.MaxInFlight(1),
 		Clock:           clock,
-		Observer:        m.Observe,
-		Waiting:         m.Waiting,
-	}
-	c, err := flowcontrol.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	m.Watch(c, cfg) // before the requests, so that Enqueued knows the bands
+	})
 	r := &results{}
 	submit := func(id string, prio int, size, cost int64) {
 		m.Enqueued(flowcontrol.FlowKey{ID: id, Priority: prio}) // as a binary's classifier does

@@ -338,24 +338,24 @@ func (s *Scraper) SetTargets(targets []string) error {
 // Targets returns the current targets, without duplicates, in the order
 // they were given.
 func (s *Scraper) Targets() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, len(s.targets))
-	for i, t := range s.targets {
-		out[i] = t.endpoint
-	}
-	return out
+	return perTarget(s, func(t target) string { return t.endpoint })
 }
 
 // Stats returns the counts of every current target, in the order of
 // [Scraper.Targets]. Counts survive the end of Run and are dropped when a
 // target is removed.
 func (s *Scraper) Stats() []EndpointStats {
+	return perTarget(s, func(t target) EndpointStats { return *s.stats[t.endpoint] })
+}
+
+// perTarget returns f of each current target, in the order they were
+// given; f runs under s.mu.
+func perTarget[T any](s *Scraper, f func(target) T) []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]EndpointStats, len(s.targets))
+	out := make([]T, len(s.targets))
 	for i, t := range s.targets {
-		out[i] = *s.stats[t.endpoint]
+		out[i] = f(t)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -21,17 +20,10 @@ func runCheck(t *testing.T, args ...string) (int, string, string) {
 // and starts nothing: the address it is given is taken, which a real
 // start would fail on.
 func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
+	taken := clitest.Taken(t, 1)
 	args := []string{"-check-config", "-config", "../../config/testdata/llmd-probabilistic-admitter.yaml",
-		"-backend", "http://127.0.0.1:8001", "-listen", taken.Addr().String(), "-grace-period", "7s"}
-	code, stdout, stderr := runCheck(t, args...)
-	if code != 0 || stderr != "" {
-		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
-	}
+		"-backend", "http://127.0.0.1:8001", "-listen", taken[0], "-grace-period", "7s"}
+	stdout := clitest.CheckPrints(t, runCheck, args...)
 	var out struct {
 		Config, Form string
 		Listen       map[string]string
@@ -56,7 +48,7 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("the output is not YAML: %v\n%s", err, stdout)
 	}
-	if out.Form != "llm-d" || out.Listen["http"] != taken.Addr().String() || len(out.Backends) != 1 || out.GracePeriod != "7s" ||
+	if out.Form != "llm-d" || out.Listen["http"] != taken[0] || len(out.Backends) != 1 || out.GracePeriod != "7s" ||
 		out.Controller.DefaultTTL != "1m0s" || len(out.Controller.Bands) != 1 || out.Controller.Bands[0].MaxRequests != "5000" ||
 		out.Controller.Bands[0].TTL != "1m0s" || out.Gate.Saturation.QueueDepthThreshold != 999999999 {
 		t.Errorf("the output does not say what runs: %+v\n%s", out, stdout)
@@ -65,9 +57,6 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 		!strings.Contains(out.Warnings[1], "llmd-probabilistic-admitter.yaml:10:3: plugins[0]") ||
 		!strings.Contains(out.Warnings[1], "effectively no admission control") {
 		t.Errorf("warnings %q, want the file's four, the feature gate's first, then the admitter's", out.Warnings)
-	}
-	if _, again, _ := runCheck(t, args...); again != stdout {
-		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
 	}
 
 	// llm-d-router's soft-reflective-ceiling sample, refused before band
@@ -80,11 +69,7 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 	// Flags win over the file, and a run without a file prints the
 	// defaults; without a backend, it says so.
 	_, stdout, _ = runCheck(t, "-check-config", "-max-inflight", "7")
-	for _, want := range []string{"config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings:\n  - \"sluice-gateway: no backend: "} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("-check-config -max-inflight 7 lacks %q:\n%s", want, stdout)
-		}
-	}
+	clitest.Holds(t, "-check-config -max-inflight 7", stdout, "config: none\n", "gate:\n  maxInFlight: 7\n", "  - priority: 0\n    maxRequests: 5000\n", "warnings:\n  - \"sluice-gateway: no backend: ")
 }
 
 // A file that does not parse, or that the gateway refuses once the flags

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
@@ -109,11 +107,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 	g.metrics.Watch(g.fc, cfg)
 	if sat != nil {
-		g.metrics.PoolSaturation(sat.Saturation)
-		g.metrics.StaleEndpoints("utilization-detector", func() int {
-			st := sat.Status()
-			return st.Endpoints - st.Fresh
-		})
+		g.metrics.SaturationGate(sat)
 	}
 	if limit != nil {
 		g.metrics.GateLimit(limit)
@@ -169,17 +163,12 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 
-	g.registry = prometheus.NewRegistry()
-	g.reloads = metrics.NewReloads("sluice_gateway")
 	build := config.ReadBuildInfo()
-	g.registry.MustRegister(g.metrics, g.reloads, backendCollector{g.pool},
-		metrics.NewBuildInfo("sluice_gateway", build.Version, build.Revision, build.GoVersion),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exporter := metrics.NewExporter("sluice_gateway", g.metrics, build.Version, build.Revision, build.GoVersion, backendCollector{g.pool})
+	g.registry, g.reloads = exporter.Registry, exporter.Reloads
 
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
-	}))
+	mux.Handle("/metrics", exporter.Handler(log))
 	mux.Handle("/healthz", probe.Alive())
 	mux.Handle("/readyz", probe.Ready(g.readiness))
 	inference := opts.inference

@@ -246,14 +246,9 @@ func sendBody(client *http.Client, base, id, body string, headers ...string) <-c
 		for i := 0; i+1 < len(headers); i += 2 {
 			req.Header.Set(headers[i], headers[i+1])
 		}
-		resp, err := client.Do(req)
-		if err != nil {
-			out <- result{err: err}
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out <- result{status: resp.StatusCode, header: resp.Header, body: string(body), err: err}
+		var r result
+		r.status, r.header, r.body, r.err = testhttp.Do(client, req)
+		out <- r
 	}()
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicegate/sluice/internal/clitest"
 )
 
 // Issue 31, item 10: -check-config refuses what a start would fail on or
@@ -98,10 +100,6 @@ func TestBinaryCheckConfigHitsWhatAStartHits(t *testing.T) {
 	}
 	// Without the flags: the defaults.
 	_, stdout, _ = runCheck(t, "-check-config", "-backend", "http://127.0.0.1:8001")
-	for _, want := range []string{"drainDelay: 5s\n", "inference: # admitted through flow control", "  - \"POST /v1/completions\"\n", "  - \"POST /v1/responses\"\n",
-		"  priorityHeader: none\n", "  objectives: {}\n", "  defaultPriority: 0\n"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("-check-config lacks %q:\n%s", want, stdout)
-		}
-	}
+	clitest.Holds(t, "-check-config", stdout, "drainDelay: 5s\n", "inference: # admitted through flow control", "  - \"POST /v1/completions\"\n", "  - \"POST /v1/responses\"\n",
+		"  priorityHeader: none\n", "  objectives: {}\n", "  defaultPriority: 0\n")
 }

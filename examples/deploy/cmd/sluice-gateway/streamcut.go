@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"mime"
 	"net/http"
+
+	"github.com/sluicegate/sluice/internal/openaierror"
 )
 
 // streamGuard is the pool as the router and flow control call it: it
@@ -214,17 +215,7 @@ func (sw *sseWriter) closeWithError(message string) bool {
 // streamErrorJSON is the body of an OpenAI error with message, of type
 // server_error, as one line.
 func streamErrorJSON(message string) []byte {
-	var body struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	body.Error.Message, body.Error.Type = message, "server_error"
-	js, _ := json.Marshal(body) // strings and nulls: it cannot fail
-	return js
+	return openaierror.JSON("server_error", message, "", "")
 }
 
 // Flush passes on what is whole and flushes it.

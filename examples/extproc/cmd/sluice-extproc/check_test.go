@@ -1,9 +1,7 @@
 package main
 
 import (
-	"net"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/sluicegate/sluice/internal/clitest"
@@ -20,24 +18,13 @@ func runCheck(t *testing.T, args ...string) (int, string, string) {
 // adapter's own, exits 0, and starts nothing: both addresses it is given
 // are taken, which a real start would fail on.
 func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
-	var addrs []string
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
-	}
+	addrs := clitest.Taken(t, 2)
 	args := []string{"-check-config", "-config", "../../../deploy/config/testdata/llmd.yaml",
 		"-backend", "http://127.0.0.1:8001", "-listen", addrs[0], "-metrics-listen", addrs[1]}
-	code, stdout, stderr := runCheck(t, args...)
-	if code != 0 || stderr != "" {
-		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
-	}
-	for _, want := range []string{
+	stdout := clitest.CheckPrints(t, runCheck, args...)
+	clitest.Holds(t, "the output", stdout,
 		"form: \"llm-d\"\n",
-		"listen:\n  grpc: \"" + addrs[0] + "\"\n  metrics: \"" + addrs[1] + "\"\n",
+		"listen:\n  grpc: \""+addrs[0]+"\"\n  metrics: \""+addrs[1]+"\"\n",
 		"backends:\n  - \"http://127.0.0.1:8001\"\n",
 		"  maxRequests: 2000\n  maxBytes: 8589934592\n",
 		"  defaultTTL: 45s\n  noEndpointsTTL: 20s\n",
@@ -46,14 +33,7 @@ func TestBinaryCheckConfigPrintsWhatWouldRun(t *testing.T) {
 		"llmd.yaml:10:3: plugins[0]: plugin \\\"queue-scorer\\\"",
 		"llmd.yaml:25:1: schedulingProfiles",
 		"ext_proc sees no request bodies", // the adapter's own warning
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("the output lacks %q:\n%s", want, stdout)
-		}
-	}
-	if _, again, _ := runCheck(t, args...); again != stdout {
-		t.Errorf("a second run printed other bytes:\n%s\nthen:\n%s", stdout, again)
-	}
+	)
 }
 
 // A bad file, or flags the adapter refuses, exit 2 with the reason on

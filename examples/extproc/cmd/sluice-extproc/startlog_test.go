@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/internal/clitest"
 )
 
 // Issue 31, item 11: the start-up log gives each band the queue wait it
@@ -51,7 +52,7 @@ func TestCheckConfigSpeaksOfEnvoy(t *testing.T) {
 			t.Errorf("the output says %q, which does not happen behind Envoy:\n%s", gone, stdout)
 		}
 	}
-	for _, want := range []string{
+	clitest.Holds(t, "the output", stdout,
 		`plugins[0]: plugin \"queue-scorer\" (type queue-scorer): not read: a scheduling scorer, which weighs endpoints for each request: Sluice picks no endpoint: Envoy sends each admitted request to an endpoint of its cluster`,
 		`plugins[4]: plugin \"openai-parser\" (type openai-parser): not read: a request parser: Envoy sends sluice-extproc no body`,
 		`dataLayer: llm-d-router's data layer (its sources, extractors and endpoint discovery) is not read: Envoy's cluster is the endpoints`,
@@ -59,9 +60,5 @@ func TestCheckConfigSpeaksOfEnvoy(t *testing.T) {
 		"inference: # admitted through flow control; every other request passes at once, neither queued nor gated\n  - \"POST /v1/completions\"\n",
 		"  objectiveHeader: \"x-objective\"\n  objectives:\n    \"chat\": 10\n",
 		"  cost: \"1 per request: Envoy sends the adapter no body\"\n",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("the output lacks %q:\n%s", want, stdout)
-		}
-	}
+	)
 }

@@ -9,10 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/deploy/probe"
@@ -48,11 +44,7 @@ func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg 
 		m.GateLimit(func() float64 { return float64(limit) })
 	}
 	if sat := opts.gates.Saturation; sat != nil {
-		m.PoolSaturation(sat.Saturation)
-		m.StaleEndpoints("utilization-detector", func() int {
-			st := sat.Status()
-			return st.Endpoints - st.Fresh
-		})
+		m.SaturationGate(sat)
 		var err error
 		t.scraper, err = vllm.New(vllm.Config{
 			Targets:  backendNames(opts),
@@ -67,15 +59,11 @@ func newTelemetry(shutdown context.Context, fc *flowcontrol.FlowController, cfg 
 		}
 	}
 
-	registry := prometheus.NewRegistry()
-	t.reloads = metrics.NewReloads("sluice_extproc")
 	build := config.ReadBuildInfo()
-	registry.MustRegister(m, t.reloads, metrics.NewBuildInfo("sluice_extproc", build.Version, build.Revision, build.GoVersion),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exporter := metrics.NewExporter("sluice_extproc", m, build.Version, build.Revision, build.GoVersion)
+	t.reloads = exporter.Reloads
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
-	}))
+	mux.Handle("GET /metrics", exporter.Handler(log))
 	mux.Handle("GET /healthz", probe.Alive())
 	mux.Handle("GET /readyz", probe.Ready(t.readiness))
 	t.handler = mux
