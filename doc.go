@@ -40,6 +40,8 @@
 //     priority queues.
 //   - internal/header: the header-name rules the packages share (ASCII case
 //     folding, one deterministic lookup).
+//   - internal/openaierror: the OpenAI API's error object, for the examples'
+//     model server, sluice-gateway and their tests.
 //   - internal/clocktest, internal/pipenet, internal/gatetest,
 //     internal/testhttp and internal/clitest, for tests only: a clock that
 //     moves when the test moves it, an in-memory network for servers inside
@@ -61,6 +63,7 @@
 //	capacity              nothing of Sluice's
 //	internal/header       nothing of Sluice's
 //	internal/dheap        nothing of Sluice's
+//	internal/openaierror  nothing of Sluice's
 //	headroom              capacity, internal/header
 //	headroom/window       headroom
 //	ordering              internal/dheap, internal/header
