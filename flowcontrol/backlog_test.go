@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"pgregory.net/rapid"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // doneLog records what Submit's done functions deliver, by request.

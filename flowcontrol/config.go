@@ -5,9 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -267,26 +266,29 @@ func checkTTL(field string, d time.Duration) error {
 	return nil
 }
 
+// firstError returns the first of errs that is not nil: the checks of a
+// configuration, in the order its fields are named.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkBand validates a band configuration whose fields are named with the
 // prefix name (e.g. "Bands[2]"). It returns the band's policy, nil when
 // none is set.
 func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
-	if err := checkLimit(name+".RequestCapacity", bc.RequestCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(name+".ByteCapacity", bc.ByteCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(name+".CostCapacity", bc.CostCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(name+".FlowRequestCapacity", bc.FlowRequestCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkTTL(name+".TTL", bc.TTL); err != nil {
-		return nil, err
-	}
-	if err := checkGuarantee(name+".Guarantee", bc.Guarantee); err != nil {
+	if err := firstError(
+		checkLimit(name+".RequestCapacity", bc.RequestCapacity),
+		checkLimit(name+".ByteCapacity", bc.ByteCapacity),
+		checkLimit(name+".CostCapacity", bc.CostCapacity),
+		checkLimit(name+".FlowRequestCapacity", bc.FlowRequestCapacity),
+		checkTTL(name+".TTL", bc.TTL),
+		checkGuarantee(name+".Guarantee", bc.Guarantee),
+	); err != nil {
 		return nil, err
 	}
 	return bc.Policy, nil

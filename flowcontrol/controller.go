@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -110,22 +109,14 @@ func New(cfg Config) (*FlowController, error) {
 	if len(cfg.Bands) == 0 {
 		return nil, configError("Bands", "[]", "no bands configured")
 	}
-	if err := checkLimit("RequestCapacity", cfg.RequestCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkLimit("ByteCapacity", cfg.ByteCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkLimit("CostCapacity", cfg.CostCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkTTL("DefaultTTL", cfg.DefaultTTL); err != nil {
-		return nil, err
-	}
-	if err := checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL); err != nil {
-		return nil, err
-	}
-	if err := checkEviction(cfg.Eviction); err != nil {
+	if err := firstError(
+		checkLimit("RequestCapacity", cfg.RequestCapacity),
+		checkLimit("ByteCapacity", cfg.ByteCapacity),
+		checkLimit("CostCapacity", cfg.CostCapacity),
+		checkTTL("DefaultTTL", cfg.DefaultTTL),
+		checkTTL("NoEndpointsTTL", cfg.NoEndpointsTTL),
+		checkEviction(cfg.Eviction),
+	); err != nil {
 		return nil, err
 	}
 	desc := make([]*band, 0, len(cfg.Bands))

@@ -8,11 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // TestDisplacementWorkedExample is the example of Config.NoDisplacement.

@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // tickingClock moves one microsecond forward at each reading, so that

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // Round robin shares a band between a tenant with a backlog and one that

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // A batch request holds the only slot when an interactive one arrives: with

@@ -7,10 +7,9 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // A gateway admits each request through the controller, reports the band

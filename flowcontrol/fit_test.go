@@ -12,13 +12,12 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // TestFlowRequestCapacity bounds one flow, and is never displaced around.

@@ -34,14 +34,13 @@ type reclaimer struct {
 
 	// What unlock hands on once the lock is released (see notes); noted
 	// is set when a critical section left any.
-	noted              bool
-	issued, issuedTail *lease
-	ended, endedTail   *lease
-	arm                time.Duration // a wake-up to arm, so long from now; 0 none
-	wakeAt             time.Duration // when the armed wake-up fires; 0 none
-	timer              Timer         // the one wake-up timer kept armed
-	timerAt            time.Duration // when timer fires
-	nudge              func()
+	noted         bool
+	issued, ended noteList
+	arm           time.Duration // a wake-up to arm, so long from now; 0 none
+	wakeAt        time.Duration // when the armed wake-up fires; 0 none
+	timer         Timer         // the one wake-up timer kept armed
+	timerAt       time.Duration // when timer fires
+	nudge         func()
 }
 
 // revocable is the revocation of one admission that may be revoked: part
@@ -348,12 +347,7 @@ func (c *FlowController) revoke(l *lease, b *band, reason Outcome, credit, targe
 		close(l.ch)
 	}
 	l.target, l.pendingIssued = target, r.pending
-	if r.issuedTail == nil {
-		r.issued = l
-	} else {
-		r.issuedTail.issuedNext = l
-	}
-	r.issuedTail = l
+	r.issued.push(l, func(l *lease) **lease { return &l.issuedNext })
 	r.noted = true
 }
 
@@ -373,13 +367,22 @@ func (c *FlowController) evictedRetryAfter(v *band, now time.Time) time.Duration
 // Config.Revocations.
 func (r *reclaimer) noteEnded(c *FlowController, l *lease, step RevocationStep, waited time.Duration) {
 	l.endStep, l.waited, l.pendingEnded = step, waited, r.pending
-	if r.endedTail == nil {
-		r.ended = l
-	} else {
-		r.endedTail.endedNext = l
-	}
-	r.endedTail = l
+	r.ended.push(l, func(l *lease) **lease { return &l.endedNext })
 	r.noted = true
+}
+
+// noteList is a list of leases to report, in order, linked through the
+// link field that link returns: each lease is listed once issued and once
+// ended, through a field of its own for each.
+type noteList struct{ head, tail *lease }
+
+func (q *noteList) push(l *lease, link func(*lease) **lease) {
+	if q.tail == nil {
+		q.head = l
+	} else {
+		*link(q.tail) = l
+	}
+	q.tail = l
 }
 
 // notes is what a critical section left for after the lock: revocations
@@ -392,8 +395,8 @@ type notes struct {
 // takeNotes takes what the critical section left for after the lock.
 // Called with mu held, from unlock, when r.noted is set.
 func (r *reclaimer) takeNotes() notes {
-	n := notes{issued: r.issued, ended: r.ended, arm: r.arm, at: r.wakeAt}
-	r.issued, r.issuedTail, r.ended, r.endedTail, r.arm = nil, nil, nil, nil, 0
+	n := notes{issued: r.issued.head, ended: r.ended.head, arm: r.arm, at: r.wakeAt}
+	r.issued, r.ended, r.arm = noteList{}, noteList{}, 0
 	r.noted = false
 	return n
 }

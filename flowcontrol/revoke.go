@@ -148,6 +148,16 @@ var (
 // was asked.
 var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
+// lockTracked returns a's lease, with the controller's lock held, when a
+// may be revoked; nil, and the lock not taken, otherwise.
+func (a *Admission) lockTracked() *lease {
+	l := a.lease.tracked()
+	if l != nil {
+		a.c.mu.Lock()
+	}
+	return l
+}
+
 // Revoked returns a channel that is closed when the admission is revoked
 // (see [Eviction] and [BandConfig.Guarantee]). Its holder should then stop
 // the request — cancel the call to the model server — and call Done, which
@@ -157,13 +167,11 @@ var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); re
 // is not one eviction takes victims from, or Done was called. It allocates
 // the channel at its first call; later calls return the same channel.
 func (a *Admission) Revoked() <-chan struct{} {
-	l := a.lease.tracked()
+	l := a.lockTracked()
 	if l == nil {
 		return nil
 	}
-	c := a.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer a.c.mu.Unlock()
 	switch {
 	case l.ch != nil:
 	case l.reason != OutcomeDispatched:
@@ -183,13 +191,11 @@ func (a *Admission) Revoked() <-chan struct{} {
 // full: see the package doc's Retry-After section), and its QueueTime the
 // admission's. A Done before the revocation keeps it nil.
 func (a *Admission) Err() error {
-	l := a.lease.tracked()
+	l := a.lockTracked()
 	if l == nil {
 		return nil
 	}
-	c := a.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer a.c.mu.Unlock()
 	if l.reason == OutcomeDispatched {
 		return nil // not revoked
 	}

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // TestCancelledQueuedRequestLeavesSnapshotImmediately: no zombie counts

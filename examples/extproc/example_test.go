@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -17,6 +15,7 @@ import (
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/ordering"
 )

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // fakeStream is an ext_proc stream whose every message the test hands

@@ -14,8 +14,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
@@ -25,6 +23,7 @@ import (
 	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/headroom"
 )
 

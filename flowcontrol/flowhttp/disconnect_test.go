@@ -19,12 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 
 	"github.com/sluicegate/sluice/internal/testhttp"
 )

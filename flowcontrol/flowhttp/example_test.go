@@ -10,11 +10,10 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/ordering"
 )

@@ -14,12 +14,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"go.uber.org/goleak"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/headroom"
 )
 

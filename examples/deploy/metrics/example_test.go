@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // A controller whose Observer and Waiting hooks are a Metrics, watched by

@@ -5,12 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // queue_size and queue_bytes are per flow, under the fairness_id cap: a

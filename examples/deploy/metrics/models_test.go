@@ -5,13 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 const enqueueDuration = metrics.Prefix + "flow_control_request_enqueue_duration_seconds"

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // sendAt sends a request of prompt and output tokens at elapsed time at,

@@ -5,9 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicegate/sluice/flowcontrol/gate"
-
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // PoolConfig describes the model servers behind the controller.
