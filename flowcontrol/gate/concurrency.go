@@ -125,17 +125,12 @@ func counted(c int64) uint64 { return uint64(max(c, 1)) }
 // Concurrency returns a concurrency gate for cfg, or an error naming the
 // first bad field: an unknown Mode, or a negative bound.
 func Concurrency(cfg ConcurrencyConfig) (*ConcurrencyGate, error) {
-	if cfg.MaxConcurrency < 0 {
-		return nil, configError("MaxConcurrency", "maxConcurrency", cfg.MaxConcurrency, "negative; 0 means the default 100")
+	var err error
+	if cfg.MaxConcurrency, err = orDefault("MaxConcurrency", "maxConcurrency", cfg.MaxConcurrency, DefaultMaxConcurrency); err != nil {
+		return nil, err
 	}
-	if cfg.MaxTokenConcurrency < 0 {
-		return nil, configError("MaxTokenConcurrency", "maxTokenConcurrency", cfg.MaxTokenConcurrency, "negative; 0 means the default 1000000")
-	}
-	if cfg.MaxConcurrency == 0 {
-		cfg.MaxConcurrency = DefaultMaxConcurrency
-	}
-	if cfg.MaxTokenConcurrency == 0 {
-		cfg.MaxTokenConcurrency = DefaultMaxTokenConcurrency
+	if cfg.MaxTokenConcurrency, err = orDefault("MaxTokenConcurrency", "maxTokenConcurrency", cfg.MaxTokenConcurrency, DefaultMaxTokenConcurrency); err != nil {
+		return nil, err
 	}
 	g := &ConcurrencyGate{maxRequests: math.MaxInt64, maxCost: math.MaxInt64, mode: cfg.Mode}
 	switch cfg.Mode {

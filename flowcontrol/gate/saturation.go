@@ -202,11 +202,9 @@ type endpoint struct {
 // KVCacheUtilThreshold outside (0, 1] (NaN and the infinities included), a
 // negative Replicas or a Replica outside [0, Replicas).
 func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
-	if cfg.QueueDepthThreshold < 0 {
-		return nil, configError("QueueDepthThreshold", "queueDepthThreshold", cfg.QueueDepthThreshold, "negative; 0 means the default 5")
-	}
-	if cfg.QueueDepthThreshold == 0 {
-		cfg.QueueDepthThreshold = DefaultQueueDepthThreshold
+	var err error
+	if cfg.QueueDepthThreshold, err = orDefault("QueueDepthThreshold", "queueDepthThreshold", cfg.QueueDepthThreshold, DefaultQueueDepthThreshold); err != nil {
+		return nil, err
 	}
 	if cfg.KVCacheUtilThreshold == 0 {
 		cfg.KVCacheUtilThreshold = DefaultKVCacheUtilThreshold
@@ -214,11 +212,8 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 	if !(cfg.KVCacheUtilThreshold > 0 && cfg.KVCacheUtilThreshold <= 1) {
 		return nil, configError("KVCacheUtilThreshold", "kvCacheUtilThreshold", cfg.KVCacheUtilThreshold, "not a fraction in (0, 1]")
 	}
-	if cfg.MetricsStalenessThreshold < 0 {
-		return nil, configError("MetricsStalenessThreshold", "metricsStalenessThreshold", cfg.MetricsStalenessThreshold, "negative; 0 means the default 200ms")
-	}
-	if cfg.MetricsStalenessThreshold == 0 {
-		cfg.MetricsStalenessThreshold = DefaultMetricsStalenessThreshold
+	if cfg.MetricsStalenessThreshold, err = orDefault("MetricsStalenessThreshold", "metricsStalenessThreshold", cfg.MetricsStalenessThreshold, DefaultMetricsStalenessThreshold); err != nil {
+		return nil, err
 	}
 	if cfg.Replicas < 0 {
 		return nil, configError("Replicas", "", cfg.Replicas, "negative; 0 means 1")

@@ -272,18 +272,18 @@ func New(opts Options) *Metrics {
 	m.queueSize = desc("flow_control_queue_size", "Requests of a flow waiting in a priority band.", flow)
 	m.queueBytes = desc("flow_control_queue_bytes", "Bytes of the requests of a flow waiting in a priority band.", flow)
 	m.queueCost = desc("flow_control_queue_cost", "Summed cost (estimated tokens) of the requests waiting in a priority band.", band)
-	m.utilRequests = desc("flow_control_capacity_utilization_requests",
-		"Requests waiting in a band over its request capacity; above 1 after the capacity shrank. Absent for an unbounded capacity.", band)
-	m.utilBytes = desc("flow_control_capacity_utilization_bytes",
-		"Bytes waiting in a band over its byte capacity; above 1 after the capacity shrank. Absent for an unbounded capacity.", band)
-	m.utilCost = desc("flow_control_capacity_utilization_cost",
-		"Cost waiting in a band over its cost capacity; above 1 after the capacity shrank. Absent for an unbounded capacity.", band)
-	m.globalRequests = desc("flow_control_global_capacity_utilization_requests",
-		"Requests waiting in all bands over the global request capacity. Absent when it is unbounded.", nil)
-	m.globalBytes = desc("flow_control_global_capacity_utilization_bytes",
-		"Bytes waiting in all bands over the global byte capacity. Absent when it is unbounded.", nil)
-	m.globalCost = desc("flow_control_global_capacity_utilization_cost",
-		"Cost waiting in all bands over the global cost capacity. Absent when it is unbounded.", nil)
+	// The utilization of each capacity: what waits over the capacity, in
+	// a band and in all bands, for each of the three things counted.
+	util := func(suffix, what, capacity string) (inBand, global *prometheus.Desc) {
+		inBand = desc("flow_control_capacity_utilization_"+suffix,
+			what+" waiting in a band over its "+capacity+" capacity; above 1 after the capacity shrank. Absent for an unbounded capacity.", band)
+		global = desc("flow_control_global_capacity_utilization_"+suffix,
+			what+" waiting in all bands over the global "+capacity+" capacity. Absent when it is unbounded.", nil)
+		return inBand, global
+	}
+	m.utilRequests, m.globalRequests = util("requests", "Requests", "request")
+	m.utilBytes, m.globalBytes = util("bytes", "Bytes", "byte")
+	m.utilCost, m.globalCost = util("cost", "Cost", "cost")
 	m.inFlight = desc("flow_control_requests_in_flight", "Requests dispatched by flow control and not yet done.", nil)
 	m.gateRefusals = desc("flow_control_gate_refusals_total",
 		"Times the gate refused the request flow control offered it; a waiting request is offered again at each event.", nil)

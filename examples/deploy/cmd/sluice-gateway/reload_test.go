@@ -15,12 +15,18 @@ import (
 // bandConfig is a file with one band of priority 0 of capacity places,
 // the gate maxInFlight 4 and the given backends.
 func bandConfig(capacity int, backends ...*url.URL) string {
+	return bandFile(capacity, 4, backends...)
+}
+
+// bandFile is a file with one band of priority 0 of capacity places, the
+// gate maxInFlight inFlight and the given backends.
+func bandFile[U fmt.Stringer](capacity, inFlight int, backends ...U) string {
 	var sb strings.Builder
 	sb.WriteString("gateway:\n  gracePeriod: 10s\n  backends:\n")
 	for _, u := range backends {
 		fmt.Fprintf(&sb, "    - %s\n", u)
 	}
-	fmt.Fprintf(&sb, "controller:\n  bands:\n    - priority: 0\n      maxRequests: %d\ngate:\n  maxInFlight: 4\n", capacity)
+	fmt.Fprintf(&sb, "controller:\n  bands:\n    - priority: 0\n      maxRequests: %d\ngate:\n  maxInFlight: %d\n", capacity, inFlight)
 	return sb.String()
 }
 
@@ -146,16 +152,7 @@ func TestReloadWithoutConfigFile(t *testing.T) {
 func TestReloadKeepsAdmittedAndQueuedRequests(t *testing.T) {
 	hb := newHoldBackend(t)
 	urls, _ := modelServers(t, 1, modelserver.Config{Speed: 10})
-	path := writeConfig(t, "", fmt.Sprintf(`gateway:
-  gracePeriod: 10s
-  backends: [%s]
-controller:
-  bands:
-    - priority: 0
-      maxRequests: 2
-gate:
-  maxInFlight: 1
-`, hb.url))
+	path := writeConfig(t, "", bandFile(2, 1, hb.url))
 	opts := testOptions()
 	opts.configPath = path
 	g := startGateway(t, opts)
@@ -164,16 +161,7 @@ gate:
 
 	// The held backend leaves the pool and another joins; the band shrinks
 	// to one place, which b already takes.
-	writeConfig(t, path, fmt.Sprintf(`gateway:
-  gracePeriod: 10s
-  backends: [%s]
-controller:
-  bands:
-    - priority: 0
-      maxRequests: 1
-gate:
-  maxInFlight: 1
-`, urls[0]))
+	writeConfig(t, path, bandFile(1, 1, urls[0]))
 	if err := g.reload(); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
