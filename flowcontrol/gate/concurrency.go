@@ -170,7 +170,7 @@ func (g *ConcurrencyGate) Took(s Slot) { g.cost.add(counted(s.Cost)) }
 // claimed. Neither count goes below 0, whatever is handed back.
 func (g *ConcurrencyGate) Returned(u Usage) {
 	g.requests = max(g.requests-1, 0)
-	if !u.unclaimed() {
+	if !u.Unused || u.Cost != 0 { // not a slot no Took claimed
 		g.cost.sub(counted(u.Cost))
 	}
 }

@@ -187,9 +187,6 @@ type CeilingGate interface {
 	BandCeiling(priority int) float64
 }
 
-// unclaimed reports whether u hands back a slot that no Took claimed.
-func (u Usage) unclaimed() bool { return u.Unused && u.Cost == 0 }
-
 // LagGate is a [Gate] whose view of the model servers lags: a slot given
 // back is seen only some time later, as a gate reading scraped metrics sees
 // it at its next scrape. flowcontrol.Eviction.Grace defaults to its Lag,
