@@ -24,7 +24,7 @@ type Serial struct {
 	metered MeteredGate    // gate, when it is one
 	first   FirstTokenGate // gate, when it is one
 	clock   Clock
-	changed chan struct{} // closed and replaced at each nudge
+	changed chan struct{} // closed at the next nudge; nil until Changed asks for one
 }
 
 // NewSerial returns a Serial running g on clock (nil for [RealClock]), and
@@ -37,7 +37,7 @@ func NewSerial(g Gate, clock Clock) (*Serial, error) {
 	if clock == nil {
 		clock = RealClock{}
 	}
-	s := &Serial{gate: g, clock: clock, changed: make(chan struct{})}
+	s := &Serial{gate: g, clock: clock}
 	s.metered, _ = g.(MeteredGate)
 	s.first, _ = g.(FirstTokenGate)
 	if b, ok := g.(BoundGate); ok {
@@ -49,11 +49,14 @@ func NewSerial(g Gate, clock Clock) (*Serial, error) {
 }
 
 // Nudge wakes every caller waiting on Changed. The gate calls it when it
-// may admit more; so does Done.
+// may admit more; so does Done. With nobody waiting it costs a lock and no
+// allocation.
 func (s *Serial) Nudge() {
 	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	s.mu.Unlock()
 }
 
@@ -66,6 +69,9 @@ func (s *Serial) Priorities() []int { return nil }
 func (s *Serial) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
 	return s.changed
 }
 

@@ -182,3 +182,31 @@ func TestSerialIsSafeForConcurrentUse(t *testing.T) {
 		t.Fatalf("saturation %v after every Done, want 0", got)
 	}
 }
+
+// TestSerialChangedWakesOnDone: a caller waiting on Changed wakes at the
+// next Done; a Done with nobody waiting allocates nothing.
+func TestSerialChangedWakesOnDone(t *testing.T) {
+	s := newSerial(t, gate.MaxInFlight(1))
+	st, _ := s.TryAcquire(0, 1)
+	changed := s.Changed()
+	if _, ok := s.TryAcquire(0, 1); ok {
+		t.Fatal("a second start under MaxInFlight(1)")
+	}
+	select {
+	case <-changed:
+		t.Fatal("Changed closed before any Done")
+	default:
+	}
+	st.Done(true)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed still open after Done")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		st, _ := s.TryAcquire(0, 1)
+		st.Done(true)
+	}); n > 1 {
+		t.Fatalf("%v allocations per start and Done with nobody waiting, want the Start's 1 at most", n)
+	}
+}
