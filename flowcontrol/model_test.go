@@ -371,6 +371,7 @@ func (m *model) finish(r *modelReq, o flowcontrol.Outcome, queueTime time.Durati
 // gate, and returns how many it started.
 func (m *model) dispatch() int {
 	started := 0
+	var held []*modelReq
 	for {
 		var top *modelBand
 		for _, b := range m.bands {
@@ -379,19 +380,45 @@ func (m *model) dispatch() int {
 			}
 		}
 		if top == nil {
-			return started
+			return started + m.releaseHeld(held)
 		}
 		if m.inFlight >= m.limit {
 			m.reclaim(top)
-			return started
+			return started + m.releaseHeld(held)
 		}
 		r := top.next()
 		i := slices.Index(top.queue, r)
 		top.queue = slices.Delete(top.queue, i, i+1)
 		top.served(r)
 		m.finish(r, flowcontrol.OutcomeDispatched, m.now-r.enqueued, false)
+		if r.callback == callbackDonePanic && m.evict.on {
+			// Its callback's Done runs once the dispatch is over, after
+			// the lock: until then the slot is held, and a refusal of the
+			// next head decides revocations with it held, as the
+			// controller's does.
+			r.done = false
+			m.inFlight++
+			m.evict.dispatches++
+			r.dispatchSeq = m.evict.dispatches
+			held = append(held, r)
+		}
 		started++
 	}
+}
+
+// releaseHeld ends the admissions a dispatch held for their callbacks'
+// Done (see dispatch), and dispatches again with the slots they free; it
+// returns how many that started.
+func (m *model) releaseHeld(held []*modelReq) int {
+	for _, r := range held {
+		r.done = true
+		m.inFlight--
+		m.ended(r)
+	}
+	if len(held) == 0 {
+		return 0
+	}
+	return m.dispatch()
 }
 
 // remove takes r out of its band other than by dispatch.
