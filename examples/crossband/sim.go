@@ -218,7 +218,10 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 		return gate.Ceiling(g, p), nil
 	}
 	satConfig := func(clock flowcontrol.Clock, replica int) gate.SaturationConfig {
-		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold}
+		// The servers' slots are declared, so that a ceiling is a share of
+		// them rather than of the KV cache, which these servers do not report.
+		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold,
+			SlotsPerEndpoint: slotsPerServer}
 	}
 	// What can fail is tried once here, so that making each replica's
 	// gate, in sim.New, cannot.
