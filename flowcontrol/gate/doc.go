@@ -45,7 +45,7 @@
 //	StaticUsageLimit(threshold)             static-usage-limit-policy threshold            1
 //	PriorityHoldbackConfig.Shape            priority-holdback-policy shape                 "linear"
 //	PriorityHoldbackConfig.Domain           priority-holdback-policy domain                "rank"
-//	PriorityHoldbackConfig.MinCeiling       priority-holdback-policy minCeiling            (required)
+//	PriorityHoldbackConfig.MinCeiling       priority-holdback-policy minCeiling            (required, above 0)
 //	PriorityHoldbackConfig.MaxCeiling       priority-holdback-policy maxCeiling            1
 //	SoftReflectiveCeiling()                 soft-reflective-ceiling-policy                 (no parameters)
 //

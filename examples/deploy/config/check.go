@@ -188,6 +188,11 @@ func (e Effective) Write(w io.Writer) error {
 			line(2, "queueDepthThreshold: %d", s.QueueDepthThreshold)
 			line(2, "kvCacheUtilThreshold: %s", strconv.FormatFloat(s.KVCacheUtilThreshold, 'g', -1, 64))
 			line(2, "metricsStalenessThreshold: %s", s.MetricsStalenessThreshold)
+			if s.SlotsPerEndpoint > 0 {
+				line(2, "slotsPerEndpoint: %d # band ceilings, guarantees and eviction count the servers' slots", s.SlotsPerEndpoint)
+			} else {
+				line(2, "slotsPerEndpoint: none # band ceilings, guarantees and eviction count the servers' KV cache")
+			}
 		}
 		if c := g.Concurrency; c != nil {
 			line(1, "concurrency:")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -64,14 +65,36 @@ func drr(quantum int64, weights map[string]int64) flowcontrol.Fairness {
 	return flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{Quantum: quantum, Weights: weights})
 }
 
-// mustNew checks that flowcontrol.New accepts the file's configuration.
+// mustNew checks that flowcontrol.New accepts the file's configuration,
+// with the gate a binary runs it behind (see newController).
 func mustNew(t *testing.T, f *File) {
 	t.Helper()
-	c, err := flowcontrol.New(f.Flow)
+	c, err := newController(f)
 	if err != nil {
 		t.Fatalf("flowcontrol.New refused the parsed configuration: %v", err)
 	}
 	c.Close()
+}
+
+// newController builds the file's controller as sluice-gateway does: with
+// the file's gate, or llm-d-router's saturation gate when the file sets
+// none, over one endpoint.
+func newController(f *File) (*flowcontrol.FlowController, error) {
+	g := f.Gate
+	if !g.hasGate() {
+		g.Saturation = &Saturation{
+			QueueDepthThreshold:       gate.DefaultQueueDepthThreshold,
+			KVCacheUtilThreshold:      gate.DefaultKVCacheUtilThreshold,
+			MetricsStalenessThreshold: gate.DefaultMetricsStalenessThreshold,
+		}
+	}
+	gs, err := g.Build(BuildOptions{Endpoints: 1})
+	if err != nil {
+		return nil, err
+	}
+	cfg := f.Flow
+	cfg.Gate = gs.Gate
+	return flowcontrol.New(cfg)
 }
 
 func TestSluiceFileMapsEveryField(t *testing.T) {
@@ -342,8 +365,8 @@ func TestFieldMapping(t *testing.T) {
 			func(f *File) any { return f.Gate.String() }, "[maxInFlight 4 usageLimit (soft-reflective-ceiling-policy)]"},
 		{"gate usage limit by name", "gate:\n  maxInFlight: 8\n  usageLimit: soft-reflective-ceiling-policy\n",
 			func(f *File) any { return f.Gate.UsageLimit.Type }, "soft-reflective-ceiling-policy"},
-		{"gate usage limit holdback", "gate:\n  maxInFlight: 8\n  usageLimit: {type: priority-holdback-policy, minCeiling: 0}\n",
-			func(f *File) any { return *f.Gate.UsageLimit }, UsageLimit{Type: "priority-holdback-policy", Threshold: 1, MinCeiling: 0, MaxCeiling: 1}},
+		{"gate usage limit holdback", "gate:\n  maxInFlight: 8\n  usageLimit: {type: priority-holdback-policy, minCeiling: 0.25}\n",
+			func(f *File) any { return *f.Gate.UsageLimit }, UsageLimit{Type: "priority-holdback-policy", Threshold: 1, MinCeiling: 0.25, MaxCeiling: 1}},
 		{"gate usage limit static", "gate:\n  concurrency: {}\n  usageLimit: {type: static-usage-limit-policy, threshold: 0.5}\n",
 			func(f *File) any { return f.Gate.UsageLimit.Threshold }, 0.5},
 		{"llm-d drr plugin with parameters", "plugins:\n- {name: d, type: deficit-round-robin-fairness-policy, parameters: {quantum: 64, weights: {x: 5}}}\n" + llmdBand("fairnessPolicyRef: d"),
@@ -594,8 +617,12 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"plugins: [{type: soft-reflective-ceiling-policy, parameters: {threshold: 0.5}}]\nflowControl: {usageLimitPolicyPluginRef: soft-reflective-ceiling-policy}\n",
 			[]wantErr{{1, "plugins[0].parameters", "takes no parameters"}}},
 		{"plugins: [{type: static-usage-limit-policy, parameters: {threshold: 1.5}}]\nflowControl: {usageLimitPolicyPluginRef: static-usage-limit-policy}\n",
-			[]wantErr{{1, "plugins[0].parameters", "not a fraction in [0, 1]"}}},
+			[]wantErr{{1, "plugins[0].parameters", "not a fraction in (0, 1]"}}},
 		{"plugins:\n- type: priority-holdback-policy\n", []wantErr{{2, "plugins[0].parameters", "needs minCeiling"}}},
+		{"plugins:\n- type: priority-holdback-policy\n  parameters:\n    minCeiling: 0\n",
+			[]wantErr{{4, "plugins[0].parameters.minCeiling", "0 holds the lowest band back whatever the saturation: its requests would never start"}}},
+		{"gate:\n  maxInFlight: 2\n  usageLimit: {type: static-usage-limit-policy, threshold: 0}\n",
+			[]wantErr{{3, "gate.usageLimit.threshold", "0 holds every band back whatever the saturation: no request would ever start"}}},
 		{"plugins:\n- type: priority-holdback-policy\n  parameters: {minCeiling: 0.6, maxCeiling: 0.5}\n",
 			[]wantErr{{3, "plugins[0].parameters", "not below MaxCeiling"}}},
 		{"plugins:\n- type: priority-holdback-policy\n  parameters: {minCeiling: 0.5, shape: sigmoid}\n",

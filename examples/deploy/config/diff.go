@@ -234,8 +234,12 @@ func (g Gate) String() string {
 		parts = append(parts, fmt.Sprintf("maxInFlight %d", *g.MaxInFlight))
 	}
 	if s := g.Saturation; s != nil {
-		parts = append(parts, fmt.Sprintf("saturation (queueDepthThreshold %d, kvCacheUtilThreshold %v, metricsStalenessThreshold %s)",
-			s.QueueDepthThreshold, s.KVCacheUtilThreshold, s.MetricsStalenessThreshold))
+		slots := ""
+		if s.SlotsPerEndpoint > 0 {
+			slots = fmt.Sprintf(", slotsPerEndpoint %d", s.SlotsPerEndpoint)
+		}
+		parts = append(parts, fmt.Sprintf("saturation (queueDepthThreshold %d, kvCacheUtilThreshold %v, metricsStalenessThreshold %s%s)",
+			s.QueueDepthThreshold, s.KVCacheUtilThreshold, s.MetricsStalenessThreshold, slots))
 	}
 	if c := g.Concurrency; c != nil {
 		per := ""

@@ -15,7 +15,12 @@
 //
 // Unknown keys, values of the wrong type or out of range, unknown policy
 // names, duplicate keys or priorities and references to nothing are all
-// errors; a file Parse accepts is one flowcontrol.New accepts.
+// errors; a file Parse accepts is one flowcontrol.New accepts, behind the
+// gate the file sets or the saturation gate sluice-gateway puts in its
+// place. What a file can only be judged on with the flags applied —
+// eviction that would never find a victim, band ceilings or eviction
+// behind a gate that cannot give them what they are for — [File.Check]
+// reports, an error or a [Warning], at the key.
 //
 // # Values
 //
@@ -79,6 +84,7 @@
 //	    queueDepthThreshold: 5
 //	    kvCacheUtilThreshold: 0.8
 //	    metricsStalenessThreshold: 200ms
+//	    slotsPerEndpoint: 16          # each server's slots (vLLM --max-num-seqs); default none: the KV cache
 //	  concurrency:                    # llm-d-router's concurrency-detector
 //	    concurrencyMode: requests     # requests, tokens or hybrid
 //	    maxConcurrency: 100
@@ -101,7 +107,10 @@
 //
 // usageLimit gives each band a ceiling on the saturation of that gate (the
 // largest of its parts' saturations: requests in flight ÷ maxInFlight, the
-// concurrency budget's use, the model servers' own): a band starts a
+// concurrency budget's use, the share of the model servers' slots in use
+// — running or queued ÷ slotsPerEndpoint, or their KV cache if fuller —
+// or, without slotsPerEndpoint, of their KV cache; never the depth of
+// their queues, which only decides what the saturation gate admits): a band starts a
 // request only while the saturation is below its ceiling, so a batch band
 // held to 0.5 leaves half the gate to the bands above it ([gate.Ceiling]).
 // It needs one of the other parts. Its policies are llm-d-router's usage-limit

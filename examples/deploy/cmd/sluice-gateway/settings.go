@@ -34,7 +34,9 @@ type settings struct {
 	// that llm-d-router's form would provision on first sight.
 	flow flowcontrol.Config
 	// warnings are the file's, then what the gateway runs that works
-	// against the file or the flags (no backend), formatted for a log.
+	// against the file or the flags (no backend; eviction, guarantees or
+	// band ceilings behind a gate that cannot serve them: config's
+	// File.Check), formatted for a log.
 	warnings []string
 }
 
@@ -128,6 +130,14 @@ func load(o options) (*settings, error) {
 			s.flow.Bands = append(s.flow.Bands, bc)
 		}
 	}
+	// What the file asks for, judged behind the gate and over the bands
+	// the gateway runs: an error at the file's key, or warnings logged at
+	// start and printed by -check-config.
+	ws, err := f.Check(s.running())
+	if err != nil {
+		return nil, err
+	}
+	s.warnings = append(s.warnings, config.WarningStrings(ws)...)
 	return s, nil
 }
 
