@@ -88,7 +88,9 @@ func TestCheckWarnings(t *testing.T) {
 		{"eviction behind the saturation gate alone", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n", nil,
 			[]wantErr{{2, "controller.eviction", "in-flight eviction behind the saturation gate alone, which counts no slots, a revocation frees a place in a model server's waiting queue, not a running slot"}}},
 		{"eviction behind the default gate", "controller:\n  eviction: true\n" + threeBands,
-			func(Gate) Gate { return Gate{Saturation: &Saturation{QueueDepthThreshold: 5, KVCacheUtilThreshold: 0.8}} },
+			func(Gate) Gate {
+				return Gate{Saturation: &Saturation{QueueDepthThreshold: 5, KVCacheUtilThreshold: 0.8}}
+			},
 			[]wantErr{{2, "controller.eviction", "or run vLLM's priority scheduler with priority hand-off"}}},
 		{"eviction behind a slot gate", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n  maxInFlight: 64\n", nil, nil},
 		{"eviction behind -max-inflight", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n",
