@@ -329,10 +329,19 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 			}
 		}
 	}
+	g := f.Gate
 	if set["max-inflight"] {
-		return flagGate, nil
+		g = flagGate
 	}
-	return f.Gate, nil
+	// What the file asks for, judged behind the gate and over the bands
+	// the adapter runs (config's File.Check): an error at the file's key,
+	// or warnings.
+	ws, err := f.Check(config.Running{Flow: o.controller, Gate: g})
+	if err != nil {
+		return config.Gate{}, err
+	}
+	o.warnings = append(o.warnings, config.WarningStrings(ws)...)
+	return g, nil
 }
 
 // buildGate builds the gate g describes into o.controller.Gate, with the
