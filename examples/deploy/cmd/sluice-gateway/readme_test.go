@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,45 @@ func TestREADMEEvictionExample(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// As written, the command gates on the servers' slots, so eviction
+	// frees running slots and the gateway has nothing to warn of; without
+	// -max-inflight, behind the default saturation gate, it warns.
+	written, err := parseFlags(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := load(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.gate.MaxInFlight == nil || *ws.gate.MaxInFlight != 16 || ws.gate.Saturation != nil {
+		t.Errorf("the README's command runs the gate %s, want maxInFlight 16: the two servers' 8 slots each", ws.gate)
+	}
+	for _, w := range ws.warnings {
+		if strings.Contains(w, "eviction") {
+			t.Errorf("the README's command warns %q", w)
+		}
+	}
+	var bare []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-max-inflight" {
+			i++
+			continue
+		}
+		bare = append(bare, args[i])
+	}
+	if written, err = parseFlags(bare, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err = load(written); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(ws.warnings, func(w string) bool {
+		return strings.Contains(w, "flowControl.enableEviction: in-flight eviction behind the saturation gate alone")
+	}) {
+		t.Errorf("without -max-inflight: warnings %q, want the one on eviction behind the saturation gate", ws.warnings)
+	}
+
 	// One slot, so that the batch request fills the pool without model
 	// servers to saturate: the file's eviction is what is tested.
 	opts, err := parseFlags(append(args, "-max-inflight", "1"), io.Discard, io.Discard)
