@@ -212,7 +212,11 @@
 //     parameters), with llm-d-router's defaults. Unset, there are no
 //     ceilings: llm-d-router's default, a static threshold of 1, stops
 //     nothing the gate does not. The gate section may carry it instead,
-//     but not both.
+//     but not both. The ceilings are a share of the gate's capacity, and
+//     behind the utilization-detector that is the servers' KV-cache use:
+//     for a share of their slots, replace the detector with Sluice's gate
+//     section and its saturation.slotsPerEndpoint, which llm-d-router's
+//     utilization-detector has no key for.
 //   - enableEviction: true turns on in-flight eviction with
 //     llm-d-router's defaults ([flowcontrol.Eviction]'s zero value):
 //     when the gate refuses a band, the most recently dispatched requests
