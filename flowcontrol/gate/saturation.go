@@ -67,8 +67,9 @@ type SaturationConfig struct {
 	// default 200ms).
 	MetricsStalenessThreshold time.Duration
 	// SlotsPerEndpoint declares how many requests each model server runs
-	// at once — vLLM's --max-num-seqs, 256 unless the server is started
-	// with another — so that [SaturationGate.Saturation], the share of
+	// at once — vLLM's --max-num-seqs, whose default depends on vLLM's
+	// version and hardware: set it on the server and here alike — so
+	// that [SaturationGate.Saturation], the share of
 	// the pool in use that band ceilings ([Ceiling]), guarantees and
 	// in-flight eviction read, counts slots: an endpoint then uses
 	// (Running + Waiting) ÷ SlotsPerEndpoint of its capacity, or its
@@ -621,7 +622,9 @@ func (g *SaturationGate) invalid() int {
 //	with S, N endpoints:  min(1, (Σ S×u + starts since the oldest refresh) ÷ (N×S))
 //	without:              Σ u ÷ N
 //
-// It is 1 with no endpoints. The sums are taken in the order of the
+// With Replicas, the starts counted are this replica's: the others'
+// show at the next scrape. It is 1 with no endpoints. The sums are taken
+// in the order of the
 // endpoints' names, so the same readings give the same bits whatever
 // order they arrived in. Requests waiting in a server's queue count as
 // slots in use, since they will take one: a pool with every slot running
