@@ -56,7 +56,7 @@ func (f *File) Check(r Running) ([]Warning, error) {
 			warn(evictionPath(f.Form), "in-flight eviction %s", why)
 		}
 		if anyGuarantee(r.Flow.Bands) {
-			warn(f.bandsPath(), "a band's guarantee is taken back by revocation, and %s", why)
+			warn(f.guaranteePath(r.Flow.Bands), "a band's guarantee is taken back by revocation, and %s", why)
 		}
 	}
 	if u := g.UsageLimit; u != nil {
@@ -126,12 +126,20 @@ func evictionPath(form Form) string {
 	return "controller.eviction"
 }
 
-// bandsPath is where the file lists its bands.
-func (f *File) bandsPath() string {
+// guaranteePath is where the file writes the first guarantee among bands,
+// which list the file's bands first, in its order; else where it lists
+// its bands.
+func (f *File) guaranteePath(bands []flowcontrol.BandConfig) string {
+	list := "controller.bands"
 	if f.Form == FormLLMD {
-		return "flowControl.priorityBands"
+		list = "flowControl.priorityBands"
 	}
-	return "controller.bands"
+	for i, bc := range bands {
+		if p := fmt.Sprintf("%s[%d].guarantee", list, i); bc.Guarantee != 0 && f.Wrote(p) {
+			return p
+		}
+	}
+	return list
 }
 
 // usageLimitPath is where the file sets its band ceilings: the gate
