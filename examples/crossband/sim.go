@@ -174,15 +174,16 @@ func row(name string) Variant {
 var MainSetup = Setup{Name: "one router, MaxInFlight(64)"}
 
 // Setups are the other routers the scenario runs behind, each with a few
-// rows: a saturation gate over scraped metrics, with llm-d's defaults and
-// with a queue-depth threshold of 1, and two replicas. Behind a
+// rows: a saturation gate over scraped metrics, with llm-d's defaults
+// (and a band ceiling on the servers' declared slots) and with a
+// queue-depth threshold of 1, and two replicas. Behind a
 // saturation gate, Sluice's default eviction has the grace of the gate's
 // lag (gate.LagGate: its staleness threshold, 200ms), and lending
 // alone shows a guarantee behind a gate whose view lags, paced the same.
 var Setups = []Setup{
 	{Name: "one router, gate.Saturation (llm-d defaults), metrics scraped every 100ms", Saturation: true,
 		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
-			row("lending 0.8/0.2 + eviction (16, 800ms)"), row("lending, chat guarantee 0.7")}},
+			row("lending 0.8/0.2 + eviction (16, 800ms)"), row("lending, chat guarantee 0.7"), row("priority-holdback min 0.5")}},
 	{Name: "one router, gate.Saturation with QueueDepthThreshold 1, metrics scraped every 100ms", Saturation: true, QueueDepthThreshold: 1,
 		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
 			row("lending 0.8/0.2 + eviction (16, 800ms)")}},

@@ -270,7 +270,8 @@ func TestGivingWayMeetsTheSLOAndWastesTheRest(t *testing.T) {
 // Behind the other routers: a saturation gate over scraped metrics lets
 // the servers queue what it admits, and chat then waits in a server's
 // queue behind batch requests whatever is revoked; a guarantee behind it,
-// with no grace, revokes batch down to nothing. Two replicas each revoke
+// with no grace, revokes batch down to nothing; a band ceiling on the
+// servers' slots keeps chat out of their queues. Two replicas each revoke
 // only their own admissions, and still meet the SLO. By default (seeds
 // 1–2) what holds seed by seed.
 func TestOtherRouters(t *testing.T) {
@@ -325,6 +326,23 @@ func TestOtherRouters(t *testing.T) {
 				}
 				if sp := slo(strict); sp.Max >= 0.1 {
 					t.Errorf("strict priority behind gate.Saturation: SLO met %v; the README says under 10%%", sp)
+				}
+				// A ceiling is a share of the servers' slots, running or
+				// queued, not of their queues' depth: batch held to half
+				// of them leaves chat free slots rather than a queue, and
+				// meets the SLO as behind MaxInFlight, at batch's cost.
+				ceiling := variant(t, c, "priority-holdback min 0.5")
+				for i, r := range c.Runs[ceiling] {
+					share := r.BatchPerSecond / c.Runs[strict][i].BatchPerSecond
+					if r.SLOMet < 0.98 || share > 0.5 || r.Revocations != 0 {
+						t.Errorf("holdback 0.5 behind gate.Saturation, seed %d: SLO met %.3f, batch %.2f of strict's, %d revocations; the README says at least 98%%, under half, none",
+							c.Seeds[i], r.SLOMet, share, r.Revocations)
+					}
+					for v, va := range c.Variants {
+						if va.Eviction != nil && c.Runs[v][i].SLOMet >= r.SLOMet {
+							t.Errorf("seed %d: %s meets the SLO for %.3f, the ceiling for %.3f: want the ceiling ahead", c.Seeds[i], va.Name, c.Runs[v][i].SLOMet, r.SLOMet)
+						}
+					}
 				}
 			}
 		default:
