@@ -329,3 +329,24 @@ func checkNoInversion(rt *rapid.T, s *Sim, after int) {
 		}
 	}
 }
+
+// The hand-off gets the band each attempt was admitted from: a request
+// asking for a priority that has no band runs in the fallback band, and
+// its server sees that band's priority.
+func TestHandOffIsTheEffectiveBand(t *testing.T) {
+	var seen []int
+	cfg := schedScenario(PoolConfig{Servers: 1, Slots: 1, Scheduler: Priority,
+		PriorityOf: func(band int) int { seen = append(seen, band); return -band }})
+	cfg.Controller.FallbackPriority = -1
+	cfg.Tenants = append(cfg.Tenants, Tenant{Name: "unbanded", Priority: 5})
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFrom(s, 3, 0, 1, 1)
+	sendFrom(s, hiTenant, ms(1), 1, 1)
+	s.Run()
+	if len(seen) != 2 || seen[0] != -1 || seen[1] != 10 {
+		t.Fatalf("PriorityOf saw bands %v, want [-1 10]: the fallback band, then chat's", seen)
+	}
+}
