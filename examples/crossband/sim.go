@@ -247,13 +247,15 @@ var Setups = []Setup{
 // BurstsSetup is the previous round's traffic (Bursts) beside issue 22's,
 // measured in tokens: strict priority and Sluice's default eviction
 // behind MaxInFlight(64), and the servers' own priority scheduling with
-// the band handed to them, behind a router that lets chat through beyond
-// the slots (MaxInFlight(128), batch held below 72 in flight by
+// the band handed to them, behind the same gate (which never sends a
+// server more than its slots), behind a router that lets chat through
+// beyond the slots (MaxInFlight(128), batch held below 72 in flight by
 // priority-holdback: the 64 slots and 2 waiting per server) and behind
 // gate.Saturation.
 var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Rows: []Variant{
 	row("strict priority"),
 	{Name: "eviction, Sluice defaults (the zero value)", Eviction: &flowcontrol.Eviction{}},
+	{Name: "vLLM priority + hand-off, MaxInFlight(64)", HandOff: true},
 	{Name: "vLLM priority + hand-off, MaxInFlight(128), batch below 72", HandOff: true, MaxInFlight: 2 * maxInFlight,
 		Policy: holdback(handOffBatchCeiling), Ceiling: true},
 	{Name: "vLLM priority + hand-off, gate.Saturation (llm-d defaults)", HandOff: true, Saturation: true},

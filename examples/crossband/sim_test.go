@@ -405,8 +405,9 @@ func TestSameSeedSameBytes(t *testing.T) {
 // The previous round's traffic, in tokens: strict priority misses chat's
 // SLO; Sluice's default eviction meets it by throwing away what the
 // revoked batch requests had decoded; the servers' own priority
-// scheduling, with the band handed to them and a router that lets chat
-// through beyond the slots, meets it too and throws nothing away — each
+// scheduling, with the band handed to them, changes nothing behind the
+// slot gate, and, behind a router that lets chat through beyond the
+// slots, meets it too and throws nothing away — each
 // preempted batch request keeps its tokens and recomputes only its
 // prefill — keeping more of batch's output than eviction on every seed.
 // Behind gate.Saturation the hand-off does not help: the preempted batch
@@ -425,6 +426,7 @@ func TestBurstsInTokens(t *testing.T) {
 	strict := variant(t, c, "strict priority")
 	evict := variant(t, c, "eviction, Sluice defaults (the zero value)")
 	handOff := variant(t, c, "vLLM priority + hand-off, MaxInFlight(128), batch below 72")
+	slotGate := variant(t, c, "vLLM priority + hand-off, MaxInFlight(64)")
 	saturation := variant(t, c, "vLLM priority + hand-off, gate.Saturation (llm-d defaults)")
 	for i, seed := range c.Seeds {
 		at := func(v int) Run { return c.Runs[v][i] }
@@ -441,6 +443,12 @@ func TestBurstsInTokens(t *testing.T) {
 			r.Recomputed < r.Preemptions*batchPrompt || share(handOff) < 0.95 {
 			t.Errorf("seed %d: hand-off: SLO met %.3f, %d tokens lost, %d revocations, %d preemptions, %d recomputed, batch %.3f of strict: want the SLO met, nothing lost, batch >= 95%%",
 				seed, r.SLOMet, r.WastedTokens, r.Revocations, r.Preemptions, r.Recomputed, share(handOff))
+		}
+		// Behind the slot gate a server never has a request waiting: the
+		// hand-off changes nothing.
+		if r, st := at(slotGate), at(strict); r.SLOMet != st.SLOMet || r.BatchTokens != st.BatchTokens || r.Preemptions != 0 {
+			t.Errorf("seed %d: hand-off behind MaxInFlight(64): SLO met %.3f, %d batch tokens, %d preemptions; strict priority %.3f, %d: want the same, no preemption",
+				seed, r.SLOMet, r.BatchTokens, r.Preemptions, st.SLOMet, st.BatchTokens)
 		}
 		if r := at(saturation); r.SLOMet >= GoalSLO || r.SLOMet >= at(handOff).SLOMet || r.Preemptions == 0 || r.WastedTokens != 0 {
 			t.Errorf("seed %d: hand-off behind gate.Saturation: SLO met %.3f (%d preemptions, %d tokens lost): want below the goal and the other hand-off's %.3f",
