@@ -496,7 +496,7 @@ func scrape(s *sim.Sim, gates []*gate.SaturationGate) {
 		for i, name := range names {
 			m := pool.Metrics(i)
 			for _, g := range gates {
-				g.Update(name, gate.Metrics{Waiting: m.Waiting, Running: m.Running, ReadAt: clock.Now()})
+				g.Update(name, gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: clock.Now()})
 			}
 		}
 		if clock.Elapsed() < simDuration || !ended(s.Records()) {

@@ -139,7 +139,8 @@ func (pc PoolConfig) validate() error {
 // while a healthy server has a free slot; requests admitted beyond that (by
 // another gate) wait in the pool's own FIFO queue, as they would in a model
 // server's waiting queue — or, with [PoolConfig.ServerQueues], in the queue
-// of the server they were sent to.
+// of the server they were sent to, in the order of its
+// [PoolConfig.Scheduler].
 type Pool struct {
 	cfg     PoolConfig
 	clock   *Clock
