@@ -295,7 +295,7 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 	}
 	satConfig := func(clock flowcontrol.Clock, replica int) gate.SaturationConfig {
 		// The servers' slots are declared, so that a ceiling is a share of
-		// them rather than of the KV cache, which these servers do not report.
+		// them rather than of the KV cache, which these servers leave at 0.
 		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold,
 			SlotsPerEndpoint: slotsPerServer}
 	}
