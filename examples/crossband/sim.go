@@ -252,7 +252,8 @@ var Setups = []Setup{
 // server more than its slots), behind a router that lets chat through
 // beyond the slots (MaxInFlight(128), batch held below 72 in flight by
 // priority-holdback: the 64 slots and 2 waiting per server) and behind
-// gate.Saturation.
+// gate.Saturation, without a ceiling and with batch held below 0.95 of
+// the servers' slots.
 var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Rows: []Variant{
 	row("strict priority"),
 	{Name: "eviction, Sluice defaults (the zero value)", Eviction: &flowcontrol.Eviction{}},
@@ -260,7 +261,16 @@ var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Ro
 	{Name: "vLLM priority + hand-off, MaxInFlight(128), batch below 72", HandOff: true, MaxInFlight: 2 * maxInFlight,
 		Policy: holdback(handOffBatchCeiling), Ceiling: true},
 	{Name: "vLLM priority + hand-off, gate.Saturation (llm-d defaults)", HandOff: true, Saturation: true},
+	{Name: "vLLM priority + hand-off, gate.Saturation, batch below 0.95 of the slots", HandOff: true, Saturation: true,
+		Policy: holdback(handOffSlotCeiling), Ceiling: true},
 }}
+
+// handOffSlotCeiling is batch's ceiling behind gate.Saturation in the
+// hand-off row that has one: a share of the servers' declared slots,
+// running or queued (gate.SaturationConfig.SlotsPerEndpoint), so that
+// batch leaves about 3 of the 64 free for a chat burst's first requests,
+// and the servers preempt batch for the rest.
+const handOffSlotCeiling = 0.95
 
 // handOffBatchCeiling is batch's ceiling in the hand-off row, over
 // MaxInFlight(128): batch starts only while fewer than 72 requests of
