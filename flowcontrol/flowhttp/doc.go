@@ -90,6 +90,18 @@
 // them; in particular a response the backend answered never carries a dropped
 // reason.
 //
+// # Priority hand-off
+//
+// With [Config.PriorityHandoff] on, the router owns one request field too:
+// the JSON body's top-level "priority", which vLLM run with
+// --scheduling-policy priority orders its waiting and running requests by
+// (lower first, preempting by recompute). Each dispatched request's body
+// gets the value [PriorityHandoff] maps its effective band to (−band by
+// default), every copy the client wrote removed, and a Content-Length that
+// matches; a body that is not a JSON object passes unchanged. So the
+// model server serves the bands in the router's order, and no client jumps
+// its queue by writing the field.
+//
 // # Revocation
 //
 // A controller with in-flight eviction ([flowcontrol.Config.Eviction]) or
@@ -155,7 +167,10 @@
 // with NeverPromote, is refused); a fairness id is any string, which the
 // controller keys flows by while they wait and a metrics exporter must
 // bound (examples/deploy/metrics does, in count and length); a TTL can only
-// shorten the wait. A cost estimated from the body must be clamped:
+// shorten the wait; with the priority hand-off on, a priority field in the
+// body is replaced, whatever its type or spelling or how often it repeats
+// (see [PriorityHandoff] for the one gap, bodies only a lenient parser
+// reads). A cost estimated from the body must be clamped:
 // [EstimateTokens] clamps to the model's context ([DefaultMaxTokens],
 // 128 Ki tokens, by default) and saturates, whatever max_tokens says. A
 // client that goes away while queued leaves the queue at once; one that
