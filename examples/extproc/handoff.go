@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -47,8 +48,10 @@ func HandoffWarning(handoff flowhttp.PriorityHandoff, mode BodyMode) string {
 // buffer arrives cut short (end_of_stream false): it cannot be rewritten,
 // and letting it pass would let any client keep its own priority by
 // sending a long body, so it is answered 413, as flowhttp answers a body
-// over its bound; last is then true. Everything else is answered with no
-// mutation.
+// over its bound; last is then true. A body the hand-off refuses
+// (flowhttp.ErrHandoffBody: not JSON, but readable as an object by
+// vLLM's parser) is answered 400 likewise. Everything else is answered
+// with no mutation.
 func (s *Server) requestBody(st *stream, msg *extprocv3.HttpBody) (resp *extprocv3.ProcessingResponse, last bool) {
 	first := !st.bodySeen
 	st.bodySeen = true
@@ -70,8 +73,14 @@ func (s *Server) requestBody(st *stream, msg *extprocv3.HttpBody) (resp *extproc
 		return immediate(flowhttp.ErrorRejection(http.StatusRequestEntityTooLarge,
 			"extproc: the request body is larger than Envoy's buffer (BUFFERED_PARTIAL), and the priority hand-off needs it whole")), true
 	}
-	body, ok := s.handoff.Rewrite(msg.GetBody(), st.effective.Priority)
-	if !ok {
+	body, err := s.handoff.Rewrite(msg.GetBody(), st.effective.Priority)
+	switch {
+	case err != nil:
+		// Not JSON, but vLLM's parser could read it as an object with
+		// the client's priority: refused, as flowhttp refuses it.
+		s.log.Debug("request body refused by the priority hand-off", "flow", st.effective.ID, "error", err)
+		return immediate(flowhttp.ErrorRejection(http.StatusBadRequest, err.Error())), true
+	case bytes.Equal(body, msg.GetBody()):
 		return none, false // not a JSON object: it passes as it is
 	}
 	common := &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{

@@ -126,6 +126,19 @@ func TestHandoffRewritesBufferedBodies(t *testing.T) {
 		}
 		es.responseHeaders(true)
 		es.close()
+		// A body vLLM's parser could read as an object, though it is not
+		// JSON, is refused 400 and its slot released.
+		es = h.open()
+		es.sendFirst(nil, "x-priority", "10")
+		resp := es.requestBody(`{"priority":-1000,"temperature":NaN}`, true)
+		if ir := resp.GetImmediateResponse(); ir == nil || ir.GetStatus().GetCode() != http.StatusBadRequest ||
+			!strings.Contains(string(ir.GetBody()), "a lenient JSON parser could read it as one") {
+			t.Errorf("a NaN body: %v, want an ImmediateResponse 400", resp)
+		}
+		synctest.Wait()
+		if n := h.fc.InFlight(); n != 0 {
+			t.Errorf("%d requests in flight after the 400, want its slot released", n)
+		}
 		// A body that is not a JSON object passes as it is.
 		es = h.open()
 		es.sendFirst(nil, "x-priority", "10", "content-length", "12")

@@ -62,7 +62,8 @@ type Config struct {
 	// effective band to the model server as its JSON body's top-level
 	// priority (vLLM's), replacing the client's own, by the mapping of
 	// [flowhttp.PriorityHandoff]; a body that is not a JSON object passes
-	// unchanged. It needs the request body, so it works only when Envoy's
+	// unchanged, and one vLLM's lenient parser could read as an object
+	// anyway is answered 400 ([flowhttp.PriorityHandoff.Rewrite]). It needs the request body, so it works only when Envoy's
 	// filter sends it whole: processing_mode.request_body_mode BUFFERED
 	// (the body, up to Envoy's buffer limit, sent once the request headers
 	// are answered; the reply carries the rewritten body and sets

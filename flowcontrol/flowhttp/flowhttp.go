@@ -96,7 +96,10 @@ type Config struct {
 	// and the request's ContentLength (and a Content-Length header) set to
 	// the new length; see [PriorityHandoff] for the mapping, the bounds and
 	// what a body that is not a JSON object gets (nothing: it passes
-	// unchanged). The classifier reads the body as the client sent it. It
+	// unchanged, unless vLLM's lenient parser could read it as one: then
+	// the request is answered 400 Bad Request, its admission released,
+	// and never reaches the wrapped handler; [PriorityHandoff.Rewrite]).
+	// The classifier reads the body as the client sent it. It
 	// needs the body read, so a negative MaxBodyBytes with it is an error.
 	// Off (the zero value), bodies pass as they came and the Handler does
 	// no work for it.
@@ -308,7 +311,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
 	if body != nil {
 		if h.handoff.Enabled {
-			body = h.handOff(admitted, body, effective)
+			if body, err = h.handOff(admitted, body, effective); err != nil {
+				// Answered here, before the wrapped handler; the deferred
+				// Done releases the admission.
+				ErrorRejection(http.StatusBadRequest, err.Error()).Write(w)
+				return
+			}
 		}
 		admitted.Body = replayBody{Reader: bytes.NewReader(body), Closer: r.Body}
 	}
@@ -325,19 +333,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // handOff returns body with the priority member the hand-off writes for
 // band, and sets admitted's length to match; a body that is not a JSON
-// object is returned as it is. admitted is a copy of the caller's request,
-// whose Header it replaces with a copy before changing it.
-func (h *Handler) handOff(admitted *http.Request, body []byte, band int) []byte {
-	out, ok := h.handoff.Rewrite(body, band)
-	if !ok {
-		return body
+// object is returned as it is, and one the hand-off refuses is an error
+// (see PriorityHandoff.Rewrite). admitted is a copy of the caller's
+// request, whose Header it replaces with a copy before changing it.
+func (h *Handler) handOff(admitted *http.Request, body []byte, band int) ([]byte, error) {
+	out, err := h.handoff.Rewrite(body, band)
+	if err != nil || len(out) == len(body) && (len(body) == 0 || &out[0] == &body[0]) {
+		return out, err // refused, or unchanged
 	}
 	admitted.ContentLength = int64(len(out))
 	if _, declared := admitted.Header["Content-Length"]; declared {
 		admitted.Header = admitted.Header.Clone()
 		admitted.Header["Content-Length"] = []string{strconv.Itoa(len(out))}
 	}
-	return out
+	return out, nil
 }
 
 // loggedReader is a capacity.Reader that logs the failures of the one it

@@ -1,7 +1,10 @@
 package flowhttp
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -62,12 +65,12 @@ const (
 //
 // A body that is not one JSON object — empty, not JSON, an array, a
 // string, an object followed by more — is passed on unchanged: the
-// hand-off applies to JSON APIs and leaves others alone. The model server
-// should refuse such a body. Python's JSON parser accepts some bodies that
-// are not JSON (NaN and Infinity literals, a leading byte-order mark, UTF-16
-// or UTF-32 text), so a client can send such a body past the hand-off with
-// its own priority to a server that parses it leniently; a deployment
-// that must rule this out refuses non-JSON bodies in front of the router.
+// hand-off applies to JSON APIs and leaves others alone. One exception
+// keeps the field the router's: Python's JSON parser, vLLM's, reads some
+// bodies that are not JSON as objects (NaN and Infinity literals, UTF-16
+// and UTF-32 text), so [PriorityHandoff.Rewrite] refuses a body that it
+// could read so ([ErrHandoffBody]: 400 from a Handler), and rewrites an
+// object behind a UTF-8 byte-order mark, which it skips.
 //
 // The zero PriorityHandoff is off. See [Config.PriorityHandoff] for the
 // Handler, and [SetBodyPriority] for a proxy that rewrites bodies itself.
@@ -164,10 +167,95 @@ func (p PriorityHandoff) Value(band int) int64 {
 	return lowestVal
 }
 
-// Rewrite returns body with its priority member set to p.Value(band):
-// [SetBodyPriority].
-func (p PriorityHandoff) Rewrite(body []byte, band int) ([]byte, bool) {
-	return SetBodyPriority(body, p.Value(band))
+// ErrHandoffBody is the error [PriorityHandoff.Rewrite] returns for a
+// body it cannot rewrite that a model server may still read as a JSON
+// object, priority and all; a [Handler] answers it 400 Bad Request.
+var ErrHandoffBody = errors.New("flowhttp: the request body is not a valid JSON object, but a lenient JSON parser could read it as one; " +
+	"with the priority hand-off on, send UTF-8 JSON without NaN or Infinity")
+
+// utf8BOM is the UTF-8 byte-order mark.
+const utf8BOM = "\xef\xbb\xbf"
+
+// Rewrite returns the body the model server gets for a request admitted
+// in band:
+//
+//   - a JSON object: [SetBodyPriority]'s result, priority p.Value(band);
+//   - a JSON object behind a UTF-8 byte-order mark, which Python's JSON
+//     parser (vLLM's) skips: the mark, then the rewritten object;
+//   - a body that is not valid JSON but that Python's parser could read
+//     as an object — UTF-8 text whose first character is '{' (an object
+//     with NaN or Infinity in it, say), or UTF-16 or UTF-32 text, which
+//     it detects as Python's json.loads does, whose first is '{' — is
+//     refused with [ErrHandoffBody]: passed on, it could carry the
+//     client's priority past the hand-off;
+//   - anything else (another JSON value, a form, text, no body): body
+//     itself, unchanged.
+func (p PriorityHandoff) Rewrite(body []byte, band int) ([]byte, error) {
+	value := p.Value(band)
+	if out, ok := SetBodyPriority(body, value); ok {
+		return out, nil
+	}
+	if rest, ok := bytes.CutPrefix(body, []byte(utf8BOM)); ok {
+		if out, ok := SetBodyPriority(rest, value); ok {
+			return append([]byte(utf8BOM), out...), nil
+		}
+	}
+	if lenientObject(body) {
+		return nil, ErrHandoffBody
+	}
+	return body, nil
+}
+
+// lenientObject reports whether the first character of b that is not JSON
+// whitespace is '{', once b is decoded as Python's json.loads decodes
+// bytes: UTF-32 or UTF-16 by a byte-order mark or by where its first
+// bytes are zero, UTF-8 after a byte-order mark, else UTF-8.
+func lenientObject(b []byte) bool {
+	unit, skip := 1, 0
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(b, []byte("\x00\x00\xfe\xff")):
+		unit, order, skip = 4, binary.BigEndian, 4
+	case bytes.HasPrefix(b, []byte("\xff\xfe\x00\x00")):
+		unit, order, skip = 4, binary.LittleEndian, 4
+	case bytes.HasPrefix(b, []byte("\xfe\xff")):
+		unit, order, skip = 2, binary.BigEndian, 2
+	case bytes.HasPrefix(b, []byte("\xff\xfe")):
+		unit, order, skip = 2, binary.LittleEndian, 2
+	case bytes.HasPrefix(b, []byte(utf8BOM)):
+		skip = 3
+	case len(b) >= 4 && b[0] == 0:
+		unit, order = 4, binary.BigEndian
+		if b[1] != 0 {
+			unit = 2
+		}
+	case len(b) >= 4 && b[1] == 0:
+		unit, order = 4, binary.LittleEndian
+		if b[2] != 0 || b[3] != 0 {
+			unit = 2
+		}
+	case len(b) == 2 && b[0] == 0:
+		unit, order = 2, binary.BigEndian
+	case len(b) == 2 && b[1] == 0:
+		unit, order = 2, binary.LittleEndian
+	}
+	for i := skip; i+unit <= len(b); i += unit {
+		var c uint32
+		switch unit {
+		case 1:
+			c = uint32(b[i])
+		case 2:
+			c = uint32(order.Uint16(b[i:]))
+		default:
+			c = order.Uint32(b[i:])
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }
 
 // String describes the mapping for a log or a configuration check: "off",

@@ -3,6 +3,7 @@ package flowhttp_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -111,9 +112,67 @@ func TestPriorityHandoffValue(t *testing.T) {
 			t.Errorf("table: Value(%d) = %d, want %d", band, got, want)
 		}
 	}
-	body, ok := table.Rewrite([]byte(`{"priority":-1}`), 7)
-	if !ok || string(body) != `{"priority":5}` {
-		t.Errorf("table: Rewrite for band 7 = %s, %t; want {\"priority\":5}", body, ok)
+	body, err := table.Rewrite([]byte(`{"priority":-1}`), 7)
+	if err != nil || string(body) != `{"priority":5}` {
+		t.Errorf("table: Rewrite for band 7 = %s, %v; want {\"priority\":5}", body, err)
+	}
+}
+
+// Rewrite refuses what Python's JSON parser (vLLM's) could read as an
+// object though it is not valid JSON, rewrites an object behind a UTF-8
+// byte-order mark, and passes everything else as it is.
+func TestPriorityHandoffRewriteLenientBodies(t *testing.T) {
+	p := flowhttp.PriorityHandoff{Enabled: true}
+	utf16 := func(s string, bigEndian bool) string {
+		var b []byte
+		for _, c := range s {
+			if bigEndian {
+				b = append(b, 0, byte(c))
+			} else {
+				b = append(b, byte(c), 0)
+			}
+		}
+		return string(b)
+	}
+	utf32le := func(s string) string {
+		var b []byte
+		for _, c := range s {
+			b = append(b, byte(c), 0, 0, 0)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     string // "" with refused
+		refused  bool
+	}{
+		{"object", `{"priority":-9}`, `{"priority":-10}`, false},
+		{"object behind a BOM", "\xef\xbb\xbf {\"priority\":-9}", "\xef\xbb\xbf {\"priority\":-10}", false},
+		{"NaN", `{"priority":-9,"temperature":NaN}`, "", true},
+		{"-Infinity, after spaces", ` {"priority":-Infinity}`, "", true},
+		{"NaN behind a BOM", "\xef\xbb\xbf{\"priority\":-9,\"t\":NaN}", "", true},
+		{"truncated object", `{"priority":-9`, "", true},
+		{"UTF-16LE", utf16(` {"priority":-9}`, false), "", true},
+		{"UTF-16BE", utf16(`{"priority":-9}`, true), "", true},
+		{"UTF-16LE with its BOM", "\xff\xfe" + utf16(`{"priority":-9}`, false), "", true},
+		{"UTF-16BE with its BOM", "\xfe\xff" + utf16(`{"priority":-9}`, true), "", true},
+		{"UTF-32LE", utf32le(`{"priority":-9}`), "", true},
+		{"UTF-32LE with its BOM", "\xff\xfe\x00\x00" + utf32le(`{}`), "", true},
+		{"UTF-32BE with its BOM", "\x00\x00\xfe\xff\x00\x00\x00{", "", true},
+		{"array", `[{"priority":-9}]`, `[{"priority":-9}]`, false},
+		{"UTF-16 array", utf16(`[1]`, false), utf16(`[1]`, false), false},
+		{"form", `priority=-9`, `priority=-9`, false},
+		{"binary", "\x00\x00\x00\x00\x05hello", "\x00\x00\x00\x00\x05hello", false},
+		{"empty", ``, ``, false},
+		{"two BOMs", "\xef\xbb\xbf\xef\xbb\xbf{}", "\xef\xbb\xbf\xef\xbb\xbf{}", false},
+	} {
+		out, err := p.Rewrite([]byte(tc.in), 10)
+		switch {
+		case tc.refused && !errors.Is(err, flowhttp.ErrHandoffBody):
+			t.Errorf("%s: Rewrite(%q) = %q, %v; want ErrHandoffBody", tc.name, tc.in, out, err)
+		case !tc.refused && (err != nil || string(out) != tc.want):
+			t.Errorf("%s: Rewrite(%q) = %q, %v; want %q", tc.name, tc.in, out, err, tc.want)
+		}
 	}
 }
 
@@ -338,8 +397,9 @@ func TestHandoffEndToEnd(t *testing.T) {
 
 // TestHandoffOffLeavesBodies checks that, off, the client's body and its
 // priority reach the backend byte for byte; and that, on, a body that is
-// not a JSON object does too, and a body at the size limit is rewritten
-// while one past it is refused before flow control.
+// not a JSON object does too, a body at the size limit is rewritten while
+// one past it is refused before flow control, and one a lenient parser
+// could read as an object is refused 400.
 func TestHandoffOffLeavesBodies(t *testing.T) {
 	fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(10, 5)}, FallbackPriority: 10})
 	seen := make(chan seenBody, 1)
@@ -371,6 +431,8 @@ func TestHandoffOffLeavesBodies(t *testing.T) {
 		{"on, not JSON", on, `priority=-99`, 200, `priority=-99`},
 		{"on, at the limit", on, atLimit, 200, `{"prompt":"` + strings.Repeat("a", limit-28) + `","priority":-10}`},
 		{"on, past the limit", on, atLimit + " ", http.StatusRequestEntityTooLarge, ""},
+		{"on, NaN", on, `{"priority":-99,"t":NaN}`, http.StatusBadRequest, ""},
+		{"on, behind a BOM", on, "\xef\xbb\xbf{\"priority\":-99}", 200, "\xef\xbb\xbf{\"priority\":-10}"},
 	} {
 		resp, err := http.Post(c.url, "application/json", strings.NewReader(c.body))
 		if err != nil {
@@ -390,7 +452,41 @@ func TestHandoffOffLeavesBodies(t *testing.T) {
 	}
 	select {
 	case got := <-seen:
-		t.Errorf("the backend saw a request refused for its size: %+v", got)
+		t.Errorf("the backend saw a request refused: %+v", got)
 	default:
+	}
+
+}
+
+// A body the hand-off refuses is answered 400 once admitted, and its slot
+// is released: behind a gate of one slot, the next request is served.
+func TestHandoffRefusalReleasesTheSlot(t *testing.T) {
+	g := newCountingGate(1)
+	fc := newController(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{band(0, 5)}, Gate: g})
+	seen := make(chan seenBody, 1)
+	url := loopbackServer(t, mustHandler(t, flowhttp.Config{Controller: fc, PriorityHandoff: flowhttp.PriorityHandoff{Enabled: true}},
+		recordingBackend(t, seen)))
+	for _, body := range []string{`{"priority":-9,"t":NaN}`, `{"priority":-9,"t":Infinity}`} {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || decodeError(t, string(msg)).Error.Message != flowhttp.ErrHandoffBody.Error() {
+			t.Errorf("%s: %d %s, want 400 with ErrHandoffBody's message", body, resp.StatusCode, msg)
+		}
+		g.awaitRelease(t)
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"priority":-9}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := within(t, seen, "the backend saw no request"); resp.StatusCode != http.StatusOK || got.priority != "0" {
+		t.Errorf("after the refusals: %d, the backend saw priority %s; want 200 and 0", resp.StatusCode, got.priority)
+	}
+	if a, r := g.acquired.Load(), g.released.Load(); a != 3 || r < 2 {
+		t.Errorf("the gate granted %d slots and had %d back, want 3 and at least the 2 refused", a, r)
 	}
 }
