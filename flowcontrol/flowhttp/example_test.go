@@ -198,7 +198,7 @@ func ExamplePriorityHandoff() {
 	fmt.Println("table:", table)
 	fmt.Println("not monotone:", flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: 3, 0: 1}}.Validate())
 	// Output:
-	// mapping: priority = -band, clamped to [-9007199254740991, 9007199254740991]
+	// mapping: priority = -band, clamped to [-2147483648, 2147483647]
 	// priority 10: {"model":"m","prompt":"hi","priority":-10} (Content-Length 42)
 	// priority  5: {"model":"m","prompt":"hi","priority":0} (Content-Length 40)
 	// priority -1: {"model":"m","prompt":"hi","priority":1} (Content-Length 40)

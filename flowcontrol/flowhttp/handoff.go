@@ -16,16 +16,19 @@ import (
 // the priority hand-off ([PriorityHandoff]) sets: vLLM's request field
 // priority, an integer that a server run with --scheduling-policy
 // priority serves lowest first (ties first-come), preempting running
-// requests of a higher number for a waiting one of a lower.
+// requests of a higher number for a waiting one of a lower. A vLLM server
+// run with first-come scheduling (its default) refuses a request whose
+// priority is not 0.
 const BodyPriorityField = "priority"
 
 // The default bounds of the value the hand-off writes ([PriorityHandoff]'s
-// Min and Max when both are 0): ±(2⁵³ − 1), the integers every JSON
-// parser reads exactly, so that no proxy between the router and the model
-// server that reads numbers as float64 rounds two bands onto one value.
+// Min and Max when both are 0): a 32-bit integer. vLLM takes any integer,
+// but a front end, a proxy or a fake server between the router and it may
+// take no more (examples/modelserver refuses more), and band priorities
+// need no more.
 const (
-	DefaultHandoffMin int64 = -(1<<53 - 1)
-	DefaultHandoffMax int64 = 1<<53 - 1
+	DefaultHandoffMin int64 = math.MinInt32
+	DefaultHandoffMax int64 = math.MaxInt32
 )
 
 // PriorityHandoff hands the band that admitted a request to the model
@@ -33,9 +36,9 @@ const (
 // JSON body gets the top-level member "priority" ([BodyPriorityField]),
 // vLLM's, set from its *effective* band — the band that admitted it,
 // which is the fallback band for a priority that has none — not from the
-// priority it asked for. Run vLLM with --scheduling-policy priority for
-// the field to order its queues; with first-come scheduling it is read
-// and ignored.
+// priority it asked for. Run vLLM with --scheduling-policy priority: with
+// first-come scheduling, its default, vLLM refuses (400) every request
+// whose priority is not 0.
 //
 // The mapping, from a band's priority (higher is more important) to the
 // value written (lower is served first):

@@ -44,7 +44,7 @@
 //	  priorityHandoff:                # vLLM's body field priority from the band; default off
 //	    enabled: true                 # also -priority-handoff; true alone: the defaults
 //	    map: {10: -10, 0: 0, -5: 5}   # band → priority, lower served first; default -band
-//	    min: -100                     # bounds of the value; default ±(2^53 - 1)
+//	    min: -100                     # bounds of the value; default 32-bit
 //	    max: 100
 //
 //	controller:

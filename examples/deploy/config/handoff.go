@@ -105,7 +105,7 @@ func writeHandoff(line func(int, string, ...any), p flowhttp.PriorityHandoff, ba
 		line(0, "priorityHandoff: off # the body's priority field goes to the model server as the client wrote it")
 		return
 	}
-	line(0, "priorityHandoff: # the body's top-level priority (vLLM's: run it with --scheduling-policy priority) is the admitting band's; a client's own is replaced")
+	line(0, "priorityHandoff: # the body's top-level priority (vLLM's: run it with --scheduling-policy priority, or it refuses a priority other than 0) is the admitting band's; a client's own is replaced")
 	lo, hi := p.Bounds()
 	line(1, "min: %d", lo)
 	line(1, "max: %d", hi)

@@ -49,8 +49,8 @@ func TestEffectiveWritesHandoff(t *testing.T) {
 	}{
 		{"controller:\n  bands: [{priority: 0}]\n", []string{"priorityHandoff: off # "}},
 		{"gateway: {priorityHandoff: true}\ncontroller:\n  bands: [{priority: 10}, {priority: 0}, {priority: -1}]\n", []string{
-			"priorityHandoff: # the body's top-level priority (vLLM's: run it with --scheduling-policy priority)",
-			"  min: -9007199254740991\n  max: 9007199254740991\n  map: default # priority = -band",
+			"priorityHandoff: # the body's top-level priority (vLLM's: run it with --scheduling-policy priority, or it refuses a priority other than 0)",
+			"  min: -2147483648\n  max: 2147483647\n  map: default # priority = -band",
 			"  bands: # the priority each band's requests carry to the model server\n    10: -10\n    0: 0\n    -1: 1\n"}},
 		{"gateway:\n  priorityHandoff: {enabled: true, map: {10: 0, -1: 7}, min: 0, max: 7}\ncontroller:\n  bands: [{priority: 10}, {priority: 0}, {priority: -1}]\n", []string{
 			"  min: 0\n  max: 7\n  map: # an unlisted band takes the nearest listed band's below it, else the lowest's\n    10: 0\n    -1: 7\n",
@@ -83,7 +83,7 @@ func TestDiffHandoffTakesARestart(t *testing.T) {
 		{flowhttp.PriorityHandoff{}, flowhttp.PriorityHandoff{}, ""},
 		{on, on, ""},
 		{flowhttp.PriorityHandoff{}, on, "gateway.priorityHandoff off → priority = -band"},
-		{on, flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{0: 1}}, "gateway.priorityHandoff priority = -band, clamped to [-9007199254740991, 9007199254740991] → band 0 → 1"},
+		{on, flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{0: 1}}, "gateway.priorityHandoff priority = -band, clamped to [-2147483648, 2147483647] → band 0 → 1"},
 	} {
 		c := Diff(Running{PriorityHandoff: tc.old}, Running{PriorityHandoff: tc.next})
 		got := strings.Join(c.Restart, "; ")
