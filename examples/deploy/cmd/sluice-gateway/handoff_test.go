@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicegate/sluice/examples/modelserver"
 )
 
 // handoffBackend answers every request and reports the priority field of
@@ -137,5 +139,46 @@ func TestBinaryCheckConfigPrintsHandoff(t *testing.T) {
 	code, _, stderr = runCheck(t, "-check-config", "-config", bad)
 	if code != 2 || !strings.Contains(stderr, ":4:7: gateway.priorityHandoff.map[10]: band 10 maps to 5, above band 0's 3") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Against the fake vLLM, which refuses a priority other than 0 under
+// first-come scheduling as vLLM does, and orders by it under priority
+// scheduling: with the hand-off on, the field the server reads is the
+// router's. Behind a first-come server a client's own priority is
+// refused when it passes, replaced by band 0's value 0 with the hand-off,
+// and band 10's -10 is refused (the server must run the priority
+// policy); behind a priority server every band is served.
+func TestPriorityHandoffAgainstTheFakeVLLM(t *testing.T) {
+	const body = `{"model":"sim","priority":-1000,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	for _, tc := range []struct {
+		name    string
+		policy  string
+		handoff bool
+		want    map[string]int // objective → status
+	}{
+		{"fcfs, off", modelserver.PolicyFCFS, false, map[string]int{"standard": 400, "chat": 400}},
+		{"fcfs, on", modelserver.PolicyFCFS, true, map[string]int{"standard": 200, "chat": 400}},
+		{"priority, on", modelserver.PolicyPriority, true, map[string]int{"standard": 200, "chat": 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			urls, _ := modelServers(t, 1, modelserver.Config{Speed: 1000, SchedulingPolicy: tc.policy})
+			opts := testOptions()
+			opts.configPath = writeConfig(t, "", "controller:\n  bands: [{priority: 10}, {priority: 0}]\n")
+			opts.backends, opts.maxInFlight, opts.priorityHandoff = urls, intp(4), boolp(tc.handoff)
+			opts.classifier.Objectives = map[string]int{"chat": 10, "standard": 0}
+			g := startGateway(t, opts)
+			client := newClient(t)
+			waitFor(t, "the backend to be up", func() bool { code, _ := get(t, client, g.url+"/readyz"); return code == http.StatusOK })
+			for objective, want := range tc.want {
+				r := <-sendBody(client, g.url, objective, body, "x-llm-d-inference-objective", objective)
+				if r.err != nil || r.status != want {
+					t.Errorf("%s: status %d (%v), want %d: %s", objective, r.status, r.err, want, r.body)
+				}
+				if want == 400 && !strings.Contains(r.body, "priority") {
+					t.Errorf("%s: refused for another reason than its priority: %s", objective, r.body)
+				}
+			}
+		})
 	}
 }
