@@ -490,3 +490,47 @@ func TestHandoffRefusalReleasesTheSlot(t *testing.T) {
 		t.Errorf("the gate granted %d slots and had %d back, want 3 and at least the 2 refused", a, r)
 	}
 }
+
+// FuzzPriorityHandoffRewrite checks Rewrite on any body: a JSON object,
+// behind a UTF-8 byte-order mark or not, comes out with one priority of
+// the band's value (and the mark kept); a body refused is not valid JSON
+// and starts, once decoded as Python decodes it, with '{' — and a body
+// starting with '{' in UTF-8 is never passed unchanged; anything else
+// passes unchanged.
+func FuzzPriorityHandoffRewrite(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"priority":NaN}`, "\xef\xbb\xbf{\"a\":1}", "\xff\xfe{\x00}\x00", "\x00{", `[1]`, ``, "\x00\x00\xfe\xff\x00\x00\x00{",
+	} {
+		f.Add([]byte(seed), 3)
+	}
+	p := flowhttp.PriorityHandoff{Enabled: true}
+	f.Fuzz(func(t *testing.T, in []byte, band int) {
+		out, err := p.Rewrite(in, band)
+		object, bom := in, []byte(nil)
+		if rest, ok := bytes.CutPrefix(in, []byte("\xef\xbb\xbf")); ok && isObject(rest) {
+			object, bom = rest, in[:3]
+		}
+		switch {
+		case isObject(object):
+			body, ok := bytes.CutPrefix(out, bom)
+			if err != nil || !ok {
+				t.Fatalf("%q: %q, %v; want the object rewritten behind %q", in, out, err, bom)
+			}
+			keys, values := referenceMembers(t, body)
+			if n := slices.Index(keys, flowhttp.BodyPriorityField); n != len(keys)-1 || values[n] != jsonInt(p.Value(band)) {
+				t.Fatalf("%q → %q: keys %q values %q", in, out, keys, values)
+			}
+		case err != nil:
+			if !errors.Is(err, flowhttp.ErrHandoffBody) || json.Valid(in) || out != nil {
+				t.Fatalf("%q refused with %v (out %q)", in, err, out)
+			}
+		default:
+			if !bytes.Equal(out, in) {
+				t.Fatalf("%q changed to %q", in, out)
+			}
+			if trimmed := bytes.TrimLeft(in, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+				t.Fatalf("%q starts with '{', is not a JSON object, and passed", in)
+			}
+		}
+	})
+}
