@@ -76,7 +76,8 @@ const (
 // object behind a UTF-8 byte-order mark, which it skips.
 //
 // The zero PriorityHandoff is off. See [Config.PriorityHandoff] for the
-// Handler, and [SetBodyPriority] for a proxy that rewrites bodies itself.
+// Handler, and [PriorityHandoff.Rewrite] for a proxy that rewrites bodies
+// itself (the ext_proc adapter in examples/extproc does).
 type PriorityHandoff struct {
 	// Enabled turns the hand-off on.
 	Enabled bool
