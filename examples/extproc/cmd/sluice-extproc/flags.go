@@ -108,7 +108,7 @@ gate in tokens mode counts requests).
 
 -priority-handoff (or gateway.priorityHandoff) sets each admitted request's
 JSON body field priority, which vLLM run with --scheduling-policy priority
-serves lowest first, from the band that admitted it (-band unless the file
+serves lowest first, from the band that admitted it (minus the band unless the file
 maps it), replacing the client's own. It needs the body: set the filter's
 request_body_mode to BUFFERED (or BUFFERED_PARTIAL, where a body longer than
 Envoy's buffer is answered 413) and tell the adapter with -request-body-mode.
