@@ -88,8 +88,8 @@ and deficit round robin count) is its estimated tokens: the body's bytes / 4
 plus its max_completion_tokens or max_tokens, at most -max-tokens.
 With -priority-handoff (or gateway.priorityHandoff), each admitted request's
 JSON body field priority, which vLLM run with --scheduling-policy priority
-serves lowest first, is set from the band that admitted it (-band unless the
-file maps it), replacing the client's own.
+serves lowest first, is set from the band that admitted it (minus the band's
+priority unless the file maps it), replacing the client's own.
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,

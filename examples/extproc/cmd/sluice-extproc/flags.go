@@ -108,8 +108,9 @@ gate in tokens mode counts requests).
 
 -priority-handoff (or gateway.priorityHandoff) sets each admitted request's
 JSON body field priority, which vLLM run with --scheduling-policy priority
-serves lowest first, from the band that admitted it (minus the band unless the file
-maps it), replacing the client's own. It needs the body: set the filter's
+serves lowest first, from the band that admitted it (minus the band's
+priority unless the file maps it), replacing the client's own. It needs the
+body: set the filter's
 request_body_mode to BUFFERED (or BUFFERED_PARTIAL, where a body longer than
 Envoy's buffer is answered 413) and tell the adapter with -request-body-mode.
 In NONE or STREAMED bodies pass as they are, with a warning at start.
