@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -56,6 +58,30 @@ type Config struct {
 	// beside x-llm-d-flow-band-headroom-requests. Both names are removed
 	// from the backend's response either way.
 	EmitProvisionalHeadroom bool
+	// PriorityHandoff, when Enabled, hands each admitted request's
+	// effective band to the model server as its JSON body's top-level
+	// priority (vLLM's), replacing the client's own, by the mapping of
+	// [flowhttp.PriorityHandoff]; a body that is not a JSON object passes
+	// unchanged, and one vLLM's lenient parser could read as an object
+	// anyway is answered 400 ([flowhttp.PriorityHandoff.Rewrite]). It needs the request body, so it works only when Envoy's
+	// filter sends it whole: processing_mode.request_body_mode BUFFERED
+	// (the body, up to Envoy's buffer limit, sent once the request headers
+	// are answered; the reply carries the rewritten body and sets
+	// content-length), or BUFFERED_PARTIAL for a body that fits the buffer
+	// (a longer one arrives cut short and is answered 413, since it
+	// cannot be rewritten). In NONE, STREAMED and the other modes bodies
+	// pass as they are, with a warning logged once (see
+	// [HandoffWarning]). Keep failure_mode_allow false, or a request whose
+	// processing fails would reach the model server with the client's own
+	// priority. The body's size is bounded by the gRPC server's largest
+	// message (grpc-go's default: 4 MiB, flowhttp.DefaultMaxBodyBytes)
+	// and Envoy's buffer limit.
+	PriorityHandoff flowhttp.PriorityHandoff
+	// RequestBodyMode is the filter's request_body_mode, for a stream
+	// whose first message does not say (Envoy sends it in that message's
+	// protocol_config, which wins): what the hand-off expects. The zero
+	// value is NONE, Envoy's default.
+	RequestBodyMode BodyMode
 	// Logger receives one debug record per stream outcome and warnings for
 	// protocol errors. Nil discards.
 	Logger *slog.Logger
@@ -95,8 +121,10 @@ type Config struct {
 // dropped reason evicted-priority or evicted, Retry-After), so that Envoy
 // resets the request to the model server; then the slot is released and
 // the stream ends. A revocation after the response is complete changes
-// nothing. A request's byte size is its Content-Length: bodies are not
-// sent to the processor.
+// nothing. A request's byte size is its Content-Length: admission happens
+// on the request headers, before any body. With [Config.PriorityHandoff],
+// a request body Envoy sends whole (BUFFERED) is answered with a body
+// mutation that sets its priority field for the band that admitted it.
 //
 // Register it with extprocv3.RegisterExternalProcessorServer. A Server is
 // safe for concurrent use; each stream's state belongs to that stream.
@@ -109,12 +137,20 @@ type Server struct {
 	inference  func(http.Header) bool
 	stampOpts  []headroom.Option
 	log        *slog.Logger
+
+	handoff  flowhttp.PriorityHandoff
+	bodyMode BodyMode
+	warnMode sync.Once // the hand-off's warning about a stream's body mode
 }
 
-// NewServer returns a Server for cfg. It fails only if cfg.Controller is nil.
+// NewServer returns a Server for cfg. It fails if cfg.Controller is nil or
+// cfg.PriorityHandoff is not valid ([flowhttp.PriorityHandoff.Validate]).
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Controller == nil {
 		return nil, errors.New("extproc: Config.Controller is nil")
+	}
+	if err := cfg.PriorityHandoff.Validate(); err != nil {
+		return nil, fmt.Errorf("extproc: Config.PriorityHandoff: %w", err)
 	}
 	s := &Server{
 		controller: cfg.Controller,
@@ -122,6 +158,11 @@ func NewServer(cfg Config) (*Server, error) {
 		classify:   cfg.Classify,
 		inference:  cfg.IsInference,
 		log:        cfg.Logger,
+		bodyMode:   cfg.RequestBodyMode,
+	}
+	if cfg.PriorityHandoff.Enabled {
+		s.handoff = cfg.PriorityHandoff
+		s.handoff.Map = maps.Clone(cfg.PriorityHandoff.Map)
 	}
 	if s.capacity == nil {
 		s.capacity = cfg.Controller
@@ -152,6 +193,13 @@ type stream struct {
 	admitted  bool
 	effective flowcontrol.FlowKey
 	queueTime time.Duration
+	// bodyMode is how Envoy sends this request's body: the first
+	// message's protocol_config, else Config.RequestBodyMode. bodySeen is
+	// set once a request_body message has come; declaredLength when the
+	// request headers carried a content-length.
+	bodyMode       BodyMode
+	bodySeen       bool
+	declaredLength bool
 }
 
 // release returns the request's slot to the controller, once.
@@ -169,7 +217,7 @@ func (st *stream) release() {
 // is cancelled, which gRPC does once Process returns.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := srv.Context()
-	var st stream
+	st := stream{bodyMode: s.bodyMode}
 	// Stream error, cancellation, end of stream and a panic in a handler all
 	// leave through here.
 	defer st.release()
@@ -190,6 +238,9 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if err != nil {
 			// The stream failed or was cancelled; gRPC already knows why.
 			return err
+		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			st.bodyMode = pc.GetRequestBodyMode()
 		}
 		var (
 			resp *extprocv3.ProcessingResponse
@@ -219,9 +270,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				}},
 			}}
 		case *extprocv3.ProcessingRequest_RequestBody:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-				RequestBody: &extprocv3.BodyResponse{},
-			}}
+			resp, last = s.requestBody(&st, r.RequestBody)
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
 				ResponseBody: &extprocv3.BodyResponse{},
@@ -273,11 +322,12 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 		TTL:    class.TTL,
 		Cost:   class.Cost,
 	}
-	// Bodies are not sent to the adapter, so the declared length is all
+	// Admission comes before any body, so the declared length is all
 	// there is to book.
 	if n, err := strconv.ParseInt(header.Get("Content-Length"), 10, 64); err == nil && n > 0 {
 		req.ByteSize = n
 	}
+	_, st.declaredLength = header["Content-Length"]
 	adm, err := s.controller.EnqueueAndWait(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {

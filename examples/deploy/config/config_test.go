@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -111,6 +112,8 @@ func TestSluiceFileMapsEveryField(t *testing.T) {
 			ScrapeTimeout:  20 * time.Millisecond,
 			GracePeriod:    20 * time.Second,
 			DrainDelay:     2 * time.Second,
+			PriorityHandoff: flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: -10, 0: 0, -5: 5},
+				Min: -100, Max: 100},
 		},
 		Flow: flowcontrol.Config{
 			RequestCapacity: capacity.Bounded(2000),
@@ -330,6 +333,16 @@ func TestFieldMapping(t *testing.T) {
 		{"gateway grace 0", "gateway: {gracePeriod: 0s}\n", func(f *File) any { return f.Gateway.GracePeriod }, time.Duration(0)},
 		{"gateway drain 0", "gateway: {drainDelay: 0}\n", func(f *File) any { return f.Gateway.DrainDelay }, time.Duration(0)},
 		{"gateway drain", "gateway: {drainDelay: 1500ms}\n", func(f *File) any { return f.Gateway.DrainDelay }, 1500 * time.Millisecond},
+		{"priority hand-off off by default", "gateway: {}\n", func(f *File) any { return f.Gateway.PriorityHandoff }, flowhttp.PriorityHandoff{}},
+		{"priority hand-off true", "gateway: {priorityHandoff: true}\n", func(f *File) any { return f.Gateway.PriorityHandoff },
+			flowhttp.PriorityHandoff{Enabled: true}},
+		{"priority hand-off mapping", "gateway:\n  priorityHandoff:\n    enabled: true\n    map: {10: 0, 0: 5, -1: 9}\n    min: 0\n    max: 9\n",
+			func(f *File) any { return f.Gateway.PriorityHandoff },
+			flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: 0, 0: 5, -1: 9}, Min: 0, Max: 9}},
+		{"priority hand-off map kept while off", "gateway:\n  priorityHandoff: {enabled: false, map: {1: -1}}\n",
+			func(f *File) any { return f.Gateway.PriorityHandoff }, flowhttp.PriorityHandoff{Map: map[int]int64{1: -1}}},
+		{"priority hand-off with llm-d's form", "gateway: {priorityHandoff: {enabled: true}}\nflowControl: {}\n",
+			func(f *File) any { return f.Gateway.PriorityHandoff }, flowhttp.PriorityHandoff{Enabled: true}},
 
 		// llm-d-router's form.
 		{"llm-d band requests default", llmdBand("maxRequests: 0"), func(f *File) any { return f.Flow.Bands[0].RequestCapacity }, capacity.Bounded(5000)},
@@ -578,6 +591,15 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"gateway:\n  backends: [127.0.0.1:8000]\n", []wantErr{{2, "gateway.backends[0]", "want an http or https URL"}}},
 		{"gateway:\n  backends: [\"http://a:1\", \"http://a:1\"]\n", []wantErr{{2, "gateway.backends[1]", "duplicates gateway.backends[0]"}}},
 		{"gateway:\n  scrapeTimeout: 0s\n", []wantErr{{2, "gateway.scrapeTimeout", "above zero"}}},
+		{"gateway:\n  priorityHandoff: yes please\n", []wantErr{{2, "gateway.priorityHandoff", "want true, false or a mapping of enabled, map, min and max"}}},
+		{"gateway:\n  priorityHandoff: {enable: true}\n", []wantErr{{2, "gateway.priorityHandoff.enable", `did you mean "enabled"`}}},
+		{"gateway:\n  priorityHandoff:\n    enabled: true\n    map:\n      10: 5\n      0: 3\n",
+			[]wantErr{{5, "gateway.priorityHandoff.map[10]", "band 10 maps to 5, above band 0's 3: vLLM serves the lower value first"}}},
+		{"gateway:\n  priorityHandoff:\n    map:\n      chat: 5\n", []wantErr{{4, "gateway.priorityHandoff.map", "want a band's priority, an integer"}}},
+		{"gateway:\n  priorityHandoff:\n    map:\n      1: high\n", []wantErr{{4, "gateway.priorityHandoff.map[1]", "want an integer"}}},
+		{"gateway:\n  priorityHandoff:\n    map:\n      1:\n", []wantErr{{4, "gateway.priorityHandoff.map[1]", "got null"}}},
+		{"gateway:\n  priorityHandoff:\n    min: 5\n    max: 1\n", []wantErr{{3, "gateway.priorityHandoff.min", "5 is above max 1"}}},
+		{"gateway:\n  priorityHandoff:\n    max: 10\n    map: {1: 11}\n", []wantErr{{4, "gateway.priorityHandoff.map[1]", "11 is outside [0, 10] (min, max)"}}},
 		{"kind: Deployment\n", []wantErr{{1, "kind", "want EndpointPickerConfig"}}},
 		{"controller: {}\nflowControl: {}\n", []wantErr{{1, "controller", "cannot be mixed with llm-d-router's (flowControl at line 2)"}}},
 

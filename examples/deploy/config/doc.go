@@ -46,6 +46,11 @@
 //	  scrapeTimeout: 100ms            # one read's bound; default 100ms
 //	  gracePeriod: 30s                # shutdown drain; default 30s
 //	  drainDelay: 5s                  # served after SIGTERM, not ready; default 5s
+//	  priorityHandoff:                # vLLM's body field priority from the band; default off
+//	    enabled: true                 # also -priority-handoff; true alone: the defaults
+//	    map: {10: -10, 0: 0, -5: 5}   # band → priority, lower served first; default -band
+//	    min: -100                     # bounds of the value; default 32-bit
+//	    max: 100
 //
 //	controller:
 //	  maxRequests: 2000               # RequestCapacity, all bands; default unbounded
@@ -96,6 +101,16 @@
 //	    domain: rank                  # rank or value
 //	    minCeiling: 0.5               # the lowest band's ceiling; required
 //	    maxCeiling: 1                 # the highest band's; default 1
+//
+// gateway.priorityHandoff hands each admitted request's band to the model
+// server ([flowhttp.PriorityHandoff]): the JSON body's top-level priority,
+// vLLM's field (lower is served first; run vLLM with --scheduling-policy
+// priority), is set from the band that admitted the request, −band by
+// default or by map, and a client's own is replaced. The map must be
+// monotone (a higher band never maps to a greater value) and within min
+// and max; a band it does not list takes the value of the nearest listed
+// band below it, else of the lowest. -priority-handoff turns it on or off
+// whatever enabled says; the map applies either way.
 //
 // Ordering policies are fcfs-ordering-policy, edf-ordering-policy and
 // slo-deadline-ordering-policy ([OrderingPolicies]); fairness policies are

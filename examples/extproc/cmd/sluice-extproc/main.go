@@ -150,6 +150,8 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, dr
 		},
 
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
+		PriorityHandoff:         opts.handoff,
+		RequestBodyMode:         opts.requestBodyMode,
 	})
 	if err != nil {
 		lis.Close()
