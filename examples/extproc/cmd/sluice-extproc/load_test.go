@@ -57,13 +57,14 @@ const (
 // answers every message with a bare CONTINUE. sluice-extproc runs with
 // -max-inflight 100000, so flow control is on and the gate never queues,
 // and its metrics server on. The budget is at most 1.05 times the
-// baseline's CPU per request and 1.3 times its p99. Compare with
+// baseline's CPU per request and 1.3 times its p99. Run rounds as
+// separate runs of the test binary, so that they interleave the two
+// servers (-count would run each sub-benchmark's rounds back to back);
+// each run starts both servers afresh:
 //
-//	go test -run '^$' -bench Load -benchtime 5s -count 3 ./cmd/sluice-extproc | tee load.txt
+//	go test -c -o extproc.test ./cmd/sluice-extproc
+//	for i in 1 2 3; do ./extproc.test -test.run '^$' -test.bench Load -test.benchtime 5s; done | tee load.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /server load.txt
-//
-// -count repeats the whole benchmark, so the rounds interleave the two
-// servers; each round starts both afresh.
 func BenchmarkLoad(b *testing.B) {
 	servers := []*loadChild{
 		startLoadChild(b, "noop", beNoop),
