@@ -59,11 +59,10 @@ func toHTTPHeader(m *corev3.HeaderMap) http.Header {
 // canonicalKeys maps the lowercase header names Envoy most often sends
 // and Sluice's classifiers read to their canonical form, so that the
 // common case costs one lookup instead of a scan and, for a name
-// net/textproto does not know, an allocation. Pseudo-headers map to
-// themselves. It is never written after init.
+// net/textproto does not know, an allocation. It is never written after
+// init.
 var canonicalKeys = func() map[string]string {
 	names := []string{
-		":authority", ":path", ":method", ":scheme", ":status", ":protocol",
 		"host", "content-type", "content-length", "content-encoding", "accept",
 		"accept-encoding", "user-agent", "te", "connection", "cookie", "date", "server",
 		flowhttp.FairnessIDHeader, flowhttp.DeprecatedFairnessIDHeader,
@@ -83,8 +82,12 @@ var canonicalKeys = func() map[string]string {
 }()
 
 // canonicalKey returns name's canonical form, as http.Header.Add would key
-// it.
+// it. A pseudo-header's name is its own: ':' is not a token character,
+// and net/textproto leaves a name holding one as it is.
 func canonicalKey(name string) string {
+	if len(name) > 0 && name[0] == ':' {
+		return name
+	}
 	if k, ok := canonicalKeys[name]; ok {
 		return k
 	}

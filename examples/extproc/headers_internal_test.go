@@ -18,7 +18,7 @@ func TestToHTTPHeaderMatchesAdd(t *testing.T) {
 	names := []string{
 		":path", ":method", ":authority", ":status", "content-type", "content-length",
 		"x-llm-d-inference-fairness-id", "X-LLM-D-Inference-Fairness-Id", "x-request-id",
-		"x-custom-thing", "X-Custom-Thing", "trailer", "accept", "weird name", "x-llm-d-inference-ttl",
+		"x-custom-thing", "X-Custom-Thing", "trailer", "accept", "weird name", "x-llm-d-inference-ttl", ":Odd-Pseudo",
 	}
 	values := []string{"", "a", "tenant-a", "application/json", "1234", " spaced , list "}
 	rng := rand.New(rand.NewPCG(33, 5))
