@@ -38,9 +38,8 @@ import (
 // client is told to expect a router-owned trailer; the trailers
 // themselves are stripped by trailerMutation.
 //
-// The reply and everything in it but the rewritten Trailer value is one
-// allocation (headersReply); the removed names are a list every reply
-// shares.
+// The reply, with its first two set_headers entries, is one allocation
+// (headersReply); the removed names are a list every reply shares.
 func (s *Server) responseHeadersReply(st *stream, backend *corev3.HeaderMap) *extprocv3.ProcessingResponse {
 	r := new(headersReply)
 	r.resp.Response = &r.oneof
@@ -87,11 +86,13 @@ type headersReply struct {
 	headers  extprocv3.HeadersResponse
 	common   extprocv3.CommonResponse
 	mutation extprocv3.HeaderMutation
-	// set backs mutation.SetHeaders; opts and values back its entries: the
-	// headroom under both names, the queue duration and the Trailer.
-	set    [4]*corev3.HeaderValueOption
-	opts   [4]corev3.HeaderValueOption
-	values [4]corev3.HeaderValue
+	// set backs mutation.SetHeaders; opts and values back its first two
+	// entries, the headroom and the queue duration of an admitted request
+	// without Config.EmitProvisionalHeadroom. Further entries (the
+	// provisional name, a rewritten Trailer) are allocated on their own.
+	set    [3]*corev3.HeaderValueOption
+	opts   [2]corev3.HeaderValueOption
+	values [2]corev3.HeaderValue
 	// digits holds the headroom and the queue duration in decimal.
 	digits [40]byte
 }
@@ -100,6 +101,13 @@ type headersReply struct {
 // name with value, in raw_value, as setHeader does.
 func (r *headersReply) add(name string, value []byte) {
 	i := len(r.mutation.SetHeaders)
+	if i >= len(r.opts) {
+		r.mutation.SetHeaders = append(r.mutation.SetHeaders, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: name, RawValue: value},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		})
+		return
+	}
 	r.values[i].Key, r.values[i].RawValue = name, value
 	r.opts[i].Header = &r.values[i]
 	r.opts[i].AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
