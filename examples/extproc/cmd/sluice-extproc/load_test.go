@@ -40,41 +40,112 @@ const (
 
 // BenchmarkLoad drives sluice-extproc, as an operator runs it, and the
 // no-op ext_proc server, its baseline, each in its own process on
-// loopback, at fixed rates of requests, open loop: request i is sent at
-// start + i/rate whether or not the earlier ones are answered, each on a
-// stream of its own over one gRPC connection, as Envoy's ext_proc filter
-// does (procbench.Request: request headers, response headers, close). A
-// sub-benchmark's b.N is its number of requests, so -benchtime 5s runs
-// each for about five seconds.
+// loopback, at fixed rates of requests, open loop: request i to each
+// server is sent at start + i/rate whether or not the earlier ones are
+// answered, each on a stream of its own over one gRPC connection per
+// server, as Envoy's ext_proc filter does (procbench.Request: request
+// headers, response headers, close). Both servers are driven at once,
+// their schedules half an interval apart, so that whatever else the
+// machine runs weighs on both alike. A sub-benchmark's b.N is its number
+// of requests per server, so -benchtime 5s runs each rate for about five
+// seconds; ns/op is 1/rate.
 //
-// It reports, beside ns/op (which is 1/rate), the server process's CPU
-// time per request (cpu-ns/req, user and system, read from the process
-// itself before and after) and the latency of a request from the moment
-// it was due (p50-ns, p99-ns, p999-ns). Every request must be answered as
-// Envoy expects, or the benchmark fails.
-//
-// The baseline is server=noop at the same rate: procbench.Noop, which
+// The baseline is server=noop in the same window: procbench.Noop, which
 // answers every message with a bare CONTINUE. sluice-extproc runs with
 // -max-inflight 100000, so flow control is on and the gate never queues,
-// and its metrics server on. The budget is at most 1.05 times the
-// baseline's CPU per request and 1.3 times its p99. Run rounds as
-// separate runs of the test binary, so that they interleave the two
-// servers (-count would run each sub-benchmark's rounds back to back);
-// each run starts both servers afresh:
+// and its metrics server on. For each server the benchmark reports the
+// process's CPU time per request (cpu-ns/req, user and system, read from
+// the process itself before and after) and the latency of a request from
+// the moment it was due (p50-ns, p99-ns, p999-ns), then cpu-ratio and
+// p99-ratio, sluice-extproc's over the no-op server's. The budget is a
+// cpu-ratio of at most 1.05 and a p99-ratio of at most 1.3. Every request
+// must be answered as Envoy expects, or the benchmark fails. Run rounds
+// as separate runs of the test binary (each starts both servers afresh)
+// and take medians:
 //
 //	go test -c -o extproc.test ./cmd/sluice-extproc
 //	for i in 1 2 3; do ./extproc.test -test.run '^$' -test.bench Load -test.benchtime 5s; done | tee load.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest -col /server load.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest load.txt
 func BenchmarkLoad(b *testing.B) {
-	servers := []*loadChild{
-		startLoadChild(b, "noop", beNoop),
-		startLoadChild(b, "sluice-extproc", beMain, "-max-inflight", "100000", "-metrics-listen", "127.0.0.1:0"),
-	}
+	noop := startLoadChild(b, "noop", beNoop)
+	sluice := startLoadChild(b, "sluice-extproc", beMain, "-max-inflight", "100000", "-metrics-listen", "127.0.0.1:0")
 	for _, rate := range []int{500, 1000, 2000} {
-		for _, c := range servers {
-			b.Run(fmt.Sprintf("rate=%d/server=%s", rate, c.name), func(b *testing.B) { c.drive(b, rate) })
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			r := driveTogether(b, rate, noop, sluice)
+			base, adapter := r[0], r[1]
+			base.report(b, "noop-")
+			adapter.report(b, "sluice-")
+			b.ReportMetric(float64(adapter.cpuPerRequest)/float64(base.cpuPerRequest), "cpu-ratio")
+			b.ReportMetric(float64(adapter.p99)/float64(base.p99), "p99-ratio")
+		})
+	}
+}
+
+// loadResult is what one server did under one run of driveTogether.
+type loadResult struct {
+	cpuPerRequest, p50, p99, p999 time.Duration
+}
+
+// report reports r's figures, their units prefixed with prefix.
+func (r loadResult) report(b *testing.B, prefix string) {
+	b.ReportMetric(float64(r.cpuPerRequest), prefix+"cpu-ns/req")
+	b.ReportMetric(float64(r.p50), prefix+"p50-ns")
+	b.ReportMetric(float64(r.p99), prefix+"p99-ns")
+	b.ReportMetric(float64(r.p999), prefix+"p999-ns")
+}
+
+// driveTogether sends b.N requests at rate per second to each of children,
+// open loop, the schedules of the children spread evenly over an
+// interval, and returns what each did, in the order given.
+func driveTogether(b *testing.B, rate int, children ...*loadChild) []loadResult {
+	interval := time.Second / time.Duration(rate)
+	latency := make([][]time.Duration, len(children))
+	cpu := make([]time.Duration, len(children))
+	for k, c := range children {
+		latency[k] = make([]time.Duration, b.N)
+		cpu[k] = c.cpu(b)
+	}
+	var (
+		failed   atomic.Int64
+		firstErr atomic.Value
+		wg       sync.WaitGroup
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		for k, c := range children {
+			due := start.Add(time.Duration(i)*interval + time.Duration(k)*interval/time.Duration(len(children)))
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				err := procbench.Request(ctx, c.client, nil)
+				latency[k][i] = time.Since(due)
+				if err != nil && failed.Add(1) == 1 {
+					firstErr.Store(fmt.Errorf("%s: %w", c.name, err))
+				}
+			})
 		}
 	}
+	wg.Wait()
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d requests failed; the first: %v", n, b.N*len(children), firstErr.Load())
+	}
+	results := make([]loadResult, len(children))
+	for k, c := range children {
+		used := c.cpu(b) - cpu[k]
+		slices.Sort(latency[k])
+		results[k] = loadResult{
+			cpuPerRequest: used / time.Duration(b.N),
+			p50:           percentile(latency[k], 0.50),
+			p99:           percentile(latency[k], 0.99),
+			p999:          percentile(latency[k], 0.999),
+		}
+	}
+	return results
 }
 
 // loadChild is a server under load in its own process: the test binary,
@@ -153,47 +224,6 @@ func (c *loadChild) cpu(b *testing.B) time.Duration {
 		b.Fatalf("%s: CPU time %q: %v", c.name, c.answer.Text(), err)
 	}
 	return time.Duration(ns)
-}
-
-// drive sends b.N requests at rate per second, open loop, and reports the
-// child's CPU time per request and the latency percentiles.
-func (c *loadChild) drive(b *testing.B, rate int) {
-	interval := time.Second / time.Duration(rate)
-	latency := make([]time.Duration, b.N)
-	var (
-		failed   atomic.Int64
-		firstErr atomic.Value
-		wg       sync.WaitGroup
-	)
-	cpu := c.cpu(b)
-	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		due := start.Add(time.Duration(i) * interval)
-		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err := procbench.Request(ctx, c.client, nil)
-			latency[i] = time.Since(due)
-			if err != nil && failed.Add(1) == 1 {
-				firstErr.Store(err)
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	used := c.cpu(b) - cpu
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%s: %d of %d requests failed; the first: %v", c.name, n, b.N, firstErr.Load())
-	}
-	slices.Sort(latency)
-	b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/req")
-	b.ReportMetric(float64(percentile(latency, 0.50)), "p50-ns")
-	b.ReportMetric(float64(percentile(latency, 0.99)), "p99-ns")
-	b.ReportMetric(float64(percentile(latency, 0.999)), "p999-ns")
 }
 
 // percentile returns the q quantile of sorted, by the nearest rank.
