@@ -55,9 +55,7 @@ func HandoffWarning(handoff flowhttp.PriorityHandoff, mode BodyMode) string {
 func (s *Server) requestBody(st *stream, msg *extprocv3.HttpBody) (resp *extprocv3.ProcessingResponse, last bool) {
 	first := !st.bodySeen
 	st.bodySeen = true
-	none := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-		RequestBody: &extprocv3.BodyResponse{},
-	}}
+	none := continueRequestBody // shared by every stream: never modified
 	if !s.handoff.Enabled || !st.admitted || !first {
 		return none, false
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
-	"github.com/sluicegate/sluice/headroom"
 )
 
 // Config configures a [Server].
@@ -135,8 +134,9 @@ type Server struct {
 	capacity   capacity.Reader
 	classify   func(http.Header) (flowhttp.Classification, error)
 	inference  func(http.Header) bool
-	stampOpts  []headroom.Option
-	log        *slog.Logger
+	// provisional is Config.EmitProvisionalHeadroom.
+	provisional bool
+	log         *slog.Logger
 
 	handoff  flowhttp.PriorityHandoff
 	bodyMode BodyMode
@@ -170,9 +170,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.classify == nil {
 		s.classify = flowhttp.HeaderClassifier{}.ClassifyHeader
 	}
-	if cfg.EmitProvisionalHeadroom {
-		s.stampOpts = []headroom.Option{headroom.EmitProvisional}
-	}
+	s.provisional = cfg.EmitProvisionalHeadroom
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -264,25 +262,15 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				// token hears it (flowcontrol.Admission.FirstToken).
 				st.admission.FirstToken()
 			}
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-					HeaderMutation: s.responseMutation(&st, r.ResponseHeaders.GetHeaders()),
-				}},
-			}}
+			resp = s.responseHeadersReply(&st, r.ResponseHeaders.GetHeaders())
 		case *extprocv3.ProcessingRequest_RequestBody:
 			resp, last = s.requestBody(&st, r.RequestBody)
 		case *extprocv3.ProcessingRequest_ResponseBody:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-				ResponseBody: &extprocv3.BodyResponse{},
-			}}
+			resp = continueResponseBody
 		case *extprocv3.ProcessingRequest_RequestTrailers:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
-				RequestTrailers: &extprocv3.TrailersResponse{},
-			}}
+			resp = continueRequestTrailers
 		case *extprocv3.ProcessingRequest_ResponseTrailers:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-				ResponseTrailers: &extprocv3.TrailersResponse{HeaderMutation: trailerMutation()},
-			}}
+			resp = stripResponseTrailers
 		default:
 			s.log.Warn("ext_proc protocol error", "error", fmt.Sprintf("unsupported message %T", r))
 			return status.Errorf(codes.InvalidArgument, "extproc: unsupported processing request %T", r)
@@ -307,9 +295,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool, error) {
 	header := toHTTPHeader(msg.GetHeaders())
 	if s.inference != nil && !s.inference(header) {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-			RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
-		}}, false, nil
+		return continueRequestHeaders, false, nil
 	}
 	class, err := s.classify(header)
 	if err != nil {
@@ -343,13 +329,44 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 	st.admitted = true
 	st.effective = adm.Effective()
 	st.queueTime = adm.QueueTime()
-	s.log.Debug("request admitted", "flow", req.Key.ID,
-		"requested_priority", req.Key.Priority, "effective_priority", st.effective.Priority,
-		"queue_time", st.queueTime)
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
-	}}, false, nil
+	if s.debug() {
+		s.log.Debug("request admitted", "flow", req.Key.ID,
+			"requested_priority", req.Key.Priority, "effective_priority", st.effective.Priority,
+			"queue_time", st.queueTime)
+	}
+	return continueRequestHeaders, false, nil
 }
+
+// debug reports whether the logger keeps debug records, as Logger.Debug
+// asks it; asking first spares an admitted request the record's arguments
+// when it does not.
+func (s *Server) debug() bool {
+	return s.log.Enabled(context.Background(), slog.LevelDebug)
+}
+
+// The replies that carry nothing of their stream's own are built once and
+// shared by every stream: gRPC only reads a reply, to marshal it on Send,
+// and protobuf messages are safe to marshal concurrently.
+var (
+	// continueRequestHeaders is CONTINUE for request headers: admitted, or
+	// not an inference request.
+	continueRequestHeaders = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
+	}}
+	continueRequestBody = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: &extprocv3.BodyResponse{},
+	}}
+	continueResponseBody = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{},
+	}}
+	continueRequestTrailers = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+		RequestTrailers: &extprocv3.TrailersResponse{},
+	}}
+	// stripResponseTrailers answers response trailers with trailerMutation.
+	stripResponseTrailers = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+		ResponseTrailers: &extprocv3.TrailersResponse{HeaderMutation: trailerMutation()},
+	}}
+)
 
 // evict answers a revoked admission with its ImmediateResponse, confirms
 // the revocation with Done (which returns the slot) and ends the stream.
