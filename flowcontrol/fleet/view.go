@@ -33,8 +33,9 @@ type Config struct {
 	// period, never one per admission. At least 1 ms.
 	Period time.Duration
 	// Lease is how long the store keeps this replica's state after a
-	// publish, so that a replica that stops publishing gives its share
-	// back within a lease. At least Period; 0 means 3 × Period.
+	// publish, and the others count it after it was taken (with MaxSkew),
+	// so that a replica that stops publishing gives its share back within
+	// Lease + MaxSkew + Period (see [View.Gate]). At least Period; 0 means 3 × Period.
 	Lease time.Duration
 	// Stale is the age of the last successful read past which the view
 	// falls back to the static share: a store that errors, or answers too
@@ -156,6 +157,9 @@ type View struct {
 	// share is this replica's in-flight budget, read by the gate's
 	// TryAcquire; set by each round.
 	share atomic.Int64
+	// below holds the per-band limits of the last synced round; nil in
+	// fallback.
+	below atomic.Pointer[bandLimits]
 
 	mu sync.Mutex // serializes rounds; guards the fields below
 	// known is every replica's latest accepted state, kept until its
@@ -435,12 +439,25 @@ func (v *View) round(now time.Time, self Replica, read []Replica, err error) (gr
 			for _, r := range v.known {
 				fleet = append(fleet, r)
 			}
-			v.alloc = allocate(v.cfg.Budget, v.cfg.Capacities, fleet)
+			v.alloc = allocate(v.cfg.Budget, v.cfg.Period, v.cfg.Capacities, fleet)
 		}
 		share = v.alloc.share
 		st.Live, st.Bands = v.alloc.live, v.alloc.bands
-	} else if !v.lastRead.IsZero() {
-		st.Live = len(v.known) + 1
+		l := &bandLimits{prios: make([]int, len(st.Bands)), below: make([]int64, len(st.Bands))}
+		var cum float64
+		for k := len(st.Bands) - 1; k >= 0; k-- {
+			cum += st.Bands[k].Share
+			l.prios[k], l.below[k] = st.Bands[k].Priority, int64(math.Round(cum))
+		}
+		if len(l.below) > 0 {
+			l.below[0] = share // the highest band: the share alone
+		}
+		v.below.Store(l)
+	} else {
+		v.below.Store(nil)
+		if !v.lastRead.IsZero() {
+			st.Live = len(v.known) + 1
+		}
 	}
 	st.Share = share
 	old := v.share.Swap(share)
