@@ -38,8 +38,8 @@ type allocation struct {
 //
 // And each band p with a fleet-wide request capacity Q_p in capacities:
 // this replica's part is what it holds waiting plus its part of the room,
-// Q_p − Σ_r waiting_rp (at least 0), by the band's arrival rate on each
-// replica (evenly when none has any), by largest remainder.
+// Q_p − Σ_r waiting_rp (at least 0), half evenly and half by the band's
+// arrival rate on each replica, by largest remainder.
 func allocate(budget int64, period time.Duration, capacities map[int]int64, fleet []Replica) allocation {
 	self := fleet[0].ID
 	fleet = slices.Clone(fleet)
@@ -107,11 +107,7 @@ func allocate(budget int64, period time.Duration, capacities map[int]int64, flee
 		rates += rate[i]
 	}
 	for i := range parts {
-		if rates > 0 {
-			parts[i] += left * rate[i] / rates
-		} else {
-			parts[i] += left / float64(len(fleet))
-		}
+		parts[i] += left * spread(rate[i], rates, len(fleet))
 	}
 
 	shares := roundShares(budget, parts)
@@ -140,16 +136,24 @@ func allocate(budget int64, period time.Duration, capacities map[int]int64, flee
 			sum += weights[i]
 		}
 		for i := range weights {
-			if sum > 0 {
-				weights[i] = float64(room) * weights[i] / sum
-			} else {
-				weights[i] = float64(room) / float64(len(fleet))
-			}
+			weights[i] = float64(room) * spread(weights[i], sum, len(fleet))
 		}
 		mine = float64(roundShares(room, weights)[me])
 		bands[k].Capacity = min(waiting+int64(mine), MaxCount)
 	}
 	return allocation{share: share, live: len(fleet), bands: bands}
+}
+
+// spread returns a replica's part of what is divided by arrival rate,
+// given its rate, the sum of the n replicas' rates: half evenly, half by
+// rate (all evenly when no replica has any). The even half keeps every
+// replica some room: a replica given none would refuse every arrival, and
+// a rate measured from what is admitted and queued would then stay 0.
+func spread(rate, rates float64, n int) float64 {
+	if rates <= 0 {
+		return 1 / float64(n)
+	}
+	return 0.5/float64(n) + 0.5*rate/rates
 }
 
 // roundShares rounds parts, which sum to total, to integers that sum to

@@ -30,10 +30,11 @@ import (
 //	D_p   = Σ_r d_rp                                  the fleet's demand in band p
 //	A_p   = min(D_p, C − Σ_{q>p} A_q)                 strict priority, highest band first
 //	a_rp  = A_p · d_rp / D_p                          r's part of band p
-//	x_r   = Σ_p a_rp + (C − Σ_p A_p) · λ_r / Σ_j λ_j  the rest, by arrival rate
+//	x_r   = Σ_p a_rp + (C − Σ_p A_p) · (1/2R + λ_r / 2Σ_j λ_j)
+//	                                                  the rest: half evenly, half by arrival rate
 //	S_r   = round(x_r)                                largest remainder: Σ_r S_r = C
 //	share = min(S_self, C − Σ_{j≠self} inFlight_j)    never count on a slot another holds
-//	below_p = round(Σ_{q≤p} a_self,q)                 the most bands ≤ p may hold (the top band: share)
+//	below_p = share − round(Σ_{q>p} a_self,q)         the most bands ≤ p may hold
 //
 // So the budget goes where the fleet's highest waiting band is: a replica
 // whose highest waiting band is lower than another's yields — its share
@@ -112,10 +113,9 @@ func (v *View) Gate() gate.Gate { return &v.gate }
 // lock held (a gate's contract), so that its counts change one at a time;
 // the round reads them from another goroutine, hence the atomics.
 type viewGate struct {
-	v        *View
-	bound    atomic.Pointer[gate.Controller]
-	table    atomic.Pointer[bandTable]
-	inFlight atomic.Int64
+	v     *View
+	bound atomic.Pointer[gate.Controller]
+	table atomic.Pointer[bandTable]
 }
 
 // bandTable holds the gate's counts per band, in descending priority; the
@@ -126,9 +126,19 @@ type bandTable struct {
 	counts []bandCount // len(prios)+1
 }
 
-type bandCount struct {
-	inFlight atomic.Int64
-	admits   atomic.Int64 // admissions ever, for the arrival rate
+// bandCount is one band's requests in flight (the low 32 bits) and its
+// admissions ever, modulo 2³² (the high 32 bits: the arrival rate needs
+// only their difference over a round), in one word, so that an admission
+// costs one atomic add and its end another.
+type bandCount struct{ word atomic.Uint64 }
+
+const admitted = 1 << 32
+
+func (c *bandCount) inFlight() int64 { return int64(int32(uint32(c.word.Load()))) }
+
+func (c *bandCount) load() (inFlight int64, admits uint32) {
+	w := c.word.Load()
+	return int64(int32(uint32(w))), uint32(w >> 32)
 }
 
 // Bind records c, the controller the gate serves, and refuses a second.
@@ -143,24 +153,35 @@ func (g *viewGate) String() string { return fmt.Sprintf("fleet.View(%s).Gate", g
 
 // TryAcquire takes a slot if fewer than the share are in flight.
 func (g *viewGate) TryAcquire(priority int) bool {
-	if g.inFlight.Load() >= g.v.share.Load() {
+	if g.held() >= g.v.share.Load() {
 		return false
 	}
 	if l := g.v.below.Load(); l != nil && !g.roomBelow(l, priority) {
 		return false
 	}
-	c := g.count(priority)
-	c.inFlight.Add(1)
-	c.admits.Add(1)
-	g.inFlight.Add(1)
+	g.count(priority).word.Add(admitted + 1)
 	return true
+}
+
+// held returns the requests in flight through the gate, in every band.
+func (g *viewGate) held() int64 {
+	t := g.table.Load()
+	if t == nil {
+		return 0
+	}
+	var n int64
+	for i := range t.counts {
+		n += t.counts[i].inFlight()
+	}
+	return n
 }
 
 // Release gives a slot back. It panics if more come back than were
 // granted.
 func (g *viewGate) Release(priority int) {
-	g.count(priority).inFlight.Add(-1)
-	if g.inFlight.Add(-1) < 0 {
+	c := g.count(priority)
+	if int32(uint32(c.word.Add(^uint64(0)))) < 0 {
+		c.word.Add(1)
 		panic("fleet: View's gate released more slots than it granted")
 	}
 }
@@ -172,7 +193,7 @@ func (g *viewGate) Saturation() float64 {
 	if share <= 0 {
 		return 1
 	}
-	return float64(g.inFlight.Load()) / float64(share)
+	return float64(g.held()) / float64(share)
 }
 
 // count returns band priority's counts, adding the band to the table when
@@ -181,7 +202,7 @@ func (g *viewGate) Saturation() float64 {
 func (g *viewGate) count(priority int) *bandCount {
 	t := g.table.Load()
 	if t != nil {
-		if i, ok := slices.BinarySearchFunc(t.prios, priority, descending); ok {
+		if i, ok := find(t.prios, priority); ok {
 			return &t.counts[i]
 		}
 	}
@@ -203,8 +224,7 @@ func (g *viewGate) count(priority int) *bandCount {
 	if t != nil {
 		for i, p := range t.prios {
 			j, _ := slices.BinarySearchFunc(prios, p, descending)
-			n.counts[j].inFlight.Store(t.counts[i].inFlight.Load())
-			n.counts[j].admits.Store(t.counts[i].admits.Load())
+			n.counts[j].word.Store(t.counts[i].word.Load())
 		}
 	}
 	g.table.Store(n)
@@ -214,11 +234,27 @@ func (g *viewGate) count(priority int) *bandCount {
 
 func descending(a, b int) int { return cmp.Compare(b, a) }
 
+// find returns the index of p in prios, which is in descending order, or
+// where it would go: a plain search, cheaper than one through a
+// comparison function on the admission path.
+func find(prios []int, p int) (int, bool) {
+	lo, hi := 0, len(prios)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if prios[m] > p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(prios) && prios[lo] == p
+}
+
 // counts returns band priority's requests in flight and admissions ever.
-func (g *viewGate) counts(priority int) (inFlight, admits int64) {
+func (g *viewGate) counts(priority int) (inFlight int64, admits uint32) {
 	if t := g.table.Load(); t != nil {
 		if i, ok := slices.BinarySearchFunc(t.prios, priority, descending); ok {
-			return t.counts[i].inFlight.Load(), t.counts[i].admits.Load()
+			return t.counts[i].load()
 		}
 	}
 	return 0, 0
@@ -259,7 +295,7 @@ func (g *viewGate) nudge() {
 }
 
 // bandLimits caps, per band, what this replica's bands at or below it may
-// hold in flight: the part of its share granted to them.
+// hold in flight: its share less what is granted to the bands above.
 type bandLimits struct {
 	prios []int   // descending
 	below []int64 // below[k]: the most in flight in bands ≤ prios[k]
@@ -268,7 +304,7 @@ type bandLimits struct {
 // roomBelow reports whether band priority, and the bands below it, hold
 // fewer than the part of the share granted to them.
 func (g *viewGate) roomBelow(l *bandLimits, priority int) bool {
-	k, ok := slices.BinarySearchFunc(l.prios, priority, descending)
+	k, ok := find(l.prios, priority)
 	if !ok {
 		return true
 	}
@@ -276,10 +312,10 @@ func (g *viewGate) roomBelow(l *bandLimits, priority int) bool {
 	if t == nil {
 		return l.below[k] > 0
 	}
-	i, _ := slices.BinarySearchFunc(t.prios, priority, descending)
+	i, _ := find(t.prios, priority)
 	var n int64
 	for j := i; j < len(t.prios); j++ {
-		n += t.counts[j].inFlight.Load()
+		n += t.counts[j].inFlight()
 	}
 	return n < l.below[k]
 }

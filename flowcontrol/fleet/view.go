@@ -170,7 +170,7 @@ type View struct {
 	lastErr    error
 	ignored    int
 	prevWait   map[int]int64 // waiting per band at the last round
-	prevAdmits map[int]int64 // admissions per band at the last round
+	prevAdmits map[int]uint32 // admissions per band at the last round, mod 2³²
 	demand     map[int]float64
 	lastRound  time.Time
 	alloc      allocation // of the last synced round
@@ -190,7 +190,7 @@ func New(cfg Config) (*View, error) {
 		static:     cfg.Budget / int64(cfg.Replicas),
 		known:      make(map[string]Replica),
 		prevWait:   make(map[int]int64),
-		prevAdmits: make(map[int]int64),
+		prevAdmits: make(map[int]uint32),
 		demand:     make(map[int]float64),
 		fallback:   FallbackNotRead,
 	}
@@ -373,7 +373,7 @@ func (v *View) local(now time.Time) Replica {
 		inFlight, admits := v.gate.counts(p)
 		d := v.demand[p]
 		if !first {
-			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p]))
+			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p])) // admits wraps: the difference does not
 			d += alpha * (max(0, arrived)/dt - d)
 		}
 		d = min(max(d, 0), MaxDemand)
@@ -443,14 +443,13 @@ func (v *View) round(now time.Time, self Replica, read []Replica, err error) (gr
 		}
 		share = v.alloc.share
 		st.Live, st.Bands = v.alloc.live, v.alloc.bands
+		// Bands ≤ p may hold the share less what is granted to the
+		// bands above p.
 		l := &bandLimits{prios: make([]int, len(st.Bands)), below: make([]int64, len(st.Bands))}
-		var cum float64
-		for k := len(st.Bands) - 1; k >= 0; k-- {
-			cum += st.Bands[k].Share
-			l.prios[k], l.below[k] = st.Bands[k].Priority, int64(math.Round(cum))
-		}
-		if len(l.below) > 0 {
-			l.below[0] = share // the highest band: the share alone
+		var above float64
+		for k, b := range st.Bands {
+			l.prios[k], l.below[k] = b.Priority, max(0, share-int64(math.Round(above)))
+			above += b.Share
 		}
 		v.below.Store(l)
 	} else {
@@ -517,12 +516,14 @@ func (f fleetReader) CapacitySnapshot(priority int) (capacity.Snapshot, error) {
 // Capacity returns this replica's part of band priority's fleet-wide
 // request capacity Q (Config.Capacities), or capacity.Unbounded() when the
 // band has none. Synced, it is what this replica holds waiting plus a part
-// of the fleet's room, Q − Σ_r waiting_r, in proportion to the band's
-// smoothed arrival rate on each replica (evenly when none has any),
-// rounded by largest remainder; every replica reading the same states
-// computes parts that sum to Q, so the fleet queues at most Q plus what
-// arrived within a round. In fallback it is the static ⌊Q/R⌋. A router
-// applies it to its controller's band after each round (Config.OnRound).
+// of the fleet's room, Q − Σ_r waiting_r: half of the room divided evenly,
+// half in proportion to the band's smoothed arrival rate on each replica
+// (so that no replica is left without room, which would refuse every
+// arrival and keep its measured rate at 0), rounded by largest remainder;
+// every replica reading the same states computes parts that sum to Q, so
+// the fleet queues at most Q plus what arrived within a round. In fallback
+// it is the static ⌊Q/R⌋. A router applies it to its controller's band
+// after each round (Config.OnRound).
 func (v *View) Capacity(priority int) capacity.Limit {
 	q, ok := v.cfg.Capacities[priority]
 	if !ok {
