@@ -169,7 +169,7 @@ type View struct {
 	successes  int       // rounds in a row that published and read
 	lastErr    error
 	ignored    int
-	prevWait   map[int]int64 // waiting per band at the last round
+	prevWait   map[int]int64  // waiting per band at the last round
 	prevAdmits map[int]uint32 // admissions per band at the last round, mod 2³²
 	demand     map[int]float64
 	lastRound  time.Time
