@@ -47,12 +47,13 @@ import (
 // band's fairness policy. Fairness between tenants fleet-wide therefore
 // holds to this bound: each replica is fair among the tenants it holds
 // (its policy's own bound), and each replica's part of a saturated band
-// is proportional to its demand there, so a tenant's fleet-wide part of
-// the band differs from its part on one controller with the same queues
-// by at most the rounding of one slot per replica plus the demand that
-// changed within one round (TestFairnessBound checks it). Where requests
-// are spread over replicas in turn or at random, each replica's queues are
-// a sample of the fleet's and that is the whole difference.
+// is proportional to its demand there, within one slot of rounding
+// (TestBandPartsFollowDemand), so a tenant's fleet-wide part of the band
+// differs from its part on one controller with the same queues by at most
+// one slot per replica plus the demand that changed within one round.
+// Where requests are spread over replicas in turn or at random, each
+// replica's queues are a sample of the fleet's and that is the whole
+// difference.
 //
 // # The consistency promise
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -275,4 +276,38 @@ func (f *testFleet) inFlight() int {
 		n += r.fc.InFlight()
 	}
 	return n
+}
+
+// Run makes a round at once and one every Period, on the view's clock,
+// until its context is done.
+func TestRunRoundsEveryPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rounds []time.Time
+		v, err := fleet.New(fleet.Config{Store: fleet.NewMemory(nil), ID: "a", Replicas: 1, Budget: 4, Period: period,
+			OnRound: func(st fleet.Status) { rounds = append(rounds, st.At) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		start := time.Now()
+		go func() { done <- v.Run(ctx) }()
+		time.Sleep(3*period + period/2)
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+		if len(rounds) != 4 {
+			t.Fatalf("%d rounds in 3.5 periods, want 4 (one at once)", len(rounds))
+		}
+		for i, at := range rounds {
+			if got := at.Sub(start); got != time.Duration(i)*period {
+				t.Errorf("round %d at %v, want %v", i, got, time.Duration(i)*period)
+			}
+		}
+		if st := v.Status(); st.Fallback != fleet.Synced || st.Share != 4 {
+			t.Errorf("after Run: %+v, want synced with the whole budget", st)
+		}
+	})
 }
