@@ -248,9 +248,10 @@ type Status struct {
 	// Live is the number of replicas in the view, this one included; 0
 	// before the first successful read.
 	Live int
-	// Ignored is the number of entries the last read ignored: another
-	// replica's state under this replica's ID, or a state whose At is
-	// outside the skew bounds (see Config.MaxSkew).
+	// Ignored is the number of entries the last read ignored: a state
+	// [Replica.Check] refuses, or whose At is outside the skew bounds
+	// (see Config.MaxSkew). An entry under this replica's own ID is
+	// skipped, not counted: this replica's live state stands for it.
 	Ignored int
 	// Budget is the fleet's in-flight budget, Config.Budget.
 	Budget int64
