@@ -311,3 +311,29 @@ func TestRunRoundsEveryPeriod(t *testing.T) {
 		}
 	})
 }
+
+// A slot granted to a higher band is kept from the lower ones until a
+// round gives it back; that round nudges the controller, so the lower
+// band's queue starts at once, though the share did not change.
+func TestBandLimitThatGrowsNudges(t *testing.T) {
+	f := newFleet(t, 1, 8, nil)
+	a := f.r[0]
+	a.submit(10, 2)
+	a.submit(-1, 16)
+	f.round()
+	f.round()
+	for range 20 { // the chat arrival rate decays to nothing
+		f.round()
+	}
+	if a.running(10) != 2 || a.running(-1) != 6 {
+		t.Fatalf("running %d chat, %d batch; want 2 and 6", a.running(10), a.running(-1))
+	}
+	a.finish(10, 2)
+	if a.running(-1) != 6 {
+		t.Fatalf("chat's slots went to batch before a round: %d batch running, want 6", a.running(-1))
+	}
+	f.round()
+	if st := a.view.Status(); st.Share != 8 || a.running(-1) != 8 {
+		t.Errorf("after the round: share %d, %d batch running; want 8 and 8, started by the round's nudge", st.Share, a.running(-1))
+	}
+}
