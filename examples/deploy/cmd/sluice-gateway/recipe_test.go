@@ -23,7 +23,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicegate/sluice/examples/deploy/vllm"
 	"github.com/sluicegate/sluice/examples/modelserver"
 	"github.com/sluicegate/sluice/internal/pipenet"
 )
@@ -184,17 +183,8 @@ func runRecipe(t *testing.T, r readmeRecipe, args []string, policy string, burst
 		}
 		g.pool.dial = dial
 		if g.scraper != nil {
-			// The scraper as newGateway builds it, its client on the pipes.
-			s := g.cur
-			g.scraper, err = vllm.New(vllm.Config{
-				Targets:  s.backendNames(),
-				Sink:     scrapeSink{sat: g.sat, pool: g.pool},
-				Interval: s.file.Gateway.ScrapeInterval,
-				Timeout:  s.file.Gateway.ScrapeTimeout,
-				Client:   &http.Client{Transport: backendTransport},
-				OnError:  func(endpoint string, _ error) { g.pool.scrapeFailed(endpoint) },
-			})
-			if err != nil {
+			// The scraper newGateway builds, its client on the pipes.
+			if g.scraper, err = g.newScraper(g.cur, &http.Client{Transport: backendTransport}); err != nil {
 				t.Fatal(err)
 			}
 		}
