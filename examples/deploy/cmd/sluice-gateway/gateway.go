@@ -122,18 +122,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		outlier: outlierConfig{consecutive5xx: opts.consecutive5xx, baseEjectionTime: opts.baseEjectionTime,
 			maxEjectionPercent: opts.maxEjectionPercent}})
 	if sat != nil {
-		g.scraper, err = vllm.New(vllm.Config{
-			Targets:  s.backendNames(),
-			Sink:     scrapeSink{sat: sat, pool: g.pool},
-			Interval: s.file.Gateway.ScrapeInterval,
-			Timeout:  s.file.Gateway.ScrapeTimeout,
-			OnError: func(endpoint string, _ error) {
-				g.pool.scrapeFailed(endpoint)
-				g.metrics.PollError(metrics.SourceMetrics)
-			},
-			Logger: log,
-		})
-		if err != nil {
+		if g.scraper, err = g.newScraper(s, nil); err != nil {
 			g.fc.Close()
 			return nil, err
 		}
@@ -226,6 +215,24 @@ func buildGate(s *settings, endpoints *gate.EndpointsGate) (config.Gates, func()
 		return gs, nil, nil
 	}
 	return gs, func() float64 { return float64(limit) }, nil
+}
+
+// newScraper returns the scraper of the backends s names, which feeds
+// g's saturation gate and pool, its requests made by client (nil: the
+// scraper's own).
+func (g *gateway) newScraper(s *settings, client *http.Client) (*vllm.Scraper, error) {
+	return vllm.New(vllm.Config{
+		Targets:  s.backendNames(),
+		Sink:     scrapeSink{sat: g.sat, pool: g.pool},
+		Interval: s.file.Gateway.ScrapeInterval,
+		Timeout:  s.file.Gateway.ScrapeTimeout,
+		Client:   client,
+		OnError: func(endpoint string, _ error) {
+			g.pool.scrapeFailed(endpoint)
+			g.metrics.PollError(metrics.SourceMetrics)
+		},
+		Logger: g.log,
+	})
 }
 
 // scrapeSink hands each scrape to the saturation gate and to the load
