@@ -25,8 +25,8 @@ import (
 //     running slot: behind vLLM's first-come scheduler the request that
 //     takes it is the next in that queue, and the band eviction was for
 //     still waits for a slot. Behind vLLM's priority scheduler with
-//     priority hand-off the server preempts for the higher band itself,
-//     and the warning can be ignored.
+//     priority hand-off the server preempts for the higher band itself:
+//     with the hand-off on (r.PriorityHandoff), no warning.
 //   - Warning: a static-usage-limit-policy over several bands: one
 //     ceiling for all of them holds the highest back as much as the
 //     lowest, and protects none from another.
@@ -47,7 +47,7 @@ func (f *File) Check(r Running) ([]Warning, error) {
 	}
 	g := r.Gate
 	slotGate := g.MaxInFlight != nil || g.Concurrency != nil
-	if g.Saturation != nil && !slotGate {
+	if g.Saturation != nil && !slotGate && !r.PriorityHandoff.Enabled {
 		const why = "behind the saturation gate alone, which counts no slots, a revocation frees a place in a model server's waiting queue, not a running slot: " +
 			"behind vLLM's first-come scheduler the next request in that queue takes it, and the waiting band still waits for a slot. " +
 			"Add a gate that counts slots, sized to the servers' (-max-inflight, gate.maxInFlight or gate.concurrency), " +

@@ -92,6 +92,7 @@ func TestCheckWarnings(t *testing.T) {
 				return Gate{Saturation: &Saturation{QueueDepthThreshold: 5, KVCacheUtilThreshold: 0.8}}
 			},
 			[]wantErr{{2, "controller.eviction", "or run vLLM's priority scheduler with priority hand-off"}}},
+		{"eviction behind the saturation gate with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\ngateway:\n  priorityHandoff: true\n", nil, nil},
 		{"eviction behind a slot gate", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n  maxInFlight: 64\n", nil, nil},
 		{"eviction behind -max-inflight", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n",
 			func(Gate) Gate { return Gate{MaxInFlight: ptr(64)} }, nil},
@@ -118,7 +119,7 @@ func TestCheckWarnings(t *testing.T) {
 		if tc.gate != nil {
 			g = tc.gate(g)
 		}
-		ws, err := f.Check(Running{Flow: f.Flow, Gate: g})
+		ws, err := f.Check(Running{Flow: f.Flow, Gate: g, PriorityHandoff: f.Gateway.PriorityHandoff})
 		if err != nil {
 			t.Errorf("%s: Check: %v", tc.name, err)
 			continue
