@@ -3,6 +3,7 @@ package flowcontrol
 import (
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -41,6 +42,10 @@ type band struct {
 	// reclaimer.tracks).
 	guarantee float64
 	running   leaseList
+	// service is the band's mean service time: the time its admissions
+	// that ended by themselves (not revoked) held their slots, as a
+	// moving average (see served); 0 until one has.
+	service time.Duration
 }
 
 // push queues w in the queue of its flow, which it creates when the flow has

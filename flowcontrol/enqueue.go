@@ -283,7 +283,7 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 			return a, nil, 0, 0
 		}
 		defer c.refusedAll(now) // once w is queued
-		c.refusedFor(b, now, 1) // w, about to queue, is in the demand
+		c.refusedFor(b, now, w) // w, about to queue, is in the demand
 	}
 	c.queue(w, now)
 	if !first {

@@ -1,6 +1,10 @@
 package flowcontrol
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicegate/sluice/ordering"
+)
 
 // The hooks through which the phase files (enqueue.go, dispatch.go,
 // admission.go, deliver.go) reach the optional features. Each checks
@@ -54,9 +58,9 @@ func (c *FlowController) firstAt(b *band, top int) bool {
 }
 
 // refusedFor runs the hooks of a refusal of band b's head at now, with
-// arriving requests about to queue in it: a revocation decision. Called
-// with mu held.
-func (c *FlowController) refusedFor(b *band, now time.Time, arriving int64) {
+// arriving, if not nil, about to queue in it: a revocation decision.
+// Called with mu held.
+func (c *FlowController) refusedFor(b *band, now time.Time, arriving *waiter) {
 	if c.reclaim != nil {
 		c.reclaim.refused(c, b, now, arriving)
 	}
@@ -68,6 +72,16 @@ func (c *FlowController) refusedAll(now time.Time) {
 	if c.noEndpoints != nil {
 		c.noEndpoints.refused(c, now)
 	}
+}
+
+// deadline returns the deadline of a request about to queue in a band of
+// limits lim, whose item is it, when the reclaimer may give way by
+// deadlines; 0 otherwise (see deadlineOf). Outside the lock.
+func (c *FlowController) deadline(it *ordering.Item, lim *bandLimits) time.Duration {
+	if c.reclaim == nil {
+		return 0
+	}
+	return c.deadlineOf(it, lim.objective)
 }
 
 // granted runs the hooks of a slot granted: there are endpoints. Called

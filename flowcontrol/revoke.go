@@ -24,7 +24,8 @@ import (
 //     priority first and, within a band, the most recently dispatched
 //     first: the least work is lost. A band's guaranteed share
 //     ([BandConfig.Guarantee]) is never revoked.
-//   - Its size is the demand: the requests waiting in band p, plus the
+//   - Its size is the demand: the requests waiting in band p — or, when
+//     they have deadlines, what their deadlines need (below) — plus the
 //     admissions the gate's saturation stands above the band's ceiling
 //     (see [gate.CeilingGate]), counted in mean footprints (saturation ÷ in
 //     flight) — llm-d sizes from the second alone, which frees one slot
@@ -36,6 +37,41 @@ import (
 //     sized again; or, for an admission whose holder does not confirm,
 //     until Timeout has passed since its revocation. Its slot is still
 //     held until its Done.
+//
+// # Giving way by deadline
+//
+// A waiting request has a deadline when its band has a
+// [BandConfig.TTFTObjective] or, without one, when it carries an
+// x-llm-d-slo-ttft-ms header ([ordering.SLOTTFTHeader]): its ReceivedTime
+// plus that objective. When the refused band's waiters have deadlines, a
+// decision revokes only what they need to start in time, and nothing
+// while each has slack. With the release rate μ — the slots per second
+// the running admissions are expected to free: for each band, its running
+// admissions ÷ its mean service time (a moving average of the time its
+// admissions that ended by themselves held their slots; before one has,
+// the age of its oldest running admission, at least [PriorServiceTime]) —
+// the k-th waiter in deadline order, d₁ ≤ d₂ ≤ … ≤ dₙ, is expected to
+// start k/μ from now, and needs
+//
+//	need = max over k of ⌈k − μ·max(dₖ − Margin − now, 0)⌉, at least 0
+//
+// slots freed at once to start by dₖ − Margin; the decision revokes need
+// (capped as above). So no revocation is taken while every waiter has
+// slack, dₖ − now − k/μ ≥ Margin, and the bound it keeps is: while slots
+// are released at μ or faster, every waiter starts by its deadline less
+// Margin unless there are too few victims; a waiter whose deadline has
+// passed keeps its place in line but is never revoked for. When no
+// release comes, the controller decides again, by a timer, the moment
+// the first waiter's slack runs out. Waiters without a deadline count as
+// if behind those with one (as the slo-deadline ordering serves them);
+// a band none of whose waiters has a deadline is sized by its waiting
+// requests, as above. A decision weighs the deadlines of at most 1,024
+// waiters of the band.
+//
+// The victims are then those that have produced no output yet (no
+// [Admission.FirstToken] reported) and, among those or when there is
+// none, the one dispatched last — the least work lost — from any band
+// below min(p, Below), the lowest band's on a tie.
 //
 // A revoked admission's holder learns of it from [Admission.Revoked], stops
 // the request, and confirms with [Admission.Done]: the slot returns once,
@@ -63,6 +99,19 @@ type Eviction struct {
 	// next decision back (llm-d EvictionConfirmationTimeout; 0 means its
 	// default, 10s).
 	Timeout time.Duration
+	// Margin is how long before its deadline a waiting request must
+	// start (see "Giving way by deadline", above): the time from the start
+	// to the first token — the model server's prefill — and a revocation's
+	// confirmation come after it. 0 means [DefaultDeadlineMargin], 150ms.
+	Margin time.Duration
+	// GuaranteesIgnoreBelow lets a band's guarantee
+	// ([BandConfig.Guarantee]) be taken back from any band below it.
+	// By default, with Eviction set, a guarantee is taken back only from
+	// the bands below Below, as eviction's victims are: a band Below
+	// keeps out of eviction is safe from guarantees too. (Without
+	// Eviction there is no Below, and a guarantee is taken back from any
+	// band below it.)
+	GuaranteesIgnoreBelow bool
 }
 
 // Defaults of [Eviction], llm-d-router's.
@@ -167,10 +216,10 @@ func (a *Admission) lockTracked() *lease {
 // is not one eviction takes victims from, or Done was called. It allocates
 // the channel at its first call; later calls return the same channel.
 func (a *Admission) Revoked() <-chan struct{} {
-	l := a.lockTracked()
-	if l == nil {
+	if l := a.lease.tracked(); l == nil || !a.c.reclaim.revocable(l.band) {
 		return nil
 	}
+	l := a.lockTracked()
 	defer a.c.mu.Unlock()
 	switch {
 	case l.ch != nil:
@@ -240,6 +289,9 @@ func checkEviction(e *Eviction) error {
 	}
 	if e.Timeout < 0 {
 		return configError("Eviction.Timeout", e.Timeout, "negative")
+	}
+	if e.Margin < 0 {
+		return configError("Eviction.Margin", e.Margin, "negative")
 	}
 	return nil
 }
