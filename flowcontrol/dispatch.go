@@ -31,6 +31,9 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 			return
 		}
 		b := c.headOf(desc, i) // a band short of its guarantee goes first
+		if c.heldBack(b, now) {
+			return // a slot kept for the next arrivals of a band above
+		}
 		if !c.offer(b) {
 			c.refusedFor(b, now, nil)
 			// A band short of its guarantee that the gate refuses (a

@@ -23,6 +23,9 @@ type reclaimer struct {
 	// Eviction.GuaranteesIgnoreBelow.
 	margin  time.Duration
 	lendAll bool
+	// full is the admissions in flight when the gate last refused a head:
+	// the pool's size, as far as the controller can tell (holdsBack).
+	full int
 	// deadlines is deadlineNeed's scratch: the deadlines of a band's
 	// waiters, kept for the next decision so that none allocates.
 	deadlines []time.Duration
@@ -179,6 +182,7 @@ func (r *reclaimer) finished(c *FlowController, l *lease) {
 // refused takes a revocation decision for band b, whose head the gate has
 // just refused: see reclaimFor.
 func (r *reclaimer) refused(c *FlowController, b *band, now time.Time, arriving *waiter) {
+	r.full = c.inFlight
 	c.reclaimFor(b, now, arriving)
 }
 
@@ -314,10 +318,10 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving *waiter) {
 			lend = min(demand, gap)
 		}
 	}
-	byDeadline, next := false, time.Duration(maxInt64)
+	byDeadline, next, lowest := false, time.Duration(maxInt64), b
 	if r.evict {
 		var need int
-		if need, next, byDeadline = c.deadlineNeed(b, arriving, at, 0); byDeadline {
+		if need, next, byDeadline, lowest = c.lineNeed(b, arriving, at, demand); byDeadline {
 			demand = min(need, int(c.inFlight))
 		}
 	}
@@ -335,7 +339,7 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving *waiter) {
 	if n > 0 {
 		target := float64(want) * credit
 		if byDeadline {
-			taken = c.revokeByDeadline(b, n, lend, credit, target, now)
+			taken = c.revokeByDeadline(b, lowest, n, lend, credit, target, now)
 		} else {
 			taken = c.revokeNewest(b, n, lend, credit, target, now)
 		}
@@ -389,14 +393,15 @@ func (c *FlowController) revokeNewest(b *band, n, lend int, credit, target float
 }
 
 // revokeByDeadline revokes up to n running admissions for band b at now,
-// each the deadlineVictim of those left, the first lend of them to take
-// back b's guarantee; it returns how many. Called with mu held.
-func (c *FlowController) revokeByDeadline(b *band, n, lend int, credit, target float64, now time.Time) int {
+// each the deadlineVictim of those left below band lowest (b, or a band
+// below it whose waiters' deadlines need them), the first lend of them to
+// take back b's guarantee; it returns how many. Called with mu held.
+func (c *FlowController) revokeByDeadline(b, lowest *band, n, lend int, credit, target float64, now time.Time) int {
 	r := c.reclaim
 	taken := 0
 	for ; taken < n; taken++ {
 		lending := taken < lend
-		l := c.deadlineVictim(b, credit, func(v *band) bool {
+		l := c.deadlineVictim(lowest, credit, func(v *band) bool {
 			return v.priority < r.below || lending && r.lendable(v)
 		})
 		if l == nil {
