@@ -22,7 +22,8 @@ import (
 // has passed:
 //   - Victims come only from bands of priority below min(p, Below), lowest
 //     priority first and, within a band, the most recently dispatched
-//     first: the least work is lost. A band's guaranteed share
+//     first: the least work is lost (by deadline, below, the victims
+//     without output go first). A band's guaranteed share
 //     ([BandConfig.Guarantee]) is never revoked.
 //   - Its size is the demand: the requests waiting in band p — or, when
 //     they have deadlines, what their deadlines need (below) — plus the
@@ -43,35 +44,60 @@ import (
 // A waiting request has a deadline when its band has a
 // [BandConfig.TTFTObjective] or, without one, when it carries an
 // x-llm-d-slo-ttft-ms header ([ordering.SLOTTFTHeader]): its ReceivedTime
-// plus that objective. When the refused band's waiters have deadlines, a
+// plus that objective. When the waiting requests have deadlines, a
 // decision revokes only what they need to start in time, and nothing
-// while each has slack. With the release rate μ — the slots per second
-// the running admissions are expected to free: for each band, its running
-// admissions ÷ its mean service time (a moving average of the time its
-// admissions that ended by themselves held their slots; before one has,
-// the age of its oldest running admission, at least [PriorServiceTime]) —
-// the k-th waiter in deadline order, d₁ ≤ d₂ ≤ … ≤ dₙ, is expected to
-// start k/μ from now, and needs
+// while each has slack; no field turns this on, since a deadline is what
+// a request asks to be served by, and eviction without one would revoke
+// for a request that can wait. The rule:
 //
-//	need = max over k of ⌈k − μ·max(dₖ − Margin − now, 0)⌉, at least 0
+//   - The release rate μ a band's waiters see is the slots per second
+//     the running admissions are expected to free: for each band, its
+//     running admissions ÷ its mean service time S (a moving average of
+//     the time its admissions that ended by themselves held their slots;
+//     before one has, the age of its oldest running admission, at least
+//     [PriorServiceTime]), less the arrival rate λ of each band above
+//     (a moving average with a time constant of 2s), whose new requests
+//     take the releases first.
 //
-// slots freed at once to start by dₖ − Margin; the decision revokes need
-// (capped as above). So no revocation is taken while every waiter has
-// slack, dₖ − now − k/μ ≥ Margin, and the bound it keeps is: while slots
-// are released at μ or faster, every waiter starts by its deadline less
-// Margin unless there are too few victims; a waiter whose deadline has
-// passed keeps its place in line but is never revoked for. When no
-// release comes, the controller decides again, by a timer, the moment
-// the first waiter's slack runs out. Waiters without a deadline count as
-// if behind those with one (as the slo-deadline ordering serves them);
-// a band none of whose waiters has a deadline is sized by its waiting
-// requests, as above. A decision weighs the deadlines of at most 1,024
-// waiters of the band.
+//   - With the waiters' deadlines in order, d₁ ≤ d₂ ≤ … ≤ dₙ, behind the
+//     a requests of the waiting bands above, the k-th is expected to
+//     start (a+k)/μ from now and needs
 //
-// The victims are then those that have produced no output yet (no
-// [Admission.FirstToken] reported) and, among those or when there is
-// none, the one dispatched last — the least work lost — from any band
-// below min(p, Below), the lowest band's on a tie.
+//     need = max over k of ⌈a + k − μ·max(dₖ − Margin − now, 0)⌉, at least 0
+//
+//     slots freed at once to start by dₖ − Margin. A decision revokes the
+//     largest need over the refused band and the waiting bands below it
+//     that have victims below them (capped as above), victims coming from
+//     below the lowest band that needs them.
+//
+//   - So nothing is revoked while every waiter has slack,
+//     dₖ − now − (a+k)/μ ≥ Margin, and the bound kept is: while slots are
+//     released at μ or faster, every waiter with a deadline starts by its
+//     deadline less Margin, unless there are too few victims. A waiter
+//     whose deadline has passed keeps its place in line but is never
+//     revoked for. When no release comes, a timer decides again the
+//     moment the first waiter's slack runs out.
+//
+//   - A band whose requests have deadlines holds back, by Little's law,
+//     ⌊λ·S⌋ admissions — what its arrivals keep running on average: a
+//     band below it does not start while the slots left free (the pool's
+//     size taken as the admissions in flight at the gate's last refusal)
+//     would be fewer than what such bands hold back and do not hold,
+//     running or waiting. And when λ·S + √(λ·S) of the bands down to a
+//     band with deadlines fill the pool, that band needs every slot — its
+//     queue would not drain, and slack spent now is missing at the next
+//     peak — so its decision frees a slot for each of its waiters.
+//
+//   - The victims are those that have produced no output yet (no
+//     [Admission.FirstToken] reported) and, among those or when there is
+//     none, the one dispatched last — the least work lost — from any band
+//     below min(p, Below), the lowest band's on a tie.
+//
+// Waiters without a deadline count as behind those with one (as the
+// slo-deadline ordering serves them); a refused band none of whose
+// waiters has a deadline is sized by its waiting requests, as above. A
+// decision weighs the deadlines of at most 1,024 waiters of a band, and
+// costs a sort of them and a walk of the victims' running admissions.
 //
 // A revoked admission's holder learns of it from [Admission.Revoked], stops
 // the request, and confirms with [Admission.Done]: the slot returns once,
