@@ -35,6 +35,15 @@ const serviceWeight = 8
 // arrivalsDecay is the time constant of a band's measured arrival rate.
 const arrivalsDecay = 2 * time.Second
 
+// arrived counts an arrival of band b at now (the zero Time to read the
+// clock) in its arrival rate, when the controller evicts. Called with mu
+// held.
+func (r *reclaimer) arrived(c *FlowController, b *band, now time.Time) {
+	if r.evict {
+		b.arrived(c.sinceEpoch(now))
+	}
+}
+
 // arrived counts an arrival of the band at now in its arrival rate.
 func (b *band) arrived(now time.Duration) {
 	b.arrivals = b.arrivalRate(now) + 1/arrivalsDecay.Seconds()

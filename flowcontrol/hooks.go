@@ -88,8 +88,8 @@ func (c *FlowController) deadline(it *ordering.Item, lim *bandLimits) time.Durat
 // (the zero Time to read the clock), in the band's arrival rate, when the
 // controller evicts. Called with mu held.
 func (c *FlowController) arrived(b *band, now time.Time) {
-	if c.reclaim != nil && c.reclaim.evict {
-		b.arrived(c.sinceEpoch(now))
+	if c.reclaim != nil {
+		c.reclaim.arrived(c, b, now)
 	}
 }
 

@@ -90,6 +90,7 @@ type Run struct {
 	WastedTokens    int     // decoded batch tokens lost to revocation
 	Revocations     int
 	StdRevoked      int
+	ChatRequests    int // chat requests that ended
 }
 
 // Simulate runs row on seed in scenario sc.
@@ -142,14 +143,12 @@ func Simulate(sc Scenario, row Row, seed uint64) (Run, error) {
 	run.ChatSLO = 100 * chat.SLOShare()
 	run.StdSLO = 100 * std.SLOShare()
 	for _, r := range recs {
-		if ttft, ok := r.TTFT(); r.Tenant == chatTenant && debugMisses && (!ok || ttft > chatSLO) {
-			fmt.Printf("miss arrival %.2f ttft %.2f queue %.2f attempts %d\n", r.Arrival.Seconds(), ttft.Seconds(), r.QueueTime.Seconds(), r.Attempts)
-		}
 		if r.Tenant == batchTenant && r.Served && r.End <= duration {
 			run.BatchTokens += r.OutputTokens
 		}
 	}
 	run.WastedTokens, run.Revocations, run.StdRevoked = batch.WastedTokens, batch.Aborts, std.Aborts
+	run.ChatRequests = chat.Requests
 	return run, nil
 }
 
@@ -175,13 +174,13 @@ func Compare(sc Scenario, seeds []uint64) (*Table, error) {
 	return t, err
 }
 
-// Spread returns one figure of row over the seeds.
-func (t *Table) Spread(row int, of func(seed int) float64) sim.Spread {
+// Spread returns one figure over the seeds: of(i) is its value
+// on the i-th seed.
+func (t *Table) Spread(of func(i int) float64) sim.Spread {
 	values := make([]float64, len(t.Seeds))
 	for i := range t.Seeds {
 		values[i] = of(i)
 	}
-	_ = row
 	return sim.SpreadOf(values)
 }
 
@@ -197,9 +196,9 @@ func (t *Table) Print() {
 	for r, row := range Rows {
 		runs := t.Runs[r]
 		of := func(f func(Run) float64) sim.Spread {
-			return t.Spread(r, func(i int) float64 { return f(runs[i]) })
+			return t.Spread(func(i int) float64 { return f(runs[i]) })
 		}
-		share := t.Spread(r, func(i int) float64 {
+		share := t.Spread(func(i int) float64 {
 			return 100 * float64(runs[i].BatchTokens) / float64(max(t.Runs[0][i].BatchTokens, 1))
 		})
 		std := "—"
@@ -216,8 +215,6 @@ func (t *Table) Print() {
 	}
 	fmt.Println()
 }
-
-var debugMisses bool
 
 func main() {
 	seeds := sim.SeedRangeFlags("giveway")
