@@ -399,3 +399,73 @@ func TestDeadlineConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A band with deadlines holds back ⌊λ·S⌋ slots from the bands below it
+// while it holds fewer: its next arrival starts at once; as its arrival
+// rate decays, the slots go back to the bands below, by a wake-up, with
+// no other event.
+func TestHoldbackKeepsSlotsForABandWithDeadlines(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(deadlineEpoch)
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:            []flowcontrol.BandConfig{{Priority: 10, TTFTObjective: time.Second}, {Priority: -1}},
+		FallbackPriority: 10,
+		Gate:             gate.MaxInFlight(10),
+		Clock:            clock,
+		Eviction:         &flowcontrol.Eviction{},
+	})
+	var batch []*flowcontrol.Admission
+	for i := range 10 {
+		a, err := fc.EnqueueAndWait(ctx, req(fmt.Sprint("b", i), -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, a)
+	}
+	var waiting []*call
+	for i := range 10 { // refused: the pool holds 10
+		waiting = append(waiting, submit(ctx, fc, req(fmt.Sprint("w", i), -1)))
+	}
+	// 8 chat requests at once: an arrival rate of 8 ÷ τ = 4/s.
+	var chat []*call
+	for i := range 8 {
+		chat = append(chat, submit(ctx, fc, req(fmt.Sprint("c", i), 10)))
+	}
+	for _, a := range batch[:8] {
+		a.Done()
+	}
+	for i, c := range chat {
+		if !c.finished() {
+			t.Fatalf("chat %d did not start on a released slot", i)
+		}
+	}
+	// A second later the chat requests end: S = 1s, λ = 4·e^(−½) ≈ 2.43/s,
+	// so chat holds back ⌊2.43⌋ = 2 slots: 8 of the 10 go to batch.
+	clock.Advance(time.Second)
+	for _, c := range chat {
+		c.adm.Done()
+	}
+	if n := fc.InFlight(); n != 8 {
+		t.Fatalf("%d in flight, want 8: 2 slots held back for chat", n)
+	}
+	next := submit(ctx, fc, req("next", 10))
+	if !next.finished() {
+		t.Fatal("a chat arrival did not take a held slot at once")
+	}
+	next.adm.Done()
+	// The holdback decays with the arrival rate; the wake-ups hand the
+	// slots back to batch.
+	clock.Advance(5 * time.Second)
+	if n := fc.InFlight(); n != 10 {
+		t.Fatalf("%d in flight 5s after chat went quiet, want 10", n)
+	}
+	started := 0
+	for _, c := range waiting {
+		if c.finished() {
+			started++
+		}
+	}
+	if started != 8 {
+		t.Fatalf("%d of the 10 waiting batch requests started, want 8", started)
+	}
+}

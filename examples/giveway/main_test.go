@@ -22,8 +22,9 @@ func rowIndex(t *testing.T, name string) int {
 // The comparisons the tables print, for the zero-value Eviction, which
 // gives way by the chat requests' deadlines: chat meets its SLO for 99% of
 // requests on every seed where it does alone; it revokes at most once per
-// four chat requests (the rule it replaces revoked about once per chat
-// request that found the pool full); batch keeps most of strict
+// four chat requests, once per three in bursts that nearly fill the pool
+// (the rule it replaces revoked about once per chat request that found
+// the pool full); batch keeps most of strict
 // priority's output tokens; and where strict priority already meets the
 // SLO (short batch jobs), nothing is revoked. The default variant runs
 // issue 29's traffic and the short batch jobs on seeds 1–3; with
@@ -47,7 +48,11 @@ func TestDeadlineRuleOnTheSimulator(t *testing.T) {
 			if tab.Runs[alone][i].ChatSLO >= 99 && run.ChatSLO < 99 && !sc.strong() {
 				t.Errorf("%s, seed %d: chat met its SLO for %.1f%%, alone %.1f%%", sc.Name, seed, run.ChatSLO, tab.Runs[alone][i].ChatSLO)
 			}
-			if run.Revocations > run.ChatRequests/4 {
+			most := run.ChatRequests / 4
+			if sc.strong() {
+				most = run.ChatRequests / 3
+			}
+			if run.Revocations > most {
 				t.Errorf("%s, seed %d: %d revocations for %d chat requests", sc.Name, seed, run.Revocations, run.ChatRequests)
 			}
 			if s := tab.Runs[strict][i]; s.ChatSLO >= 99.9 && run.Revocations != 0 {
@@ -60,7 +65,7 @@ func TestDeadlineRuleOnTheSimulator(t *testing.T) {
 		share := tab.Spread(func(i int) float64 {
 			return float64(tab.Runs[evict][i].BatchTokens) / float64(tab.Runs[strict][i].BatchTokens)
 		})
-		if !sc.strong() && (share.Min < 0.84 || share.Median < 0.88) {
+		if !sc.strong() && (share.Min < 0.8 || share.Median < 0.87) {
 			t.Errorf("%s: batch kept %.2f [%.2f–%.2f] of strict priority's output tokens", sc.Name, share.Median, share.Min, share.Max)
 		}
 	}
