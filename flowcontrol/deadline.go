@@ -112,11 +112,7 @@ func (c *FlowController) releaseRate(w *band, now time.Duration) float64 {
 		if b.running.n == 0 {
 			continue
 		}
-		s := b.service
-		if s == 0 {
-			s = max(PriorServiceTime, now-b.running.head.start)
-		}
-		mu += float64(b.running.n) / s.Seconds()
+		mu += float64(b.running.n) / b.serviceTime(now).Seconds()
 	}
 	return max(mu, 0)
 }
