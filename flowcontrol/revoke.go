@@ -129,6 +129,11 @@ type Eviction struct {
 	// start (see "Giving way by deadline", above): the time from the start
 	// to the first token — the model server's prefill — and a revocation's
 	// confirmation come after it. 0 means [DefaultDeadlineMargin], 150ms.
+	// A larger margin spends less of each waiter's slack waiting for
+	// releases: for a band whose bursts nearly fill the pool, slack spent
+	// now is missing at the next peak (examples/giveway, stronger
+	// bursts); a margin as long as the objective revokes for every waiter
+	// at once, as without deadlines.
 	Margin time.Duration
 	// GuaranteesIgnoreBelow lets a band's guarantee
 	// ([BandConfig.Guarantee]) be taken back from any band below it.
