@@ -36,10 +36,10 @@ const serviceWeight = 8
 const arrivalsDecay = 2 * time.Second
 
 // arrived counts an arrival of band b at now (the zero Time to read the
-// clock) in its arrival rate, when the controller evicts. Called with mu
-// held.
+// clock) in its arrival rate, when the controller gives way by deadline.
+// Called with mu held.
 func (r *reclaimer) arrived(c *FlowController, b *band, now time.Time) {
-	if r.evict {
+	if r.byDeadline {
 		b.arrived(c.sinceEpoch(now))
 	}
 }

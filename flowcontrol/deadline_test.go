@@ -95,7 +95,7 @@ func (p *deadlinePool) confirm() int {
 func TestDeadlineSlackRevokesNothing(t *testing.T) {
 	// μ = 4 running ÷ 1s = 4/s; the chat request's slack is 1s − 150ms:
 	// ⌈1 − 4×0.85⌉ < 0.
-	p := newDeadlinePool(t, 4, time.Second, flowcontrol.Eviction{}, flowcontrol.BandConfig{TTFTObjective: time.Second})
+	p := newDeadlinePool(t, 4, time.Second, flowcontrol.Eviction{ByDeadline: true}, flowcontrol.BandConfig{TTFTObjective: time.Second})
 	chat := submit(context.Background(), p.fc, req("chat", 10))
 	for range 6 { // through the slack, a wake-up included
 		p.clock.Advance(100 * time.Millisecond)
@@ -124,7 +124,7 @@ func TestDeadlineSlackRevokesNothing(t *testing.T) {
 // slots the stated rule sizes: the largest ⌈k − μ·(dₖ − margin − now)⌉.
 func TestDeadlineRevokesTheDeficit(t *testing.T) {
 	ctx := context.Background()
-	p := newDeadlinePool(t, 64, 10*time.Second, flowcontrol.Eviction{MaxPerDecision: 32}, flowcontrol.BandConfig{})
+	p := newDeadlinePool(t, 64, 10*time.Second, flowcontrol.Eviction{ByDeadline: true, MaxPerDecision: 32}, flowcontrol.BandConfig{})
 	// A first request whose deadline is within the margin needs a slot at
 	// once: one revocation, left unconfirmed, so that the decision after
 	// its confirmation sees the whole burst.
@@ -177,7 +177,7 @@ func TestDeadlineVictimOrder(t *testing.T) {
 		FallbackPriority: 10,
 		Gate:             gate.MaxInFlight(5),
 		Clock:            clock,
-		Eviction:         &flowcontrol.Eviction{},
+		Eviction:         &flowcontrol.Eviction{ByDeadline: true},
 		Revocations:      rec.record,
 	})
 	var batch []*flowcontrol.Admission
@@ -224,7 +224,7 @@ func TestDeadlineBoundHolds(t *testing.T) {
 				FallbackPriority: 10,
 				Gate:             gate.MaxInFlight(slots),
 				Clock:            clock,
-				Eviction:         &flowcontrol.Eviction{MaxPerDecision: slots},
+				Eviction:         &flowcontrol.Eviction{ByDeadline: true, MaxPerDecision: slots},
 				Revocations:      rec.record,
 			})
 			// Batch requests, each run for service; a client sends its
@@ -412,7 +412,7 @@ func TestHoldbackKeepsSlotsForABandWithDeadlines(t *testing.T) {
 		FallbackPriority: 10,
 		Gate:             gate.MaxInFlight(10),
 		Clock:            clock,
-		Eviction:         &flowcontrol.Eviction{},
+		Eviction:         &flowcontrol.Eviction{ByDeadline: true},
 	})
 	var batch []*flowcontrol.Admission
 	for i := range 10 {
@@ -467,5 +467,15 @@ func TestHoldbackKeepsSlotsForABandWithDeadlines(t *testing.T) {
 	}
 	if started != 8 {
 		t.Fatalf("%d of the 10 waiting batch requests started, want 8", started)
+	}
+}
+
+// Without ByDeadline, eviction is sized by the waiting requests, deadlines
+// or not: a request with all its slack left is revoked for at once.
+func TestDeadlinesNeedByDeadline(t *testing.T) {
+	p := newDeadlinePool(t, 4, time.Second, flowcontrol.Eviction{}, flowcontrol.BandConfig{TTFTObjective: time.Minute})
+	submit(context.Background(), p.fc, withSLO("chat", 10, time.Minute))
+	if n := p.rec.count(flowcontrol.RevocationIssued); n != 1 {
+		t.Fatalf("the zero-value Eviction revoked %d for one waiting request, want 1", n)
 	}
 }

@@ -213,9 +213,9 @@
 //     head of a band, running admissions of sheddable bands strictly below
 //     it are revoked, the lowest band and the most recently dispatched
 //     first, sized from the waiting demand and paced by confirmation; see
-//     [Eviction]. When the waiting requests have deadlines — a band's
-//     [BandConfig.TTFTObjective], or llm-d's x-llm-d-slo-ttft-ms header —
-//     it gives way by them instead: it revokes only what the deadlines
+//     [Eviction]. With [Eviction.ByDeadline], when the waiting requests
+//     have deadlines — a band's [BandConfig.TTFTObjective], or llm-d's
+//     x-llm-d-slo-ttft-ms header — it gives way by them instead: it revokes only what the deadlines
 //     need given the slot releases it measures, never while they have
 //     slack, victims without output first, and holds back for a band
 //     with deadlines the slots its arrival rate × service time keeps

@@ -86,7 +86,7 @@ func (c *FlowController) deadline(it *ordering.Item, lim *bandLimits) time.Durat
 
 // arrived counts a request of band b, started at once or queued at now
 // (the zero Time to read the clock), in the band's arrival rate, when the
-// controller evicts. Called with mu held.
+// controller gives way by deadline. Called with mu held.
 func (c *FlowController) arrived(b *band, now time.Time) {
 	if c.reclaim != nil {
 		c.reclaim.arrived(c, b, now)
@@ -97,7 +97,7 @@ func (c *FlowController) arrived(b *band, now time.Time) {
 // Time to read the clock), a slot kept for the next arrivals of a band
 // above it with deadlines (see holdsBack). Called with mu held.
 func (c *FlowController) heldBack(b *band, now time.Time) bool {
-	return c.reclaim != nil && c.reclaim.evict && c.holdsBack(b, now)
+	return c.reclaim != nil && c.reclaim.byDeadline && c.holdsBack(b, now)
 }
 
 // granted runs the hooks of a slot granted: there are endpoints. Called

@@ -21,8 +21,9 @@ type reclaimer struct {
 	lending bool // a band may have a guarantee
 	// margin is Eviction.Margin, or its default; lendAll is
 	// Eviction.GuaranteesIgnoreBelow.
-	margin  time.Duration
-	lendAll bool
+	margin     time.Duration
+	lendAll    bool
+	byDeadline bool // Eviction.ByDeadline
 	// full is the admissions in flight when the gate last refused a head:
 	// the pool's size, as far as the controller can tell (holdsBack).
 	full int
@@ -130,7 +131,7 @@ func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 	r := &reclaimer{evict: e != nil, lending: lending, maxPer: DefaultMaxRevocationsPerDecision,
 		timeout: DefaultRevocationTimeout, margin: DefaultDeadlineMargin}
 	if e != nil {
-		r.below, r.lendAll = e.Below, e.GuaranteesIgnoreBelow
+		r.below, r.lendAll, r.byDeadline = e.Below, e.GuaranteesIgnoreBelow, e.ByDeadline
 		if e.Margin > 0 {
 			r.margin = e.Margin
 		}
@@ -319,7 +320,7 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving *waiter) {
 		}
 	}
 	byDeadline, next, lowest := false, time.Duration(maxInt64), b
-	if r.evict {
+	if r.byDeadline {
 		var need int
 		if need, next, byDeadline, lowest = c.lineNeed(b, arriving, at, demand); byDeadline {
 			demand = min(need, int(c.inFlight))

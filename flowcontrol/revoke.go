@@ -22,11 +22,11 @@ import (
 // has passed:
 //   - Victims come only from bands of priority below min(p, Below), lowest
 //     priority first and, within a band, the most recently dispatched
-//     first: the least work is lost (by deadline, below, the victims
+//     first: the least work is lost (with ByDeadline, below, the victims
 //     without output go first). A band's guaranteed share
 //     ([BandConfig.Guarantee]) is never revoked.
-//   - Its size is the demand: the requests waiting in band p — or, when
-//     they have deadlines, what their deadlines need (below) — plus the
+//   - Its size is the demand: the requests waiting in band p — or, with
+//     ByDeadline, what their deadlines need (below) — plus the
 //     admissions the gate's saturation stands above the band's ceiling
 //     (see [gate.CeilingGate]), counted in mean footprints (saturation ÷ in
 //     flight) — llm-d sizes from the second alone, which frees one slot
@@ -44,11 +44,13 @@ import (
 // A waiting request has a deadline when its band has a
 // [BandConfig.TTFTObjective] or, without one, when it carries an
 // x-llm-d-slo-ttft-ms header ([ordering.SLOTTFTHeader]): its ReceivedTime
-// plus that objective. When the waiting requests have deadlines, a
-// decision revokes only what they need to start in time, and nothing
-// while each has slack; no field turns this on, since a deadline is what
-// a request asks to be served by, and eviction without one would revoke
-// for a request that can wait. The rule:
+// plus that objective. With ByDeadline, when the waiting requests have
+// deadlines, a decision revokes only what they need to start in time,
+// and nothing while each has slack. It is a field, off in the zero value,
+// rather than the behaviour whenever requests carry deadlines, so that a
+// deployment whose clients already send x-llm-d-slo-ttft-ms keeps the
+// eviction it tuned (a Grace that stands for the slack, say) until it
+// asks for this one. The rule:
 //
 //   - The release rate μ a band's waiters see is the slots per second
 //     the running admissions are expected to free: for each band, its
@@ -125,6 +127,12 @@ type Eviction struct {
 	// next decision back (llm-d EvictionConfirmationTimeout; 0 means its
 	// default, 10s).
 	Timeout time.Duration
+	// ByDeadline turns on giving way by deadline (see "Giving way by
+	// deadline", above): revocations sized to what the waiting requests'
+	// deadlines need, victims without output first, and slots held back
+	// for a band with deadlines. Without it a decision is sized by the
+	// waiting requests, as llm-d-router's is, deadlines or not.
+	ByDeadline bool
 	// Margin is how long before its deadline a waiting request must
 	// start (see "Giving way by deadline", above): the time from the start
 	// to the first token — the model server's prefill — and a revocation's

@@ -1,5 +1,7 @@
 // Command giveway compares, on the shared simulator, strict priority with
-// the zero-value [flowcontrol.Eviction]: chat at priority 10 with a 1 s
+// the zero-value [flowcontrol.Eviction], which revokes for the waiting
+// requests, and with Eviction.ByDeadline, which revokes only what their
+// deadlines need: chat at priority 10 with a 1 s
 // TTFT SLO in bursts beside a closed-loop batch backlog at −1, behind
 // MaxInFlight(64) over 4 servers × 16 slots. It prints, per scenario and
 // row, chat's SLO attainment, batch's output tokens (and their share of
@@ -9,10 +11,7 @@
 //	go run ./examples/giveway                 # seeds 1–20
 //	go run ./examples/giveway -from 1 -to 3
 //
-// It is the check of issue 29's "give way by deadline": run on a commit
-// before it, the eviction row is the rule that revokes one batch request
-// per chat request refused; after it, the rule that revokes only what the
-// chat requests' deadlines need.
+// It is the check of issue 29's "give way by deadline".
 package main
 
 import (
@@ -75,6 +74,7 @@ var Rows = []Row{
 	{Name: "strict priority"},
 	{Name: "chat alone", ChatAlone: true},
 	{Name: "Eviction{} (zero value)", Eviction: &flowcontrol.Eviction{}},
+	{Name: "Eviction{ByDeadline: true}", Eviction: &flowcontrol.Eviction{ByDeadline: true}},
 }
 
 const (
