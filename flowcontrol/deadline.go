@@ -63,9 +63,13 @@ func (b *band) arrivalRate(now time.Duration) float64 {
 // deadlineOf returns the deadline of a request whose item is it, queued in
 // a band of objective (BandConfig.TTFTObjective), as time since the
 // controller's epoch, or 0 when it has none: its ReceivedTime plus the
-// band's objective or, without one, the objective its headers carry.
-// Outside the lock.
+// band's objective or, without one, the objective its headers carry; 0
+// also when nothing gives way by deadlines (neither ByDeadline nor a
+// guarantee). Outside the lock.
 func (c *FlowController) deadlineOf(it *ordering.Item, objective time.Duration) time.Duration {
+	if r := c.reclaim; !r.byDeadline && !r.lending {
+		return 0
+	}
 	slo := objective
 	if slo <= 0 {
 		var ok bool

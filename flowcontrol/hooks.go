@@ -77,9 +77,9 @@ func (c *FlowController) refusedAll(now time.Time) {
 // deadline returns the deadline of a request about to queue in a band of
 // limits lim, whose item is it, when the reclaimer may give way by
 // deadlines — Eviction.ByDeadline, or a floor yielding to them; 0
-// otherwise (see deadlineOf). Outside the lock.
+// otherwise (see deadlineOf, which checks which). Outside the lock.
 func (c *FlowController) deadline(it *ordering.Item, lim *bandLimits) time.Duration {
-	if r := c.reclaim; r == nil || !r.byDeadline && !r.lending {
+	if c.reclaim == nil {
 		return 0
 	}
 	return c.deadlineOf(it, lim.objective)
