@@ -44,13 +44,17 @@ func (a *Admission) QueueTime() time.Duration { return a.queueTime }
 // router (for HTTP, the first byte of the response body). The time since
 // dispatch is what a [gate.MeteredGate] hears as [gate.Usage.FirstToken]
 // when Done returns the slot — the latency an adaptive gate learns its
-// limit from — and what a [gate.FirstTokenGate] hears at once. Only the
-// first call counts; a call after Done is ignored. It reads the clock only
-// when the controller's gate is a MeteredGate, and is safe to call from any
-// goroutine.
+// limit from — and what a [gate.FirstTokenGate] hears at once. With
+// [Config.Eviction], an admission that has reported its first token is
+// revoked for a deadline only after those that have not (see [Eviction]).
+// Only the first call counts; a call after Done is ignored. It reads the
+// clock only when the controller's gate is a MeteredGate, and is safe to
+// call from any goroutine.
 func (a *Admission) FirstToken() {
 	if m := a.c.meter; m != nil {
 		m.firstToken(a)
+	} else if l := a.lease; l != nil {
+		l.firstToken.CompareAndSwap(0, 1) // output; its time is nobody's
 	}
 }
 

@@ -3,6 +3,7 @@ package flowcontrol
 import (
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicegate/sluice/ordering"
 )
@@ -41,6 +42,17 @@ type band struct {
 	// reclaimer.tracks).
 	guarantee float64
 	running   leaseList
+	// service is the band's mean service time: the time its admissions
+	// that ended by themselves (not revoked) held their slots, as a
+	// moving average (see served); 0 until one has.
+	service time.Duration
+	// arrivals is the band's arrival rate, per second, decayed with the
+	// time constant arrivalsDecay, as of arrivalsAt (see arrived).
+	arrivals   float64
+	arrivalsAt time.Duration
+	// deadlined is set once a decision has seen a waiter of the band with
+	// a deadline: the band is then held slots for (holdsBack).
+	deadlined bool
 }
 
 // push queues w in the queue of its flow, which it creates when the flow has

@@ -125,6 +125,17 @@ type BandConfig struct {
 	// New refuses a guarantee with no Gate: nothing is refused without
 	// one, so the guarantee would never be short.
 	Guarantee float64
+	// TTFTObjective is the band's time-to-first-token objective: a
+	// request of the band waiting to start has the deadline of its
+	// ReceivedTime plus TTFTObjective, which in-flight eviction and
+	// guarantees give way by (see [Eviction]). 0, the default, sets none:
+	// a request then has the deadline its x-llm-d-slo-ttft-ms header
+	// carries from its ReceivedTime (read as [ordering.SLODeadline] reads
+	// it), if any. When both are there the band's objective wins: the
+	// operator's setting, not a client's header, decides what is revoked
+	// for the band's requests. Negative values are refused; a deadline
+	// past the range of a time.Time saturates.
+	TTFTObjective time.Duration
 	// Fairness picks which flow's head the band offers next; nil means
 	// [GlobalStrict], the order of one queue for the whole band. As with
 	// Policy, code builds the value and a file names it: see
@@ -239,6 +250,8 @@ type bandLimits struct {
 	// that fits it when nothing waits.
 	empty room
 	ttl   time.Duration
+	// objective is BandConfig.TTFTObjective.
+	objective time.Duration
 }
 
 func newBandLimits(bc BandConfig) *bandLimits {
@@ -246,6 +259,8 @@ func newBandLimits(bc BandConfig) *bandLimits {
 		band: newCapacities(bc.RequestCapacity, bc.ByteCapacity, bc.CostCapacity),
 		flow: newCapacities(bc.FlowRequestCapacity, capacity.Unbounded(), capacity.Unbounded()),
 		ttl:  bc.TTL,
+
+		objective: bc.TTFTObjective,
 	}
 	l.empty = l.band.room().within(l.flow.room())
 	return l
@@ -295,6 +310,7 @@ func checkBand(name string, bc BandConfig) (ordering.Policy, error) {
 		checkLimit(name+".FlowRequestCapacity", bc.FlowRequestCapacity),
 		checkTTL(name+".TTL", bc.TTL),
 		checkGuarantee(name+".Guarantee", bc.Guarantee),
+		checkObjective(name+".TTFTObjective", bc.TTFTObjective),
 	); err != nil {
 		return nil, err
 	}

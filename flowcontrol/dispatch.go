@@ -31,8 +31,11 @@ func (c *FlowController) dispatchLocked(now time.Time) {
 			return
 		}
 		b := c.headOf(desc, i) // a band short of its guarantee goes first
+		if c.heldBack(b, now) {
+			return // a slot kept for the next arrivals of a band above
+		}
 		if !c.offer(b) {
-			c.refusedFor(b, now, 0)
+			c.refusedFor(b, now, nil)
 			// A band short of its guarantee that the gate refuses (a
 			// ceiling holding it back, say) does not hold back the band
 			// strict priority would offer.
@@ -81,6 +84,7 @@ func (c *FlowController) left(w *waiter, now time.Time) {
 		c.drain.idle(now)
 	}
 	w.queued = false
+	w.retryAfter = 0 // its deadline while it was queued
 	c.drained()
 	w.gen++
 	if w.timer != nil {

@@ -42,12 +42,14 @@ func (c *FlowController) makeRoom(w *waiter, now time.Time) *RejectionError {
 	for i, v := range plan {
 		// A displaced request may come back when the scope that made it
 		// leave has room.
+		var retryAfter time.Duration
 		if global[i] {
-			v.retryAfter = c.drain.retryAfter(now, c.inFlightNow())
+			retryAfter = c.drain.retryAfter(now, c.inFlightNow())
 		} else {
-			v.retryAfter = v.band.drain.retryAfter(now, c.inFlightNow())
+			retryAfter = v.band.drain.retryAfter(now, c.inFlightNow())
 		}
 		c.unqueue(v, now)
+		v.retryAfter = retryAfter // after unqueue, which clears the deadline it held
 		// It never reached a model server: rejected-saturated, with
 		// ErrDisplaced beside it (see result).
 		c.decide(v, OutcomeRejectedSaturated, now)

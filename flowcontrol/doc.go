@@ -213,7 +213,13 @@
 //     head of a band, running admissions of sheddable bands strictly below
 //     it are revoked, the lowest band and the most recently dispatched
 //     first, sized from the waiting demand and paced by confirmation; see
-//     [Eviction].
+//     [Eviction]. With [Eviction.ByDeadline], when the waiting requests
+//     have deadlines — a band's [BandConfig.TTFTObjective], or llm-d's
+//     x-llm-d-slo-ttft-ms header — it gives way by them instead: it revokes only what the deadlines
+//     need given the slot releases it measures, never while they have
+//     slack, victims without output first, and holds back for a band
+//     with deadlines the slots its arrival rate × service time keeps
+//     busy (Little's law).
 //   - Guarantees ([BandConfig.Guarantee]): a band's share, lent to any
 //     band while it is idle, taken back by revocation from the bands below
 //     when it is wanted. A band short of its guarantee is offered before
@@ -228,7 +234,11 @@
 // idle guarantee is lent, no borrowing limit is needed, and the owner gets
 // its share back within one revocation's confirmation (bounded by
 // [Eviction.Timeout] for the next decision's sake). A band's own
-// guarantee is what eviction may not take from it: a floor for batch.
+// guarantee is what eviction may not take from it: a floor for batch. A
+// guarantee never takes its share back from a band at or above
+// [Eviction.Below] unless [Eviction.GuaranteesIgnoreBelow] says so, and a
+// sheddable band's floor yields the next slot to a band above it whose
+// waiters would otherwise miss their deadlines.
 //
 // A revocation reaches the holder of the [Admission] through
 // [Admission.Revoked]; the holder stops the request and confirms with
@@ -336,6 +346,7 @@
 //	fast.go         lockFree: start and end without the lock while nothing waits
 //	metered.go      metering: what a gate.MeteredGate hears of each slot
 //	reclaim.go      reclaimer: in-flight eviction, its decisions and pacing
+//	deadline.go     the reclaimer's giving way by deadline, release rates, holdbacks
 //	guarantee.go    the reclaimer's guaranteed shares, lent while idle
 //	noendpoints.go  endpointWatch: drop requests while no model server is up
 //

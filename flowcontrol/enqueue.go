@@ -240,6 +240,7 @@ func (c *FlowController) startAtOnce(b *band, key FlowKey, tag any, size, cost i
 	}
 	c.took()
 	l := c.started(b, key, tag, cost, time.Time{})
+	c.arrived(b, time.Time{})
 	a := c.slab.admission()
 	a.c, a.requested, a.effective, a.lease = c, key, b.priority, l
 	return a, nil
@@ -278,14 +279,16 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 			c.drained()
 			c.took()
 			l := c.started(b, w.requested, w.tag, w.cost, now)
+			c.arrived(b, now)
 			a := c.slab.admission()
 			a.c, a.requested, a.effective, a.lease = c, w.requested, b.priority, l
 			return a, nil, 0, 0
 		}
 		defer c.refusedAll(now) // once w is queued
-		c.refusedFor(b, now, 1) // w, about to queue, is in the demand
+		c.refusedFor(b, now, w) // w, about to queue, is in the demand
 	}
 	c.queue(w, now)
+	c.arrived(b, now)
 	if !first {
 		// A band at or above this one waits: offer its head again, as on
 		// every event. (When w was first, the gate has just refused it and
@@ -370,7 +373,7 @@ func (c *FlowController) withdraw(w *waiter) {
 // short of its guarantee, no band at all at or above it.
 func (c *FlowController) isFirst(b *band) bool {
 	top := c.firstNonEmpty()
-	return top < 0 || c.firstAt(b, top)
+	return (top < 0 || c.firstAt(b, top)) && !c.heldBack(b, time.Time{})
 }
 
 // contextOutcome is the outcome of a wait that ctx ended: an expiry for a

@@ -11,10 +11,12 @@ import (
 
 // head returns the band whose head dispatch offers when desc[i] is the
 // highest band with waiters: a band short of its guarantee at or below it,
-// if any, goes first; otherwise desc[i]. Called with mu held.
+// if any, goes first, unless it is sheddable and a band above it needs
+// the slot for its deadlines (floorYields); otherwise desc[i]. Called
+// with mu held.
 func (r *reclaimer) head(c *FlowController, desc []*band, i int) *band {
 	if r.lending {
-		if g := c.guaranteedHead(i); g != nil {
+		if g := c.guaranteedHead(i); g != nil && !c.floorYields(g, i) {
 			return g
 		}
 	}
@@ -28,10 +30,10 @@ func (r *reclaimer) first(c *FlowController, b *band, top int) bool {
 	if !r.lending {
 		return top > b.index
 	}
-	if g := c.guaranteedHead(top); g != nil && g.index <= b.index {
+	if g := c.guaranteedHead(top); g != nil && g.index <= b.index && !c.floorYields(g, top) {
 		return false
 	}
-	return top > b.index || c.shortOfGuarantee(b)
+	return top > b.index || c.shortOfGuarantee(b) && !c.floorYields(b, top)
 }
 
 // guaranteedHead returns the highest band at index from or below that has

@@ -1,6 +1,10 @@
 package flowcontrol
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicegate/sluice/ordering"
+)
 
 // The hooks through which the phase files (enqueue.go, dispatch.go,
 // admission.go, deliver.go) reach the optional features. Each checks
@@ -54,9 +58,9 @@ func (c *FlowController) firstAt(b *band, top int) bool {
 }
 
 // refusedFor runs the hooks of a refusal of band b's head at now, with
-// arriving requests about to queue in it: a revocation decision. Called
-// with mu held.
-func (c *FlowController) refusedFor(b *band, now time.Time, arriving int64) {
+// arriving, if not nil, about to queue in it: a revocation decision.
+// Called with mu held.
+func (c *FlowController) refusedFor(b *band, now time.Time, arriving *waiter) {
 	if c.reclaim != nil {
 		c.reclaim.refused(c, b, now, arriving)
 	}
@@ -68,6 +72,33 @@ func (c *FlowController) refusedAll(now time.Time) {
 	if c.noEndpoints != nil {
 		c.noEndpoints.refused(c, now)
 	}
+}
+
+// deadline returns the deadline of a request about to queue in a band of
+// limits lim, whose item is it, when the reclaimer may give way by
+// deadlines — Eviction.ByDeadline, or a floor yielding to them; 0
+// otherwise (see deadlineOf, which checks which). Outside the lock.
+func (c *FlowController) deadline(it *ordering.Item, lim *bandLimits) time.Duration {
+	if c.reclaim == nil {
+		return 0
+	}
+	return c.deadlineOf(it, lim.objective)
+}
+
+// arrived counts a request of band b, started at once or queued at now
+// (the zero Time to read the clock), in the band's arrival rate, when the
+// controller gives way by deadline. Called with mu held.
+func (c *FlowController) arrived(b *band, now time.Time) {
+	if c.reclaim != nil {
+		c.reclaim.arrived(c, b, now)
+	}
+}
+
+// heldBack reports whether band b's head may not start at now (the zero
+// Time to read the clock), a slot kept for the next arrivals of a band
+// above it with deadlines (see holdsBack). Called with mu held.
+func (c *FlowController) heldBack(b *band, now time.Time) bool {
+	return c.reclaim != nil && c.reclaim.byDeadline && c.holdsBack(b, now)
 }
 
 // granted runs the hooks of a slot granted: there are endpoints. Called

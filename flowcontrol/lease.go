@@ -20,7 +20,10 @@ func (c *FlowController) startLease(b *band, key FlowKey, tag any, cost int64, n
 	}
 	l := c.slab.lease()
 	if track {
-		c.reclaim.track(l, b, key, tag)
+		if now.IsZero() {
+			now = c.clock.Now()
+		}
+		c.reclaim.track(l, b, key, tag, c.sinceEpoch(now))
 	}
 	if c.meter != nil {
 		c.meter.took(c, l, b, cost, now)

@@ -19,6 +19,17 @@ type reclaimer struct {
 	grace   time.Duration // ≥ 0
 	timeout time.Duration
 	lending bool // a band may have a guarantee
+	// margin is Eviction.Margin, or its default; lendAll is
+	// Eviction.GuaranteesIgnoreBelow.
+	margin     time.Duration
+	lendAll    bool
+	byDeadline bool // Eviction.ByDeadline
+	// full is the admissions in flight when the gate last refused a head:
+	// the pool's size, as far as the controller can tell (holdsBack).
+	full int
+	// deadlines is deadlineNeed's scratch: the deadlines of a band's
+	// waiters, kept for the next decision so that none allocates.
+	deadlines []time.Duration
 
 	detector gate.SaturationDetector // the gate, when it is one
 	ceilings gate.CeilingGate        // the gate, when it is one
@@ -117,9 +128,13 @@ func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 	if e == nil && !lending {
 		return nil
 	}
-	r := &reclaimer{evict: e != nil, lending: lending, maxPer: DefaultMaxRevocationsPerDecision, timeout: DefaultRevocationTimeout}
+	r := &reclaimer{evict: e != nil, lending: lending, maxPer: DefaultMaxRevocationsPerDecision,
+		timeout: DefaultRevocationTimeout, margin: DefaultDeadlineMargin}
 	if e != nil {
-		r.below = e.Below
+		r.below, r.lendAll, r.byDeadline = e.Below, e.GuaranteesIgnoreBelow, e.ByDeadline
+		if e.Margin > 0 {
+			r.margin = e.Margin
+		}
 		if e.MaxPerDecision > 0 {
 			r.maxPer = e.MaxPerDecision
 		}
@@ -139,15 +154,21 @@ func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 	return r
 }
 
-// tracks reports whether admissions of band b may be revoked, and so are
-// listed: every band's with guarantees, since any band may borrow; only
-// the sheddable bands' with eviction alone.
-func (r *reclaimer) tracks(b *band) bool { return r.lending || b.priority < r.below }
+// tracks reports whether admissions of band b are listed among its
+// running ones: every band's, since with guarantees any band may borrow
+// and with eviction the release rate counts them all (releaseRate).
+func (r *reclaimer) tracks(*band) bool { return true }
+
+// revocable reports whether admissions of band b may be revoked: every
+// band's with guarantees, since any band may borrow; only those of the
+// bands below Eviction.Below with eviction alone.
+func (r *reclaimer) revocable(b *band) bool { return r.lending || b.priority < r.below }
 
 // track lists l, the lease of an admission of band b, key and tag that
-// has just started, among b's running admissions. Called with mu held.
-func (r *reclaimer) track(l *lease, b *band, key FlowKey, tag any) {
-	l.band, l.requested, l.tag = b, key, tag
+// has just started at now (since the epoch), among b's running
+// admissions. Called with mu held.
+func (r *reclaimer) track(l *lease, b *band, key FlowKey, tag any, now time.Duration) {
+	l.band, l.requested, l.tag, l.start = b, key, tag, now
 	b.running.push(l)
 }
 
@@ -161,7 +182,8 @@ func (r *reclaimer) finished(c *FlowController, l *lease) {
 
 // refused takes a revocation decision for band b, whose head the gate has
 // just refused: see reclaimFor.
-func (r *reclaimer) refused(c *FlowController, b *band, now time.Time, arriving int64) {
+func (r *reclaimer) refused(c *FlowController, b *band, now time.Time, arriving *waiter) {
+	r.full = c.inFlight
 	c.reclaimFor(b, now, arriving)
 }
 
@@ -188,6 +210,7 @@ func (c *FlowController) endLease(l *lease) {
 	switch l.state {
 	case leaseRunning:
 		l.band.running.unlink(l)
+		l.band.served(l, c.sinceEpoch(time.Time{}))
 	case leaseRevoked:
 		r.outstanding.unlink(l)
 		now := c.sinceEpoch(time.Time{})
@@ -268,12 +291,15 @@ func (r *reclaimer) saturation() float64 {
 }
 
 // reclaimFor takes a revocation decision for band b, whose head the gate
-// has just refused at now (the zero Time to read the clock), with arriving
-// requests about to join its queue besides those in it: see Eviction and
-// BandConfig.Guarantee. Called with mu held.
-func (c *FlowController) reclaimFor(b *band, now time.Time, arriving int64) {
+// has just refused at now (the zero Time to read the clock), with
+// arriving, if not nil, about to join its queue besides those in it: see
+// Eviction and BandConfig.Guarantee. Called with mu held.
+func (c *FlowController) reclaimFor(b *band, now time.Time, arriving *waiter) {
 	r := c.reclaim
-	waiting := b.queued.requests + arriving
+	waiting := b.queued.requests
+	if arriving != nil {
+		waiting++
+	}
 	if c.inFlight == 0 || waiting == 0 || c.closing.Load() {
 		return
 	}
@@ -287,33 +313,72 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving int64) {
 	s := r.saturation()
 	credit := s / float64(c.inFlight)
 	demand := int(min(waiting, int64(c.inFlight)))
-	if r.ceilings != nil {
-		if ceiling := r.ceilings.BandCeiling(b.priority); ceiling < s {
-			demand += int(math.Floor((s-ceiling)/credit + 1e-9))
-		}
-	}
 	lend := 0
 	if r.lending {
 		if gap := guaranteed(b, credit) - b.running.n; gap > 0 {
 			lend = min(demand, gap)
 		}
 	}
+	byDeadline, next, lowest := false, time.Duration(maxInt64), b
+	if r.byDeadline {
+		var need int
+		if need, next, byDeadline, lowest = c.lineNeed(b, arriving, at, demand); byDeadline {
+			demand = min(need, int(c.inFlight))
+		}
+	}
+	if r.ceilings != nil {
+		if ceiling := r.ceilings.BandCeiling(b.priority); ceiling < s {
+			demand += int(math.Floor((s-ceiling)/credit + 1e-9))
+		}
+	}
 	want := lend
 	if r.evict {
-		want = demand
+		want = max(demand, lend)
 	}
 	n := min(want, r.maxPer)
-	if n <= 0 {
-		return
+	taken := 0
+	if n > 0 {
+		target := float64(want) * credit
+		if byDeadline {
+			taken = c.revokeByDeadline(b, lowest, n, lend, credit, target, now)
+		} else {
+			taken = c.revokeNewest(b, n, lend, credit, target, now)
+		}
 	}
-	target := float64(want) * credit
+	switch {
+	case taken > 0:
+		// Decide again when the timeout passes, if no Done comes first.
+		r.wake(c, at, addTime(at, r.timeout))
+	case next < maxInt64:
+		// Decide again when the first waiter's slack runs out, if no
+		// release comes first.
+		r.wake(c, at, next)
+	}
+}
+
+// lendable reports whether a guarantee taken back may revoke admissions
+// of band v: with eviction, only of a band below Eviction.Below, unless
+// Eviction.GuaranteesIgnoreBelow; without, of any band.
+func (r *reclaimer) lendable(v *band) bool {
+	return !r.evict || r.lendAll || v.priority < r.below
+}
+
+// revokeNewest revokes up to n running admissions of the bands below b
+// for it at now, the lowest band first and, within one, the most recently
+// dispatched first, the first lend of them to take back b's guarantee;
+// it returns how many. Called with mu held.
+func (c *FlowController) revokeNewest(b *band, n, lend int, credit, target float64, now time.Time) int {
+	r := c.reclaim
 	desc := c.bands.Load().desc
 	taken := 0
 	for j := len(desc) - 1; j > b.index && taken < n; j-- {
 		v := desc[j]
-		budget := min(lend, n)
-		if r.evict && v.priority < r.below {
+		budget := 0
+		switch {
+		case r.evict && v.priority < r.below:
 			budget = n
+		case r.lendable(v):
+			budget = min(lend, n)
 		}
 		spare := v.running.n - guaranteed(v, credit)
 		for ; taken < budget && spare > 0; spare-- {
@@ -325,14 +390,35 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving int64) {
 			taken++
 		}
 	}
-	if taken > 0 {
-		// Decide again when the timeout passes, if no Done comes first.
-		r.wake(c, at, addTime(at, r.timeout))
-	}
+	return taken
 }
 
-// revoke revokes l, the most recent running admission of its band, for
-// band b at now, as one of a decision that set out to free target.
+// revokeByDeadline revokes up to n running admissions for band b at now,
+// each the deadlineVictim of those left below band lowest (b, or a band
+// below it whose waiters' deadlines need them), the first lend of them to
+// take back b's guarantee; it returns how many. Called with mu held.
+func (c *FlowController) revokeByDeadline(b, lowest *band, n, lend int, credit, target float64, now time.Time) int {
+	r := c.reclaim
+	taken := 0
+	for ; taken < n; taken++ {
+		lending := taken < lend
+		l := c.deadlineVictim(lowest, credit, func(v *band) bool {
+			return v.priority < r.below || lending && r.lendable(v)
+		})
+		if l == nil {
+			break
+		}
+		reason := OutcomeEvictedPriority
+		if lending {
+			reason = OutcomeEvicted
+		}
+		c.revoke(l, b, reason, credit, target, now)
+	}
+	return taken
+}
+
+// revoke revokes l, a running admission of a band below b, for band b
+// at now, as one of a decision that set out to free target.
 // Called with mu held.
 func (c *FlowController) revoke(l *lease, b *band, reason Outcome, credit, target float64, now time.Time) {
 	r := c.reclaim

@@ -22,9 +22,11 @@ import (
 // has passed:
 //   - Victims come only from bands of priority below min(p, Below), lowest
 //     priority first and, within a band, the most recently dispatched
-//     first: the least work is lost. A band's guaranteed share
+//     first: the least work is lost (with ByDeadline, below, the victims
+//     without output go first). A band's guaranteed share
 //     ([BandConfig.Guarantee]) is never revoked.
-//   - Its size is the demand: the requests waiting in band p, plus the
+//   - Its size is the demand: the requests waiting in band p — or, with
+//     ByDeadline, what their deadlines need (below) — plus the
 //     admissions the gate's saturation stands above the band's ceiling
 //     (see [gate.CeilingGate]), counted in mean footprints (saturation ÷ in
 //     flight) — llm-d sizes from the second alone, which frees one slot
@@ -36,6 +38,68 @@ import (
 //     sized again; or, for an admission whose holder does not confirm,
 //     until Timeout has passed since its revocation. Its slot is still
 //     held until its Done.
+//
+// # Giving way by deadline
+//
+// A waiting request has a deadline when its band has a
+// [BandConfig.TTFTObjective] or, without one, when it carries an
+// x-llm-d-slo-ttft-ms header ([ordering.SLOTTFTHeader]): its ReceivedTime
+// plus that objective. With ByDeadline, when the waiting requests have
+// deadlines, a decision revokes only what they need to start in time,
+// and nothing while each has slack. It is a field, off in the zero value,
+// rather than the behaviour whenever requests carry deadlines, so that a
+// deployment whose clients already send x-llm-d-slo-ttft-ms keeps the
+// eviction it tuned (a Grace that stands for the slack, say) until it
+// asks for this one. The rule:
+//
+//   - The release rate μ a band's waiters see is the slots per second
+//     the running admissions are expected to free: for each band, its
+//     running admissions ÷ its mean service time S (a moving average of
+//     the time its admissions that ended by themselves held their slots;
+//     before one has, the age of its oldest running admission, at least
+//     [PriorServiceTime]), less the arrival rate λ of each band above
+//     (a moving average with a time constant of 2s), whose new requests
+//     take the releases first.
+//
+//   - With the waiters' deadlines in order, d₁ ≤ d₂ ≤ … ≤ dₙ, behind the
+//     a requests of the waiting bands above, the k-th is expected to
+//     start (a+k)/μ from now and needs
+//
+//     need = max over k of ⌈a + k − μ·max(dₖ − Margin − now, 0)⌉, at least 0
+//
+//     slots freed at once to start by dₖ − Margin. A decision revokes the
+//     largest need over the refused band and the waiting bands below it
+//     that have victims below them (capped as above), victims coming from
+//     below the lowest band that needs them.
+//
+//   - So nothing is revoked while every waiter has slack,
+//     dₖ − now − (a+k)/μ ≥ Margin, and the bound kept is: while slots are
+//     released at μ or faster, every waiter with a deadline starts by its
+//     deadline less Margin, unless there are too few victims. A waiter
+//     whose deadline has passed keeps its place in line but is never
+//     revoked for. When no release comes, a timer decides again the
+//     moment the first waiter's slack runs out.
+//
+//   - A band whose requests have deadlines holds back, by Little's law,
+//     ⌊λ·S⌋ admissions — what its arrivals keep running on average: a
+//     band below it does not start while the slots left free (the pool's
+//     size taken as the admissions in flight at the gate's last refusal)
+//     would be fewer than what such bands hold back and do not hold,
+//     running or waiting. And when λ·S + √(λ·S) of the bands down to a
+//     band with deadlines fill the pool, that band needs every slot — its
+//     queue would not drain, and slack spent now is missing at the next
+//     peak — so its decision frees a slot for each of its waiters.
+//
+//   - The victims are those that have produced no output yet (no
+//     [Admission.FirstToken] reported) and, among those or when there is
+//     none, the one dispatched last — the least work lost — from any band
+//     below min(p, Below), the lowest band's on a tie.
+//
+// Waiters without a deadline count as behind those with one (as the
+// slo-deadline ordering serves them); a refused band none of whose
+// waiters has a deadline is sized by its waiting requests, as above. A
+// decision weighs the deadlines of at most 1,024 waiters of a band, and
+// costs a sort of them and a walk of the victims' running admissions.
 //
 // A revoked admission's holder learns of it from [Admission.Revoked], stops
 // the request, and confirms with [Admission.Done]: the slot returns once,
@@ -63,6 +127,30 @@ type Eviction struct {
 	// next decision back (llm-d EvictionConfirmationTimeout; 0 means its
 	// default, 10s).
 	Timeout time.Duration
+	// ByDeadline turns on giving way by deadline (see "Giving way by
+	// deadline", above): revocations sized to what the waiting requests'
+	// deadlines need, victims without output first, and slots held back
+	// for a band with deadlines. Without it a decision is sized by the
+	// waiting requests, as llm-d-router's is, deadlines or not.
+	ByDeadline bool
+	// Margin is how long before its deadline a waiting request must
+	// start (see "Giving way by deadline", above): the time from the start
+	// to the first token — the model server's prefill — and a revocation's
+	// confirmation come after it. 0 means [DefaultDeadlineMargin], 150ms.
+	// A larger margin spends less of each waiter's slack waiting for
+	// releases: for a band whose bursts nearly fill the pool, slack spent
+	// now is missing at the next peak (examples/giveway, stronger
+	// bursts); a margin as long as the objective revokes for every waiter
+	// at once, as without deadlines.
+	Margin time.Duration
+	// GuaranteesIgnoreBelow lets a band's guarantee
+	// ([BandConfig.Guarantee]) be taken back from any band below it.
+	// By default, with Eviction set, a guarantee is taken back only from
+	// the bands below Below, as eviction's victims are: a band Below
+	// keeps out of eviction is safe from guarantees too. (Without
+	// Eviction there is no Below, and a guarantee is taken back from any
+	// band below it.)
+	GuaranteesIgnoreBelow bool
 }
 
 // Defaults of [Eviction], llm-d-router's.
@@ -167,10 +255,10 @@ func (a *Admission) lockTracked() *lease {
 // is not one eviction takes victims from, or Done was called. It allocates
 // the channel at its first call; later calls return the same channel.
 func (a *Admission) Revoked() <-chan struct{} {
-	l := a.lockTracked()
-	if l == nil {
+	if l := a.lease.tracked(); l == nil || !a.c.reclaim.revocable(l.band) {
 		return nil
 	}
+	l := a.lockTracked()
 	defer a.c.mu.Unlock()
 	switch {
 	case l.ch != nil:
@@ -240,6 +328,9 @@ func checkEviction(e *Eviction) error {
 	}
 	if e.Timeout < 0 {
 		return configError("Eviction.Timeout", e.Timeout, "negative")
+	}
+	if e.Margin < 0 {
+		return configError("Eviction.Margin", e.Margin, "negative")
 	}
 	return nil
 }

@@ -453,8 +453,10 @@ func TestGuaranteeComesBackInTheStatedRounds(t *testing.T) {
 				Bands:            []flowcontrol.BandConfig{{Priority: 10, Guarantee: 1}, {Priority: -1}},
 				FallbackPriority: 10,
 				Gate:             gate.MaxInFlight(share),
-				Eviction:         &flowcontrol.Eviction{MaxPerDecision: m, Below: -100}, // pacing only: nothing is evicted for priority
-				Clock:            clock,
+				// Pacing only: nothing is evicted for priority, and the
+				// guarantee is taken back from band -1 all the same.
+				Eviction: &flowcontrol.Eviction{MaxPerDecision: m, Below: -100, GuaranteesIgnoreBelow: true},
+				Clock:    clock,
 			})
 			ctx := context.Background()
 			var batch []*flowcontrol.Admission

@@ -69,12 +69,17 @@ type waiterUse struct {
 	// Guarded by the controller's mu. Once queued is false, the outcome
 	// is final and is read by whoever delivers it. It is kept in a byte
 	// beside the flags, where an Outcome would take 8 more (see outcome).
-	queued     bool
-	byContext  bool // the context ended the wait (expiry by deadline, or cancellation)
-	withdrawn  bool // its caller panicked out of its enqueue: deliver nothing
-	planned    bool // chosen for displacement by the admission being planned
-	settled    uint8
-	retryAfter time.Duration // for a displaced, expired or no-endpoints request
+	queued    bool
+	byContext bool // the context ended the wait (expiry by deadline, or cancellation)
+	withdrawn bool // its caller panicked out of its enqueue: deliver nothing
+	planned   bool // chosen for displacement by the admission being planned
+	settled   uint8
+	// retryAfter is, once it has left its queue, the Retry-After of a
+	// displaced, expired or no-endpoints request; while it is queued, its
+	// deadline since the epoch, when the reclaimer may give way by it (0
+	// for none: see deadline). One field for the two, whose times never
+	// overlap, keeps the waiter in its 256-byte size class.
+	retryAfter time.Duration
 	flow       *Flow
 
 	requested FlowKey
@@ -139,7 +144,8 @@ func (c *FlowController) recycle(w *waiter) {
 // context's deadline comes first or there is no TTL. (Only enqueue needs
 // that, so the waiter does not keep it.)
 func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, size int64, now time.Time) (w *waiter, expireAfter time.Duration) {
-	ttl := minTTL(minTTL(b.limits.Load().ttl, c.defaultTTL), req.TTL)
+	lim := b.limits.Load()
+	ttl := minTTL(minTTL(lim.ttl, c.defaultTTL), req.TTL)
 	expireAfter = ttl
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := deadline.Sub(now); ttl == 0 || left <= ttl {
@@ -170,6 +176,7 @@ func (c *FlowController) newWaiter(ctx context.Context, req *Request, b *band, s
 	// Policy.Key is user code: should it panic, it loses it and w, which
 	// return to no pool while it may still hold them.
 	w.key = b.policy.Key(it)
+	w.retryAfter = c.deadline(it, lim)
 	if b.kind == ordering.QueueFIFO {
 		*it = ordering.Item{} // no Header kept alive
 		itemPool.Put(it)

@@ -180,6 +180,13 @@ func (sloDeadlinePolicy) Key(it *Item) Key {
 	return Key{Primary: received.Add(int64(slo)), Secondary: received}
 }
 
+// SLOTTFT returns the time-to-first-token objective the item's headers
+// carry, read as the slo-deadline policy reads it ([SLODeadline]):
+// x-llm-d-slo-ttft-ms, or the deprecated x-slo-ttft-ms when it is absent,
+// in integer milliseconds; ok is false when there is none or it is not a
+// valid value. A request's deadline is its ReceivedTime plus this.
+func (it *Item) SLOTTFT() (slo time.Duration, ok bool) { return itemSLO(it) }
+
 // itemSLO returns the item's SLO from its headers, with the precedence of the
 // new header name over the deprecated one.
 func itemSLO(it *Item) (time.Duration, bool) {

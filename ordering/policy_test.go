@@ -264,3 +264,19 @@ func FuzzSLOHeader(f *testing.F) {
 		}
 	})
 }
+
+// SLOTTFT reads every header case the generator draws as the spec meant
+// it: the objective when the case is valid, none otherwise.
+func TestItemSLOTTFTMatchesSpec(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		it := genItem(t, 0)
+		sp := it.Value.(spec)
+		slo, ok := it.SLOTTFT()
+		if ok != sp.hasSLO {
+			t.Fatalf("%s: ok %v, want %v", sp.header, ok, sp.hasSLO)
+		}
+		if ok && slo != time.Duration(sp.sloMS)*time.Millisecond {
+			t.Fatalf("%s: SLO %v, want %dms", sp.header, slo, sp.sloMS)
+		}
+	})
+}
