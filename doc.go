@@ -34,8 +34,11 @@
 //     flowcontrol: a router runs a gate alone through gate.Serial.
 //   - [github.com/sluicegate/sluice/flowcontrol/fleet]: the state replicas
 //     of a router share (per band: waiting, in flight, demand), the Store
-//     contract a shared medium keeps, and an in-memory Store. It imports
-//     nothing of Sluice's; the Redis store is in examples/deploy.
+//     contract a shared medium keeps, an in-memory Store, and the View a
+//     replica runs: the fleet's in-flight budget divided by demand in
+//     strict priority, enforced by a gate, the fleet's headroom, and a
+//     static fallback. It imports flowcontrol/gate and capacity; the Redis
+//     store is in examples/deploy.
 //   - [github.com/sluicegate/sluice/flowcontrol/flowhttp]: net/http glue:
 //     classifies a request, admits it through a FlowController, answers a
 //     refusal (status, dropped reason, Retry-After, an OpenAI-shaped body)
@@ -72,7 +75,7 @@
 //	headroom/window       headroom
 //	ordering              internal/dheap, internal/header
 //	flowcontrol/gate      nothing of Sluice's
-//	flowcontrol/fleet     nothing of Sluice's
+//	flowcontrol/fleet     capacity, flowcontrol/gate
 //	flowcontrol           capacity, ordering, flowcontrol/gate, internal/dheap
 //	flowcontrol/flowhttp  flowcontrol, headroom, capacity, internal/header
 //	examples/...          any of the above

@@ -12,8 +12,21 @@
 // lease has not run out, and nothing read back is trusted until
 // [Replica.Check] accepts it.
 //
-// The package imports nothing of Sluice's and no dependency; the
-// controller and the gates read the fleet through it.
+// A [View] is one replica's side of it: it publishes the replica's state
+// and reads the fleet's once a period ([View.Run]), divides the fleet's
+// in-flight budget among the replicas by demand, in strict priority across
+// bands, and enforces this replica's share with a gate ([View.Gate]) whose
+// admission reads two atomics: the fleet view costs the admission path no
+// store round trip. [View.Reader] reports the fleet's room in each band,
+// for the headroom header; [View.Status] says how old the view is, whether
+// it has fallen back to the static share ⌊budget/replicas⌋, and why. The
+// consistency promise — how far the fleet may over-admit, how stale its
+// headroom may be, what a partition does — is written, with its formulas,
+// on [View.Gate].
+//
+// The package imports flowcontrol/gate and capacity of Sluice's, and no
+// dependency; a controller uses it through its gate, so flowcontrol does
+// not import it.
 package fleet
 
 import (

@@ -1,0 +1,536 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+)
+
+// Config configures a [View]. Store, ID, Replicas, Budget and Period are
+// required; the zero value of every other field is its default.
+type Config struct {
+	// Store is the medium the fleet shares.
+	Store Store
+	// ID names this replica in the fleet: unique, 1 to [MaxIDLength]
+	// bytes of printable UTF-8 (a pod name, say).
+	ID string
+	// Replicas is the fleet's expected size R, at least 1: in fallback
+	// each replica takes the static share ⌊Budget/R⌋, and a store that
+	// holds the state of more than [MaxReplicas] replicas is an error.
+	Replicas int
+	// Budget is the fleet-wide in-flight budget C: the requests the whole
+	// fleet may have in flight at once, what one controller's
+	// gate.MaxInFlight(C) would allow. At least 0, at most [MaxCount].
+	Budget int64
+	// Period is how often [View.Run] publishes this replica's state and
+	// reads the fleet's: one Store round trip (a Publish and a Read) per
+	// period, never one per admission. At least 1 ms.
+	Period time.Duration
+	// Lease is how long the store keeps this replica's state after a
+	// publish, so that a replica that stops publishing gives its share
+	// back within a lease. At least Period; 0 means 3 × Period.
+	Lease time.Duration
+	// Stale is the age of the last successful read past which the view
+	// falls back to the static share: a store that errors, or answers too
+	// slowly, moves the replica to ⌊Budget/R⌋ within Stale + Period. At
+	// least Period; 0 means 2 × Period.
+	Stale time.Duration
+	// MaxSkew is the clock skew tolerated between replicas: an entry whose
+	// At is more than MaxSkew ahead of this replica's clock, or older than
+	// Lease + MaxSkew, is ignored (counted in [Status.Ignored]). At least
+	// 0 and at most Lease; 0 means Period. A negative value is an error.
+	MaxSkew time.Duration
+	// Timeout bounds each Store call that [View.Run] makes, in real time;
+	// 0 means Period.
+	Timeout time.Duration
+	// Capacities holds the fleet-wide request capacity of each band that
+	// has one, by priority: how many requests the whole fleet may queue
+	// in it, what one controller's BandConfig.RequestCapacity would say.
+	// [View.Capacity] returns this replica's part, and [View.Reader]
+	// reports the fleet's room against it. Each at least 0 and at most
+	// [MaxCount]; at most [MaxBands] entries.
+	Capacities map[int]int64
+	// OnRound, if set, is called after each round with the view's new
+	// status, on the goroutine that ran the round and with no lock of
+	// the view held: where a router applies [View.Capacity] to its
+	// controller's bands (flowcontrol's ProvisionBand), or exports
+	// metrics.
+	OnRound func(Status)
+	// Clock times the periods, the ages and each state's At: the
+	// controller's clock, so that a simulation runs the view on its
+	// virtual time. Nil means the real clock.
+	Clock gate.Clock
+}
+
+// Defaults of [Config].
+const (
+	// DefaultLeasePeriods is Config.Lease's default, in periods.
+	DefaultLeasePeriods = 3
+	// DefaultStalePeriods is Config.Stale's default, in periods.
+	DefaultStalePeriods = 2
+	// MinPeriod is the shortest Config.Period.
+	MinPeriod = time.Millisecond
+	// demandHalfLife is the half-life of the smoothed arrival rate, in
+	// periods.
+	demandHalfLife = 4
+)
+
+// withDefaults checks cfg and fills in its defaults; the error names the
+// field.
+func (cfg Config) withDefaults() (Config, error) {
+	bad := func(field, format string, args ...any) (Config, error) {
+		return cfg, fmt.Errorf("fleet: Config.%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if cfg.Store == nil {
+		return bad("Store", "nil")
+	}
+	if err := (Replica{ID: cfg.ID, At: time.Unix(1, 0)}).Check(); err != nil {
+		return bad("ID", "%q: want 1 to %d bytes of printable UTF-8", cfg.ID, MaxIDLength)
+	}
+	switch {
+	case cfg.Replicas < 1 || cfg.Replicas > MaxReplicas:
+		return bad("Replicas", "%d, want 1 to %d", cfg.Replicas, MaxReplicas)
+	case cfg.Budget < 0 || cfg.Budget > MaxCount:
+		return bad("Budget", "%d, want 0 to %d", cfg.Budget, MaxCount)
+	case cfg.Period < MinPeriod:
+		return bad("Period", "%v, want at least %v", cfg.Period, MinPeriod)
+	case cfg.Period > math.MaxInt64/16:
+		return bad("Period", "%v is too long", cfg.Period)
+	}
+	if len(cfg.Capacities) > MaxBands {
+		return bad("Capacities", "%d bands, want at most %d", len(cfg.Capacities), MaxBands)
+	}
+	for p, n := range cfg.Capacities {
+		if n < 0 || n > MaxCount {
+			return bad(fmt.Sprintf("Capacities[%d]", p), "%d, want 0 to %d", n, MaxCount)
+		}
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLeasePeriods * cfg.Period
+	}
+	if cfg.Stale == 0 {
+		cfg.Stale = DefaultStalePeriods * cfg.Period
+	}
+	if cfg.MaxSkew == 0 {
+		cfg.MaxSkew = cfg.Period
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = cfg.Period
+	}
+	switch {
+	case cfg.Lease < cfg.Period || cfg.Lease > math.MaxInt64/4:
+		return bad("Lease", "%v, want Period (%v) or more, and less than %v", cfg.Lease, cfg.Period, time.Duration(math.MaxInt64/4))
+	case cfg.Stale < cfg.Period || cfg.Stale > math.MaxInt64/4:
+		return bad("Stale", "%v, want Period (%v) or more, and less than %v", cfg.Stale, cfg.Period, time.Duration(math.MaxInt64/4))
+	case cfg.MaxSkew < 0 || cfg.MaxSkew > cfg.Lease:
+		return bad("MaxSkew", "%v, want 0 to Lease (%v)", cfg.MaxSkew, cfg.Lease)
+	case cfg.Timeout < 0:
+		return bad("Timeout", "%v is negative", cfg.Timeout)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = gate.RealClock{}
+	}
+	return cfg, nil
+}
+
+// View is one replica's view of the fleet: it publishes the replica's
+// state to the [Store] and reads back every replica's, once a [Config]
+// Period, and from what it read divides the fleet's budget among the
+// replicas (see [View.Gate] for the rule and the promise). Create one with
+// [New], use its [View.Gate] as (or inside) the controller's gate, and run
+// [View.Run]; a router that stamps headroom reads it through
+// [View.Reader]. A View serves one controller. Its methods are safe for
+// concurrent use.
+type View struct {
+	cfg    Config
+	static int64 // ⌊Budget/Replicas⌋, the fallback share
+
+	gate viewGate
+
+	// share is this replica's in-flight budget, read by the gate's
+	// TryAcquire; set by each round.
+	share atomic.Int64
+
+	mu sync.Mutex // serializes rounds; guards the fields below
+	// known is every replica's latest accepted state, kept until its
+	// lease (from its own At) runs out, even when the store forgets it.
+	known      map[string]Replica
+	lastRead   time.Time // when a round last read the store, on cfg.Clock
+	successes  int       // rounds in a row that published and read
+	lastErr    error
+	ignored    int
+	prevWait   map[int]int64 // waiting per band at the last round
+	prevAdmits map[int]int64 // admissions per band at the last round
+	demand     map[int]float64
+	lastRound  time.Time
+	alloc      allocation // of the last synced round
+	fallback   Fallback
+	status     atomic.Pointer[Status]
+}
+
+// New returns a View of cfg, in fallback until its first rounds (see
+// [Status.Fallback]). The error names the Config field at fault.
+func New(cfg Config) (*View, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	v := &View{
+		cfg:        cfg,
+		static:     cfg.Budget / int64(cfg.Replicas),
+		known:      make(map[string]Replica),
+		prevWait:   make(map[int]int64),
+		prevAdmits: make(map[int]int64),
+		demand:     make(map[int]float64),
+		fallback:   FallbackNotRead,
+	}
+	v.gate.v = v
+	v.lastRound = cfg.Clock.Now() // arrivals are counted from here
+	v.share.Store(v.static)
+	v.status.Store(&Status{Fallback: FallbackNotRead, Share: v.static, Budget: cfg.Budget})
+	return v, nil
+}
+
+// Fallback says why a [View] uses the static share ⌊Budget/Replicas⌋
+// rather than a share of the fleet's budget computed from the fleet's
+// state; [Synced] when it does not.
+type Fallback int
+
+// The reasons for a fallback.
+const (
+	// Synced: the view is fresh and the share is computed from it.
+	Synced Fallback = iota
+	// FallbackNotRead: fewer than two rounds in a row have succeeded
+	// since the view was created or since the store came back, so other
+	// replicas may not have published yet.
+	FallbackNotRead
+	// FallbackStale: the last successful read is older than Config.Stale
+	// (the store errors, or answers too slowly).
+	FallbackStale
+)
+
+// String returns the reason's name, for a metric label or a readiness
+// message: "synced", "not-read" or "stale".
+func (f Fallback) String() string {
+	switch f {
+	case Synced:
+		return "synced"
+	case FallbackNotRead:
+		return "not-read"
+	case FallbackStale:
+		return "stale"
+	}
+	return fmt.Sprintf("Fallback(%d)", int(f))
+}
+
+// Status is what a [View] knows of itself: what /readyz and metrics show.
+type Status struct {
+	// At is when the status was computed (the end of the last round), on
+	// the view's clock.
+	At time.Time
+	// Age is how old the fleet's state was at At: the time since the
+	// last successful read. 0 before the first.
+	Age time.Duration
+	// Fallback says whether the share is the static one, and why.
+	Fallback Fallback
+	// Err is the last round's error, nil when it succeeded.
+	Err error
+	// Live is the number of replicas in the view, this one included; 0
+	// before the first successful read.
+	Live int
+	// Ignored is the number of entries the last read ignored: another
+	// replica's state under this replica's ID, or a state whose At is
+	// outside the skew bounds (see Config.MaxSkew).
+	Ignored int
+	// Budget is the fleet's in-flight budget, Config.Budget.
+	Budget int64
+	// Share is this replica's in-flight budget now: the most requests its
+	// gate lets it have in flight.
+	Share int64
+	// Bands holds, per band, the fleet's state and this replica's part
+	// of it, highest priority first; nil in fallback.
+	Bands []BandShare
+}
+
+// BandShare is one band's part of a [Status].
+type BandShare struct {
+	// Priority identifies the band.
+	Priority int
+	// Waiting and InFlight are the fleet's totals, this replica's live
+	// counts included.
+	Waiting, InFlight int64
+	// Granted is the part of the fleet's budget the band is granted, in
+	// strict priority: min(its fleet demand, what the bands above left).
+	Granted int64
+	// Share is this replica's part of Granted, in proportion to its
+	// demand in the band (waiting + in flight).
+	Share float64
+	// OtherWaiting is the requests waiting in the band on the other
+	// replicas, as of the last read: what [View.Reader] adds to this
+	// replica's live queue.
+	OtherWaiting int64
+	// Capacity is this replica's part of the band's fleet-wide request
+	// capacity (Config.Capacities), as [View.Capacity] returns it; -1
+	// when the band has none.
+	Capacity int64
+}
+
+// Status returns the view's status as of its last round, with Age as of
+// then. It takes no lock.
+func (v *View) Status() Status { return *v.status.Load() }
+
+// Share returns this replica's in-flight budget now, as its gate reads it:
+// one atomic load.
+func (v *View) Share() int64 { return v.share.Load() }
+
+// Run publishes and reads once a Period, starting at once, until ctx is
+// done, and returns ctx's error. Each Store call is bounded by
+// Config.Timeout. A round that fails is retried at the next period; the
+// view falls back as Config.Stale says.
+func (v *View) Run(ctx context.Context) error {
+	tick := make(chan struct{}, 1)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+		_ = v.Sync(rctx) // the error is in Status
+		cancel()
+		t := v.cfg.Clock.AfterFunc(v.cfg.Period, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-tick:
+		}
+	}
+}
+
+// Sync runs one round now: it publishes this replica's state, reads the
+// fleet's, and sets the share its gate enforces. It returns the Store's
+// error, if any (the share then stays as it was until the view is older
+// than Config.Stale, and is the static one from then). [View.Run] calls it
+// once a Period; a simulation or a test calls it itself.
+func (v *View) Sync(ctx context.Context) error {
+	v.mu.Lock()
+	now := v.cfg.Clock.Now()
+	self := v.local(now)
+	err := v.cfg.Store.Publish(ctx, self, v.cfg.Lease)
+	var read []Replica
+	if err == nil {
+		read, err = v.cfg.Store.Read(ctx)
+	}
+	if err == nil && len(read) > MaxReplicas {
+		err = fmt.Errorf("fleet: store returned %d replicas, more than %d", len(read), MaxReplicas)
+	}
+	grown := v.round(now, self, read, err)
+	v.mu.Unlock()
+	if v.cfg.OnRound != nil {
+		v.cfg.OnRound(v.Status())
+	}
+	if grown {
+		v.gate.nudge()
+	}
+	if err != nil {
+		return fmt.Errorf("fleet: replica %s: %w", v.cfg.ID, err)
+	}
+	return nil
+}
+
+// local returns this replica's state at now: waiting per band from the
+// bound controller, in flight per band from the gate, and demand as the
+// smoothed arrival rate (admitted + the growth of the queue, per second).
+// v.mu is held.
+func (v *View) local(now time.Time) Replica {
+	r := Replica{ID: v.cfg.ID, At: now}
+	prios := v.gate.priorities()
+	reader := v.gate.reader()
+	dt := now.Sub(v.lastRound).Seconds()
+	first := dt <= 0
+	alpha := 1 - math.Exp2(-dt/(demandHalfLife*v.cfg.Period.Seconds()))
+	for i, p := range prios {
+		if i >= MaxBands {
+			break
+		}
+		var waiting int64
+		if reader != nil {
+			if s, err := reader.CapacitySnapshot(p); err == nil {
+				waiting = clampCount(s.QueuedRequests)
+			}
+		}
+		inFlight, admits := v.gate.counts(p)
+		d := v.demand[p]
+		if !first {
+			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p]))
+			d += alpha * (max(0, arrived)/dt - d)
+		}
+		d = min(max(d, 0), MaxDemand)
+		v.demand[p], v.prevWait[p], v.prevAdmits[p] = d, waiting, admits
+		r.Bands = append(r.Bands, Band{Priority: p, Waiting: waiting, InFlight: clampCount(inFlight), Demand: d})
+	}
+	v.lastRound = now
+	return r
+}
+
+// round takes in the result of one round at now: self as published, what
+// was read, and the round's error. It sets the share and the status, and
+// reports whether the share grew. v.mu is held.
+func (v *View) round(now time.Time, self Replica, read []Replica, err error) (grown bool) {
+	v.lastErr = err
+	if err == nil {
+		v.lastRead = now
+		v.successes++
+		v.ignored = 0
+		for _, r := range read {
+			if r.ID == v.cfg.ID || r.Check() != nil || !v.fresh(now, r.At) {
+				if r.ID != v.cfg.ID {
+					v.ignored++
+				}
+				continue
+			}
+			if old, ok := v.known[r.ID]; !ok || !r.At.Before(old.At) {
+				v.known[r.ID] = r
+			}
+		}
+	} else {
+		v.successes = 0
+	}
+	for id, r := range v.known {
+		if !v.fresh(now, r.At) {
+			delete(v.known, id)
+		}
+	}
+	age := time.Duration(0)
+	if !v.lastRead.IsZero() {
+		age = now.Sub(v.lastRead)
+	}
+	switch {
+	case v.lastRead.IsZero():
+		v.fallback = FallbackNotRead
+	case age > v.cfg.Stale:
+		v.fallback = FallbackStale
+	case v.fallback == Synced:
+		// A failed round keeps the last allocation while it is fresh.
+	case v.successes >= 2:
+		v.fallback = Synced
+	default:
+		// Back after an outage, or new: the others may not have
+		// published since; one more round first.
+		v.fallback = FallbackNotRead
+	}
+	st := &Status{At: now, Age: age, Fallback: v.fallback, Err: err, Ignored: v.ignored, Budget: v.cfg.Budget}
+	share := v.static
+	if v.fallback == Synced {
+		if err == nil {
+			fleet := make([]Replica, 0, len(v.known)+1)
+			fleet = append(fleet, self)
+			for _, r := range v.known {
+				fleet = append(fleet, r)
+			}
+			v.alloc = allocate(v.cfg.Budget, v.cfg.Capacities, fleet)
+		}
+		share = v.alloc.share
+		st.Live, st.Bands = v.alloc.live, v.alloc.bands
+	} else if !v.lastRead.IsZero() {
+		st.Live = len(v.known) + 1
+	}
+	st.Share = share
+	old := v.share.Swap(share)
+	v.status.Store(st)
+	return share > old
+}
+
+// fresh reports whether a state taken at at is within the skew bounds at
+// now: no more than MaxSkew ahead, no older than Lease + MaxSkew.
+func (v *View) fresh(now, at time.Time) bool {
+	d := now.Sub(at)
+	return d >= -v.cfg.MaxSkew && d <= v.cfg.Lease+v.cfg.MaxSkew
+}
+
+// Reader returns a capacity.Reader that reports the fleet's room in each
+// band, for the headroom header: as the band's request capacity its
+// fleet-wide one (Config.Capacities; local's when the band has none
+// there), and as its queued requests local's live count plus the other
+// replicas' as of the last read. In fallback it reports the static part of
+// the band: the fleet-wide capacity ÷ Replicas, with local's queue. Every
+// other field is local's. Like local, it takes no lock and allocates
+// nothing: the other replicas' part is in the status the last round
+// stored.
+func (v *View) Reader(local capacity.Reader) capacity.Reader {
+	return fleetReader{v: v, local: local}
+}
+
+type fleetReader struct {
+	v     *View
+	local capacity.Reader
+}
+
+func (f fleetReader) CapacitySnapshot(priority int) (capacity.Snapshot, error) {
+	s, err := f.local.CapacitySnapshot(priority)
+	if err != nil {
+		return s, err
+	}
+	if n, ok := f.v.cfg.Capacities[priority]; ok {
+		s.RequestCapacity = capacity.Bounded(n)
+	}
+	st := f.v.status.Load()
+	if st.Fallback != Synced {
+		if n, ok := s.RequestCapacity.Value(); ok {
+			s.RequestCapacity = capacity.Bounded(n / int64(f.v.cfg.Replicas))
+		}
+		return s, nil
+	}
+	for _, b := range st.Bands {
+		if b.Priority == priority {
+			s.QueuedRequests = satAdd(s.QueuedRequests, b.OtherWaiting)
+			break
+		}
+	}
+	return s, nil
+}
+
+// Capacity returns this replica's part of band priority's fleet-wide
+// request capacity Q (Config.Capacities), or capacity.Unbounded() when the
+// band has none. Synced, it is what this replica holds waiting plus a part
+// of the fleet's room, Q − Σ_r waiting_r, in proportion to the band's
+// smoothed arrival rate on each replica (evenly when none has any),
+// rounded by largest remainder; every replica reading the same states
+// computes parts that sum to Q, so the fleet queues at most Q plus what
+// arrived within a round. In fallback it is the static ⌊Q/R⌋. A router
+// applies it to its controller's band after each round (Config.OnRound).
+func (v *View) Capacity(priority int) capacity.Limit {
+	q, ok := v.cfg.Capacities[priority]
+	if !ok {
+		return capacity.Unbounded()
+	}
+	st := v.status.Load()
+	if st.Fallback != Synced {
+		return capacity.Bounded(q / int64(v.cfg.Replicas))
+	}
+	for _, b := range st.Bands {
+		if b.Priority == priority && b.Capacity >= 0 {
+			return capacity.Bounded(b.Capacity)
+		}
+	}
+	return capacity.Bounded(q / int64(max(st.Live, 1)))
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a == (b >= 0) {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
+
+func clampCount(n int64) int64 { return min(max(n, 0), MaxCount) }

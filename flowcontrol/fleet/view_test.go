@@ -1,0 +1,231 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/fleet"
+	"github.com/sluicegate/sluice/internal/clocktest"
+)
+
+const period = 100 * time.Millisecond
+
+// replica is one router of a test fleet: a controller whose gate is its
+// View's.
+type replica struct {
+	t    *testing.T
+	view *fleet.View
+	fc   *flowcontrol.FlowController
+	adms map[int][]*flowcontrol.Admission // by band, in admission order
+	err  error                            // the last Sync's
+}
+
+// testFleet is replicas sharing one Memory store on one manual clock.
+type testFleet struct {
+	clock *clocktest.Clock
+	store *fleet.Memory
+	r     []*replica
+}
+
+func newFleet(t *testing.T, n int, budget int64, edit func(*fleet.Config)) *testFleet {
+	t.Helper()
+	clock := clocktest.New(time.Unix(1000, 0))
+	f := &testFleet{clock: clock, store: fleet.NewMemory(clock.Now)}
+	for i := range n {
+		cfg := fleet.Config{
+			Store: f.store, ID: string(rune('a' + i)), Replicas: n, Budget: budget,
+			Period: period, Clock: clock,
+		}
+		if edit != nil {
+			edit(&cfg)
+		}
+		v, err := fleet.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc, err := flowcontrol.New(flowcontrol.Config{
+			Bands: []flowcontrol.BandConfig{
+				{Priority: 10, RequestCapacity: capacity.Bounded(100)},
+				{Priority: -1, RequestCapacity: capacity.Bounded(100)},
+			},
+			FallbackPriority: -1,
+			Gate:             v.Gate(),
+			Clock:            clock,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fc.Close)
+		f.r = append(f.r, &replica{t: t, view: v, fc: fc, adms: map[int][]*flowcontrol.Admission{}})
+	}
+	return f
+}
+
+// submit sends n requests of band priority to r; those admitted are kept.
+func (r *replica) submit(priority, n int) {
+	for range n {
+		r.fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t", Priority: priority}},
+			func(a *flowcontrol.Admission, err error) {
+				if errors.Is(err, flowcontrol.ErrRejectedShuttingDown) {
+					return // the test's end
+				}
+				if err != nil {
+					r.t.Errorf("band %d: %v", priority, err)
+					return
+				}
+				r.adms[priority] = append(r.adms[priority], a)
+			})
+	}
+}
+
+// finish ends the n oldest admissions of band priority.
+func (r *replica) finish(priority, n int) {
+	for _, a := range r.adms[priority][:n] {
+		a.Done()
+	}
+	r.adms[priority] = r.adms[priority][n:]
+}
+
+func (r *replica) running(priority int) int { return len(r.adms[priority]) }
+
+// round advances the clock by a period and syncs the replicas in order.
+func (f *testFleet) round(which ...int) {
+	f.clock.Advance(period)
+	if len(which) == 0 {
+		for i := range f.r {
+			which = append(which, i)
+		}
+	}
+	for _, i := range which {
+		f.r[i].err = f.r[i].view.Sync(context.Background())
+	}
+}
+
+func TestNewNamesTheField(t *testing.T) {
+	store := fleet.NewMemory(nil)
+	good := fleet.Config{Store: store, ID: "a", Replicas: 2, Budget: 8, Period: period}
+	if _, err := fleet.New(good); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	cases := []struct {
+		field string
+		edit  func(*fleet.Config)
+	}{
+		{"Store", func(c *fleet.Config) { c.Store = nil }},
+		{"ID", func(c *fleet.Config) { c.ID = "" }},
+		{"ID", func(c *fleet.Config) { c.ID = "a\x00" }},
+		{"Replicas", func(c *fleet.Config) { c.Replicas = 0 }},
+		{"Replicas", func(c *fleet.Config) { c.Replicas = fleet.MaxReplicas + 1 }},
+		{"Budget", func(c *fleet.Config) { c.Budget = -1 }},
+		{"Budget", func(c *fleet.Config) { c.Budget = fleet.MaxCount + 1 }},
+		{"Period", func(c *fleet.Config) { c.Period = 0 }},
+		{"Period", func(c *fleet.Config) { c.Period = time.Microsecond }},
+		{"Lease", func(c *fleet.Config) { c.Lease = period / 2 }},
+		{"Lease", func(c *fleet.Config) { c.Lease = -time.Second }},
+		{"Stale", func(c *fleet.Config) { c.Stale = period / 2 }},
+		{"MaxSkew", func(c *fleet.Config) { c.MaxSkew = -time.Second }},
+		{"MaxSkew", func(c *fleet.Config) { c.MaxSkew = time.Hour }},
+		{"Timeout", func(c *fleet.Config) { c.Timeout = -time.Second }},
+	}
+	for _, c := range cases {
+		cfg := good
+		c.edit(&cfg)
+		_, err := fleet.New(cfg)
+		if err == nil || !strings.Contains(err.Error(), "Config."+c.field+":") {
+			t.Errorf("%s: New = %v, want an error naming Config.%s", c.field, err, c.field)
+		}
+	}
+}
+
+// The budget follows the fleet's highest waiting band: a replica with only
+// batch yields to one with chat waiting, slot by slot as its batch ends.
+func TestHigherBandTakesTheBudget(t *testing.T) {
+	f := newFleet(t, 2, 8, nil)
+	a, b := f.r[0], f.r[1]
+	if st := a.view.Status(); st.Fallback != fleet.FallbackNotRead || st.Share != 4 {
+		t.Fatalf("before any round: %+v, want the static share 4, not read", st)
+	}
+	a.submit(-1, 8)
+	if a.running(-1) != 4 {
+		t.Fatalf("static share: %d batch running, want 4", a.running(-1))
+	}
+	f.round()
+	if st := a.view.Status(); st.Fallback != fleet.FallbackNotRead {
+		t.Fatalf("after one round: %v, want not-read (the others may not have published)", st.Fallback)
+	}
+	f.round()
+	if st := a.view.Status(); st.Fallback != fleet.Synced || st.Live != 2 || st.Share != 8 {
+		t.Fatalf("after two rounds: %+v, want synced, 2 live, share 8", st)
+	}
+	if a.running(-1) != 8 || b.view.Share() != 0 {
+		t.Fatalf("A runs %d batch (want 8, nudged by its grown share), B's share %d (want 0)", a.running(-1), b.view.Share())
+	}
+
+	f.round() // A publishes its 8 in flight
+	b.submit(10, 3)
+	f.round(1, 0) // B publishes chat waiting; A reads it
+	if got := b.view.Share(); got != 0 {
+		t.Errorf("B's share with A holding all 8: %d, want 0", got)
+	}
+	if st := a.view.Status(); st.Share != 5 || st.Bands[0].Priority != 10 || st.Bands[0].Granted != 3 || st.Bands[1].Granted != 5 {
+		t.Errorf("A's status: %+v, want share 5 of 8, chat granted 3, batch 5", st)
+	}
+	a.finish(-1, 3)
+	if a.running(-1) != 5 {
+		t.Fatalf("A started batch over its share: %d running, want 5", a.running(-1))
+	}
+	f.round(0, 1) // A publishes 5 in flight; B reads it
+	if b.running(10) != 3 || b.view.Share() != 3 {
+		t.Errorf("B runs %d chat with share %d, want 3 and 3", b.running(10), b.view.Share())
+	}
+}
+
+// A band's fleet-wide capacity is divided as the waiting requests and the
+// arrivals are, and the headroom read through Reader is the fleet's.
+func TestCapacityAndHeadroomAreTheFleets(t *testing.T) {
+	f := newFleet(t, 2, 4, func(c *fleet.Config) { c.Capacities = map[int]int64{-1: 20} })
+	a, b := f.r[0], f.r[1]
+	ra := a.view.Reader(a.fc)
+	if got := a.view.Capacity(-1); got != capacity.Bounded(10) {
+		t.Errorf("fallback: Capacity = %v, want ⌊20/2⌋", got)
+	}
+	if s, _ := ra.CapacitySnapshot(-1); s.RequestCapacity != capacity.Bounded(10) {
+		t.Errorf("fallback: headroom capacity %v, want the static 10", s.RequestCapacity)
+	}
+	if got := a.view.Capacity(10); got != capacity.Unbounded() {
+		t.Errorf("a band without a fleet capacity: %v, want unbounded", got)
+	}
+	a.submit(-1, 8) // 2 run (static share), 6 wait
+	b.submit(-1, 2) // both run
+	f.round()
+	f.round()
+	// Waiting: a 6, b 0; the room, 14, goes by arrival rate, which is
+	// 8:2 between them.
+	ca, cb := a.view.Capacity(-1), b.view.Capacity(-1)
+	na, _ := ca.Value()
+	nb, _ := cb.Value()
+	if na+nb != 20 || na <= 6+7 {
+		t.Errorf("Capacity: a %v, b %v; want a sum of 20, a more than its 6 waiting and half the room", ca, cb)
+	}
+	s, err := ra.CapacitySnapshot(-1)
+	if err != nil || s.RequestCapacity != capacity.Bounded(20) {
+		t.Fatalf("headroom capacity %v, %v; want the fleet's 20", s.RequestCapacity, err)
+	}
+	local, _ := a.fc.CapacitySnapshot(-1)
+	if s.QueuedRequests != local.QueuedRequests {
+		t.Errorf("fleet queue %d, want a's live %d and b's none", s.QueuedRequests, local.QueuedRequests)
+	}
+	a.submit(-1, 1) // live: counted at once
+	if s2, _ := ra.CapacitySnapshot(-1); s2.QueuedRequests != s.QueuedRequests+1 {
+		t.Errorf("after one more: %d queued, want %d", s2.QueuedRequests, s.QueuedRequests+1)
+	}
+	rb := b.view.Reader(b.fc)
+	if s, _ := rb.CapacitySnapshot(-1); s.QueuedRequests != 6 {
+		t.Errorf("b reads %d queued in the fleet, want a's 6 as of the last read", s.QueuedRequests)
+	}
+}
