@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/examples/deploy/redisfleet"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
@@ -58,6 +59,9 @@ type options struct {
 	// window.
 	unhealthyThreshold int
 	unhealthyWindow    time.Duration
+	// fleet is the -fleet-* flags: the fleet this gateway is a replica
+	// of, when fleet.redis is set.
+	fleet fleetOptions
 }
 
 const usageHeader = `Usage: sluice-gateway [flags]
@@ -179,6 +183,21 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.unhealthyWindow, "unhealthy-window", DefaultUnhealthyWindow,
 		"a backend whose last good metrics scrape is this old is down however few scrapes failed; 0: no window")
 
+	fs.StringVar(&o.fleet.redis, "fleet-redis", "",
+		"run as one replica of a fleet that shares its flow-control state in the Redis at `host:port`: -max-inflight and each band's maxRequests are then the whole fleet's")
+	fs.StringVar(&o.fleet.passwordFile, "fleet-redis-password-file", "",
+		"read the Redis password from the first line of `file` (else from $"+fleetPasswordEnv+", else none)")
+	fs.StringVar(&o.fleet.prefix, "fleet-prefix", redisfleet.DefaultPrefix,
+		"`prefix` of the fleet's Redis keys: fleets sharing one Redis each take their own")
+	fs.StringVar(&o.fleet.id, "fleet-id", defaultReplicaID(),
+		"this replica's `name` in the fleet, unique (default: the host name and the process id)")
+	fs.IntVar(&o.fleet.replicas, "fleet-replicas", 1,
+		"the `N` replicas the fleet runs: in fallback (Redis down or stale) each takes 1/N of the budget and capacities")
+	fs.DurationVar(&o.fleet.period, "fleet-period", DefaultFleetPeriod,
+		"how often a replica publishes its state and reads the fleet's (one Redis round trip each)")
+	fs.DurationVar(&o.fleet.lease, "fleet-lease", 0,
+		"how long Redis keeps a replica's state after its last publish, so a dead replica's share returns within it (default 3 x -fleet-period)")
+
 	set, err := shared.Parse(fs, args, stdout, stderr)
 	if err != nil {
 		return o, err
@@ -223,6 +242,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	if o.unhealthyWindow < 0 {
 		return fail(fmt.Errorf("-unhealthy-window %s: must be 0 (none) or positive", o.unhealthyWindow))
+	}
+	if err := o.fleet.check(); err != nil {
+		return fail(err)
 	}
 	if o.maxBodyBytes == 0 {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))
