@@ -148,7 +148,13 @@ func NewClient(addr, password string, timeout time.Duration) *redis.Client {
 		// One retry on a fresh connection: a Redis that restarted leaves
 		// the pool's connections broken, and the first call after finds
 		// out. The call's timeout bounds both tries.
-		MaxRetries:      1,
+		MaxRetries: 1,
+		// One dial per call: a Redis that is down fails the call at
+		// once, and the view falls back, rather than redialling within
+		// it. (After as many failed dials as the pool holds, go-redis
+		// redials in the background once a second, so a Redis that
+		// returns is used again within about a second.)
+		DialerRetries:   1,
 		PoolSize:        4,
 		DisableIdentity: true,
 	})
