@@ -28,7 +28,7 @@ const (
 	fleetPeriod   = 50 * time.Millisecond
 	fleetLease    = 300 * time.Millisecond
 	// The overload: wave requests at each replica every waveEvery.
-	wave      = 4
+	wave      = 2
 	waveEvery = 20 * time.Millisecond
 )
 
@@ -123,7 +123,7 @@ func TestFleetOnRedis(t *testing.T) {
 	redisBin := requireTool(t, require, "redis-server")
 	bin := buildGateway(t)
 	redis := startRedis(t, redisBin, freeLoopbackAddr(t))
-	urls, servers := modelServers(t, 1, modelserver.Config{Slots: 64, DecodeStep: 50 * time.Millisecond})
+	urls, servers := modelServers(t, 1, modelserver.Config{Slots: 64, DecodeStep: 100 * time.Millisecond})
 	ms := servers[0]
 	path := writeConfig(t, "", fleetConfig)
 	var ps []*proc
@@ -145,12 +145,12 @@ func TestFleetOnRedis(t *testing.T) {
 		waitFor(t, p.url+" to sync with the fleet", func() bool { return synced(p) })
 	}
 
-	// A bounded overload: 600 requests, 4 at a time at each replica
-	// every 20 ms, twenty times what the budget serves. Every request is
+	// A bounded overload: 300 requests, 2 at a time at each replica
+	// every 20 ms, ten times what the budget serves. Every request is
 	// answered 200 or 429; the fleet's in flight and queued stay within
 	// the promise: C + what the others admitted within a round, and Q +
 	// what arrived within a round (the states a round reads are up to a
-	// period and a Redis round trip old: 2P = 100 ms is 5 waves of 12).
+	// period and a Redis round trip old: 2P = 100 ms is 5 waves of 6).
 	var (
 		mu       sync.Mutex
 		statuses = map[int]int{}
@@ -175,14 +175,24 @@ func TestFleetOnRedis(t *testing.T) {
 			time.Sleep(waveEvery) // pacing the load, not a wait for a state
 		}
 	}
-	maxRunning, maxQueued := 0, 0
+	// The onset of the burst is apart: every replica's last read showed
+	// an idle fleet, and each may take up to the whole budget before the
+	// others' admissions reach it (the promise's Σ a_j(2P+δ) term).
+	// Steady is from settle after the first wave on.
+	const settle = 500 * time.Millisecond
+	onsetRunning, maxRunning, maxQueued := 0, 0, 0
+	began := time.Now()
 	sampling, stopSampling := context.WithCancel(context.Background())
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
 		for sampling.Err() == nil {
 			l := ms.Load()
-			maxRunning = max(maxRunning, l.Running+l.Waiting)
+			if time.Since(began) < settle {
+				onsetRunning = max(onsetRunning, l.Running+l.Waiting)
+			} else {
+				maxRunning = max(maxRunning, l.Running+l.Waiting)
+			}
 			maxQueued = max(maxQueued, fleetQueued(t, client, ps))
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -191,18 +201,24 @@ func TestFleetOnRedis(t *testing.T) {
 	wg.Wait()
 	stopSampling()
 	<-sampled
-	t.Logf("overload: statuses %v; the fleet's most in flight %d (budget %d), most queued %d (capacity %d)",
-		statuses, maxRunning, fleetBudget, maxQueued, fleetQueue)
+	t.Logf("overload: statuses %v; the fleet's most in flight %d at the onset, %d after (budget %d), most queued %d (capacity %d)",
+		statuses, onsetRunning, maxRunning, fleetBudget, maxQueued, fleetQueue)
 	if len(lost) > 0 {
 		t.Fatalf("%d requests lost under overload, first %s", len(lost), lost[0])
 	}
 	if statuses[http.StatusOK] == 0 || statuses[http.StatusTooManyRequests] == 0 {
 		t.Fatalf("statuses %v: want both served and refused requests under overload", statuses)
 	}
-	// The others' admissions within a round are bounded by their
-	// shares, which sum to at most the budget.
-	if maxRunning > fleetBudget+fleetBudget {
-		t.Errorf("the fleet ran %d at once, over its budget %d plus one round's admissions", maxRunning, fleetBudget)
+	// Once every replica has read the others busy, the fleet keeps within
+	// its budget but for the admissions of a round: a replica's static
+	// share of slack. (At the onset it may reach R·C, the promise's
+	// Σ a_j(2P+δ) with every other replica admitting its whole share;
+	// logged above.)
+	if within := fleetBudget + fleetBudget/fleetReplicas; maxRunning > within {
+		t.Errorf("the fleet ran %d at once after the onset, over its budget %d plus a round's slack (%d)", maxRunning, fleetBudget, within)
+	}
+	if maxRunning < fleetBudget {
+		t.Errorf("the fleet ran at most %d at once after the onset: the overload did not fill the budget %d", maxRunning, fleetBudget)
 	}
 	roundArrivals := int(2*fleetPeriod/waveEvery) * wave * fleetReplicas
 	if maxQueued > fleetQueue+roundArrivals {
@@ -216,7 +232,8 @@ func TestFleetOnRedis(t *testing.T) {
 	// nothing.
 	clear(statuses)
 	redis.stop()
-	go overload(25)
+	overloaded := make(chan struct{})
+	go func() { overload(25); close(overloaded) }()
 	for _, p := range ps {
 		waitFor(t, p.url+" to fall back", func() bool {
 			code, body := fleetReadyz(t, client, p)
@@ -225,7 +242,7 @@ func TestFleetOnRedis(t *testing.T) {
 				p.metric(t, client, `sluice_gateway_fleet_share{replica="`+ids[p]+`"}`) == strconv.Itoa(fleetBudget/fleetReplicas)
 		})
 	}
-	time.Sleep(600 * time.Millisecond) // let the overload's waves end
+	<-overloaded
 	wg.Wait()
 	t.Logf("with Redis down: statuses %v", statuses)
 	if len(lost) > 0 {
@@ -240,29 +257,39 @@ func TestFleetOnRedis(t *testing.T) {
 	for _, p := range ps {
 		waitFor(t, p.url+" to sync again after Redis returned", func() bool { return synced(p) })
 	}
+	rc := redisfleet.NewClient(redis.addr, "", time.Second)
+	defer rc.Close()
+	if n, err := rc.ZCard(context.Background(), "test-fleet:idx").Result(); err != nil || n != fleetReplicas {
+		t.Errorf("the restarted Redis indexes %d replicas (%v), want the %d rebuilt", n, err, fleetReplicas)
+	}
 
-	// A replica killed without warning: within the lease (and two
-	// rounds) the others see two replicas and share the whole budget.
+	// A replica killed without warning: the others drop it from their
+	// view once its state is Lease + MaxSkew (a period) old, at the next
+	// round — the promise, checked with a second of slack for a loaded
+	// host — and then share the whole budget between them.
 	killed := time.Now()
 	ps[2].signal(t, syscall.SIGKILL)
 	ps[2].wait(t)
 	rest := ps[:2]
-	waitFor(t, "the others to take the killed replica's share", func() bool {
-		total := 0
+	waitFor(t, "the others to drop the killed replica", func() bool {
 		for _, p := range rest {
 			if p.metric(t, client, `sluice_gateway_fleet_replicas_live`) != "2" {
 				return false
 			}
+		}
+		return true
+	})
+	dropped := time.Since(killed)
+	if within := fleetLease + 2*fleetPeriod + time.Second; dropped > within {
+		t.Errorf("the killed replica was dropped from the view after %v, want within %v", dropped, within)
+	}
+	waitFor(t, "the others to take the killed replica's share", func() bool {
+		total := 0
+		for _, p := range rest {
 			n, _ := strconv.Atoi(p.metric(t, client, `sluice_gateway_fleet_share{replica="`+ids[p]+`"}`))
 			total += n
 		}
 		return total == fleetBudget
 	})
-	// The promise: its state counts until Lease + MaxSkew (a period) after
-	// its last publish, then a round; a second of slack for a loaded host.
-	if took, within := time.Since(killed), fleetLease+3*fleetPeriod+time.Second; took > within {
-		t.Errorf("the killed replica's share came back after %v, want within %v", took, within)
-	} else {
-		t.Logf("the killed replica's share came back after %v (lease %v)", took, fleetLease)
-	}
+	t.Logf("the killed replica was dropped after %v and its share taken after %v (lease %v)", dropped, time.Since(killed), fleetLease)
 }
