@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // allocation is the division of the fleet's budget one round computed.
@@ -21,8 +22,10 @@ type allocation struct {
 //
 //  1. In strict priority, highest band first, each band p is granted
 //     A_p = min(D_p, what the bands above left of budget), where D_p is the
-//     fleet's demand in the band, Σ_r (waiting_rp + inFlight_rp).
-//  2. Replica r's part of A_p is A_p × (waiting_rp + inFlight_rp) / D_p.
+//     fleet's demand in the band, Σ_r d_rp, and a replica's demand
+//     d_rp = waiting_rp + inFlight_rp + Demand_rp × period: what it holds
+//     and what is expected to arrive before the next round.
+//  2. Replica r's part of A_p is A_p × d_rp / D_p.
 //  3. What no band claims is divided in proportion to each replica's
 //     smoothed arrival rate (Σ_p Demand_rp), or evenly when no replica has
 //     any, so that a replica with nothing waiting can still start an
@@ -35,9 +38,9 @@ type allocation struct {
 //
 // And each band p with a fleet-wide request capacity Q_p in capacities:
 // this replica's part is what it holds waiting plus its part of the room,
-// Q_p − Σ_r waiting_rp (at least 0), by the band's arrival rate on each
-// replica (evenly when none has any), by largest remainder.
-func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocation {
+// Q_p − Σ_r waiting_rp (at least 0), half evenly and half by the band's
+// arrival rate on each replica, by largest remainder.
+func allocate(budget int64, period time.Duration, capacities map[int]int64, fleet []Replica) allocation {
 	self := fleet[0].ID
 	fleet = slices.Clone(fleet)
 	slices.SortFunc(fleet, func(a, b Replica) int { return strings.Compare(a.ID, b.ID) })
@@ -58,7 +61,8 @@ func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocatio
 	}
 
 	bands := make([]BandShare, len(prios))
-	demand := make([]int64, len(prios))
+	demand := make([]float64, len(prios))
+	expect := func(b Band) float64 { return float64(b.Waiting+b.InFlight) + b.Demand*period.Seconds() }
 	for i, p := range prios {
 		bands[i].Priority = p
 	}
@@ -68,7 +72,7 @@ func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocatio
 			k := index(b.Priority)
 			bands[k].Waiting += b.Waiting
 			bands[k].InFlight += b.InFlight
-			demand[k] += b.Waiting + b.InFlight
+			demand[k] += expect(b)
 			if i != me {
 				bands[k].OtherWaiting += b.Waiting
 				othersInFlight += b.InFlight
@@ -76,10 +80,12 @@ func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocatio
 		}
 	}
 
-	left := budget
+	left := float64(budget)
+	granted := make([]float64, len(bands))
 	for k := range bands {
-		bands[k].Granted = min(demand[k], left)
-		left -= bands[k].Granted
+		granted[k] = min(demand[k], left)
+		bands[k].Granted = int64(math.Round(granted[k]))
+		left -= granted[k]
 	}
 
 	// Each replica's real-valued part, then the leftover.
@@ -89,8 +95,8 @@ func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocatio
 	for i, r := range fleet {
 		for _, b := range r.Bands {
 			k := index(b.Priority)
-			if d := b.Waiting + b.InFlight; d > 0 {
-				x := float64(bands[k].Granted) * float64(d) / float64(demand[k])
+			if d := expect(b); d > 0 {
+				x := granted[k] * d / demand[k]
 				parts[i] += x
 				if i == me {
 					bands[k].Share = x
@@ -101,11 +107,7 @@ func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocatio
 		rates += rate[i]
 	}
 	for i := range parts {
-		if rates > 0 {
-			parts[i] += float64(left) * rate[i] / rates
-		} else {
-			parts[i] += float64(left) / float64(len(fleet))
-		}
+		parts[i] += left * spread(rate[i], rates, len(fleet))
 	}
 
 	shares := roundShares(budget, parts)
@@ -134,16 +136,24 @@ func allocate(budget int64, capacities map[int]int64, fleet []Replica) allocatio
 			sum += weights[i]
 		}
 		for i := range weights {
-			if sum > 0 {
-				weights[i] = float64(room) * weights[i] / sum
-			} else {
-				weights[i] = float64(room) / float64(len(fleet))
-			}
+			weights[i] = float64(room) * spread(weights[i], sum, len(fleet))
 		}
 		mine = float64(roundShares(room, weights)[me])
 		bands[k].Capacity = min(waiting+int64(mine), MaxCount)
 	}
 	return allocation{share: share, live: len(fleet), bands: bands}
+}
+
+// spread returns a replica's part of what is divided by arrival rate,
+// given its rate, the sum of the n replicas' rates: half evenly, half by
+// rate (all evenly when no replica has any). The even half keeps every
+// replica some room: a replica given none would refuse every arrival, and
+// a rate measured from what is admitted and queued would then stay 0.
+func spread(rate, rates float64, n int) float64 {
+	if rates <= 0 {
+		return 1 / float64(n)
+	}
+	return 0.5/float64(n) + 0.5*rate/rates
 }
 
 // roundShares rounds parts, which sum to total, to integers that sum to

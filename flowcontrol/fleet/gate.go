@@ -12,39 +12,47 @@ import (
 )
 
 // Gate returns the gate that enforces this replica's share of the fleet's
-// budget: it admits a request of any band while the requests in flight
-// through it are fewer than [View.Share]. Use it as the controller's gate
-// in place of gate.MaxInFlight(Budget), or inside [gate.All] beside gates
-// that read the model servers. It is the same gate on every call; it
-// serves one controller.
+// budget: it admits a request of band p while the requests in flight
+// through it are fewer than [View.Share], and those of band p and the
+// bands below it fewer than the part of the share granted to them. Use it
+// as the controller's gate in place of gate.MaxInFlight(Budget), or inside
+// [gate.All] beside gates that read the model servers. It is the same gate
+// on every call; it serves one controller.
 //
 // # How the budget is divided
 //
-// Each round (once a Config.Period) the view reads every live replica's
-// state and computes, on every replica alike:
+// Each round (once a Config.Period, P) the view reads every live
+// replica's state and computes, on every replica alike, with C the
+// budget, d_rp = waiting_rp + inFlight_rp + λ_rp·P replica r's demand in
+// band p (what it holds, and what its smoothed arrival rate λ_rp brings
+// before the next round):
 //
-//	D_p   = Σ_r (waiting_rp + inFlight_rp)            the fleet's demand in band p
+//	D_p   = Σ_r d_rp                                  the fleet's demand in band p
 //	A_p   = min(D_p, C − Σ_{q>p} A_q)                 strict priority, highest band first
-//	x_r   = Σ_p A_p · (waiting_rp + inFlight_rp) / D_p
-//	      + (C − Σ_p A_p) · λ_r / Σ_j λ_j             the rest, by smoothed arrival rate λ
+//	a_rp  = A_p · d_rp / D_p                          r's part of band p
+//	x_r   = Σ_p a_rp + (C − Σ_p A_p) · (1/2R + λ_r / 2Σ_j λ_j)
+//	                                                  the rest: half evenly, half by arrival rate
 //	S_r   = round(x_r)                                largest remainder: Σ_r S_r = C
 //	share = min(S_self, C − Σ_{j≠self} inFlight_j)    never count on a slot another holds
+//	below_p = share − round(Σ_{q>p} a_self,q)         the most bands ≤ p may hold
 //
 // So the budget goes where the fleet's highest waiting band is: a replica
 // whose highest waiting band is lower than another's yields — its share
 // falls below what it holds, it starts nothing more, and the slots its
 // requests give back go to the replica with the higher band waiting at the
-// next round. Within a band, replicas get the budget in proportion to
-// their demand there, as one controller's queue would serve them; within a
-// replica, the controller keeps strict priority and its band's fairness
-// policy. Fairness between tenants fleet-wide therefore holds to this
-// bound: each replica is fair among the tenants it holds (its policy's own
-// bound), and each replica's share of a band is proportional to its
-// demand there, so a tenant's fleet-wide share of a saturated band differs
-// from its share on one controller with the same queues by at most the
-// rounding of one slot per replica, plus the demand that changed within
-// one round. Where requests are spread over replicas at random or in turn,
-// that is the whole difference.
+// next round — and a slot granted for a higher band is not taken by a
+// lower one in between. Within a band, replicas get the budget in
+// proportion to their demand there, as one controller's queue would serve
+// them; within a replica, the controller keeps strict priority and its
+// band's fairness policy. Fairness between tenants fleet-wide therefore
+// holds to this bound: each replica is fair among the tenants it holds
+// (its policy's own bound), and each replica's part of a saturated band
+// is proportional to its demand there, so a tenant's fleet-wide part of
+// the band differs from its part on one controller with the same queues
+// by at most the rounding of one slot per replica plus the demand that
+// changed within one round (TestFairnessBound checks it). Where requests
+// are spread over replicas in turn or at random, each replica's queues are
+// a sample of the fleet's and that is the whole difference.
 //
 // # The consistency promise
 //
@@ -60,41 +68,54 @@ import (
 //
 // where a_j(w) is the number of admissions replica j made in the last w:
 // the fleet over-admits by at most what the other replicas admitted
-// within two periods and the store's delay, and not at all when every
-// replica read the same states since its last admission. The headroom
-// [View.Reader] reports is the fleet's: this replica's queue live, the
-// others' at most P + δ + the read's own time old. A replica cut off from
-// the store keeps its last share until its view is older than
-// Config.Stale, then takes the static ⌊C/R⌋; the others keep counting its
-// last state until its lease (Config.Lease) runs out, and then divide C
-// among themselves. With k replicas cut off, once their leases have run
-// out:
+// within two periods and the store's delay (TestOverAdmissionBound), and
+// not at all when the replicas read the same states since their last
+// admissions, for then their shares sum to at most C
+// (TestSharesSumToTheBudget). A replica whose rounds fail keeps its last
+// share while its view is fresh: replace 2P by P + Stale for it. Where
+// the replicas' views differ, their rounded shares may also sum to up to
+// R − 1 less than C: slots idle for a round, never more admitted.
+//
+// The headroom [View.Reader] reports is the fleet's: this replica's queue
+// live, the others' as they published it at most P + δ before (plus the
+// read's own time) (TestHeadroomStaleness).
+//
+// A replica that stops publishing — killed, or cut off — is counted by the
+// others, with its last state, until Lease + MaxSkew after that state was
+// taken, and its share is theirs from their next round: within
+// Lease + MaxSkew + P, 5P with the defaults (TestDeadReplicaShareReturns).
+// The others keep that last state even when the store loses it (a store
+// restarted empty), so a restart does not hand out what a replica holds
+// (TestStoreRestartLosesNothing). A replica cut off keeps its last share until its view is older than
+// Config.Stale, then takes the static ⌊C/R⌋ (within Stale + P of its last
+// good read; TestFallbackAndReturn). With k replicas cut off, once the
+// others stop counting them:
 //
 //	fleet in flight ≤ C + k·⌊C/R⌋
 //
-// (the price of returning a dead replica's share within a lease: the view
-// cannot tell a dead replica from a cut-off one). In fallback no request
-// is refused for any reason but the static share. When the store comes
-// back, a replica uses the fleet's state again after two successful
-// rounds in a row (so that every live replica has published since), that
-// is within 2P of the store's return.
+// (TestPartitionBound; the price of giving a dead replica's share back:
+// the view cannot tell a dead replica from a cut-off one). In fallback no
+// request is refused for any reason but the static share. When the store
+// comes back, a replica uses the fleet's state again after two successful
+// rounds in a row, so that every live replica has published since: within
+// 2P of the store's return.
 //
 // The gate is a [gate.BoundGate]: it nudges the controller when its share
 // grows, and reads the controller's bands and, when the controller is a
 // [capacity.Reader] (a flowcontrol.FlowController is), its queues, which
 // [View.Run] publishes. It is a [gate.SaturationDetector] whose saturation
-// is in flight ÷ share. Its TryAcquire and Release read and add atomics:
-// no lock, no store round trip, no allocation.
+// is in flight ÷ share. Its TryAcquire and Release read and add atomics
+// (a few per band below the one admitted): no lock, no store round trip,
+// no allocation.
 func (v *View) Gate() gate.Gate { return &v.gate }
 
 // viewGate is a View's gate. Its methods are called with the controller's
 // lock held (a gate's contract), so that its counts change one at a time;
 // the round reads them from another goroutine, hence the atomics.
 type viewGate struct {
-	v        *View
-	bound    atomic.Pointer[gate.Controller]
-	table    atomic.Pointer[bandTable]
-	inFlight atomic.Int64
+	v     *View
+	bound atomic.Pointer[gate.Controller]
+	table atomic.Pointer[bandTable]
 }
 
 // bandTable holds the gate's counts per band, in descending priority; the
@@ -105,9 +126,19 @@ type bandTable struct {
 	counts []bandCount // len(prios)+1
 }
 
-type bandCount struct {
-	inFlight atomic.Int64
-	admits   atomic.Int64 // admissions ever, for the arrival rate
+// bandCount is one band's requests in flight (the low 32 bits) and its
+// admissions ever, modulo 2³² (the high 32 bits: the arrival rate needs
+// only their difference over a round), in one word, so that an admission
+// costs one atomic add and its end another.
+type bandCount struct{ word atomic.Uint64 }
+
+const admitted = 1 << 32
+
+func (c *bandCount) inFlight() int64 { return int64(int32(uint32(c.word.Load()))) }
+
+func (c *bandCount) load() (inFlight int64, admits uint32) {
+	w := c.word.Load()
+	return int64(int32(uint32(w))), uint32(w >> 32)
 }
 
 // Bind records c, the controller the gate serves, and refuses a second.
@@ -122,21 +153,35 @@ func (g *viewGate) String() string { return fmt.Sprintf("fleet.View(%s).Gate", g
 
 // TryAcquire takes a slot if fewer than the share are in flight.
 func (g *viewGate) TryAcquire(priority int) bool {
-	if g.inFlight.Load() >= g.v.share.Load() {
+	if g.held() >= g.v.share.Load() {
 		return false
 	}
-	c := g.count(priority)
-	c.inFlight.Add(1)
-	c.admits.Add(1)
-	g.inFlight.Add(1)
+	if l := g.v.below.Load(); l != nil && !g.roomBelow(l, priority) {
+		return false
+	}
+	g.count(priority).word.Add(admitted + 1)
 	return true
+}
+
+// held returns the requests in flight through the gate, in every band.
+func (g *viewGate) held() int64 {
+	t := g.table.Load()
+	if t == nil {
+		return 0
+	}
+	var n int64
+	for i := range t.counts {
+		n += t.counts[i].inFlight()
+	}
+	return n
 }
 
 // Release gives a slot back. It panics if more come back than were
 // granted.
 func (g *viewGate) Release(priority int) {
-	g.count(priority).inFlight.Add(-1)
-	if g.inFlight.Add(-1) < 0 {
+	c := g.count(priority)
+	if int32(uint32(c.word.Add(^uint64(0)))) < 0 {
+		c.word.Add(1)
 		panic("fleet: View's gate released more slots than it granted")
 	}
 }
@@ -148,7 +193,7 @@ func (g *viewGate) Saturation() float64 {
 	if share <= 0 {
 		return 1
 	}
-	return float64(g.inFlight.Load()) / float64(share)
+	return float64(g.held()) / float64(share)
 }
 
 // count returns band priority's counts, adding the band to the table when
@@ -157,7 +202,7 @@ func (g *viewGate) Saturation() float64 {
 func (g *viewGate) count(priority int) *bandCount {
 	t := g.table.Load()
 	if t != nil {
-		if i, ok := slices.BinarySearchFunc(t.prios, priority, descending); ok {
+		if i, ok := find(t.prios, priority); ok {
 			return &t.counts[i]
 		}
 	}
@@ -179,8 +224,7 @@ func (g *viewGate) count(priority int) *bandCount {
 	if t != nil {
 		for i, p := range t.prios {
 			j, _ := slices.BinarySearchFunc(prios, p, descending)
-			n.counts[j].inFlight.Store(t.counts[i].inFlight.Load())
-			n.counts[j].admits.Store(t.counts[i].admits.Load())
+			n.counts[j].word.Store(t.counts[i].word.Load())
 		}
 	}
 	g.table.Store(n)
@@ -190,11 +234,27 @@ func (g *viewGate) count(priority int) *bandCount {
 
 func descending(a, b int) int { return cmp.Compare(b, a) }
 
+// find returns the index of p in prios, which is in descending order, or
+// where it would go: a plain search, cheaper than one through a
+// comparison function on the admission path.
+func find(prios []int, p int) (int, bool) {
+	lo, hi := 0, len(prios)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if prios[m] > p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(prios) && prios[lo] == p
+}
+
 // counts returns band priority's requests in flight and admissions ever.
-func (g *viewGate) counts(priority int) (inFlight, admits int64) {
+func (g *viewGate) counts(priority int) (inFlight int64, admits uint32) {
 	if t := g.table.Load(); t != nil {
 		if i, ok := slices.BinarySearchFunc(t.prios, priority, descending); ok {
-			return t.counts[i].inFlight.Load(), t.counts[i].admits.Load()
+			return t.counts[i].load()
 		}
 	}
 	return 0, 0
@@ -232,4 +292,30 @@ func (g *viewGate) nudge() {
 	if c := g.bound.Load(); c != nil {
 		(*c).Nudge()
 	}
+}
+
+// bandLimits caps, per band, what this replica's bands at or below it may
+// hold in flight: its share less what is granted to the bands above.
+type bandLimits struct {
+	prios []int   // descending
+	below []int64 // below[k]: the most in flight in bands ≤ prios[k]
+}
+
+// roomBelow reports whether band priority, and the bands below it, hold
+// fewer than the part of the share granted to them.
+func (g *viewGate) roomBelow(l *bandLimits, priority int) bool {
+	k, ok := find(l.prios, priority)
+	if !ok {
+		return true
+	}
+	t := g.table.Load()
+	if t == nil {
+		return l.below[k] > 0
+	}
+	i, _ := find(t.prios, priority)
+	var n int64
+	for j := i; j < len(t.prios); j++ {
+		n += t.counts[j].inFlight()
+	}
+	return n < l.below[k]
 }

@@ -33,8 +33,9 @@ type Config struct {
 	// period, never one per admission. At least 1 ms.
 	Period time.Duration
 	// Lease is how long the store keeps this replica's state after a
-	// publish, so that a replica that stops publishing gives its share
-	// back within a lease. At least Period; 0 means 3 × Period.
+	// publish, and the others count it after it was taken (with MaxSkew),
+	// so that a replica that stops publishing gives its share back within
+	// Lease + MaxSkew + Period (see [View.Gate]). At least Period; 0 means 3 × Period.
 	Lease time.Duration
 	// Stale is the age of the last successful read past which the view
 	// falls back to the static share: a store that errors, or answers too
@@ -156,6 +157,9 @@ type View struct {
 	// share is this replica's in-flight budget, read by the gate's
 	// TryAcquire; set by each round.
 	share atomic.Int64
+	// below holds the per-band limits of the last synced round; nil in
+	// fallback.
+	below atomic.Pointer[bandLimits]
 
 	mu sync.Mutex // serializes rounds; guards the fields below
 	// known is every replica's latest accepted state, kept until its
@@ -165,8 +169,8 @@ type View struct {
 	successes  int       // rounds in a row that published and read
 	lastErr    error
 	ignored    int
-	prevWait   map[int]int64 // waiting per band at the last round
-	prevAdmits map[int]int64 // admissions per band at the last round
+	prevWait   map[int]int64  // waiting per band at the last round
+	prevAdmits map[int]uint32 // admissions per band at the last round, mod 2³²
 	demand     map[int]float64
 	lastRound  time.Time
 	alloc      allocation // of the last synced round
@@ -186,7 +190,7 @@ func New(cfg Config) (*View, error) {
 		static:     cfg.Budget / int64(cfg.Replicas),
 		known:      make(map[string]Replica),
 		prevWait:   make(map[int]int64),
-		prevAdmits: make(map[int]int64),
+		prevAdmits: make(map[int]uint32),
 		demand:     make(map[int]float64),
 		fallback:   FallbackNotRead,
 	}
@@ -369,7 +373,7 @@ func (v *View) local(now time.Time) Replica {
 		inFlight, admits := v.gate.counts(p)
 		d := v.demand[p]
 		if !first {
-			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p]))
+			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p])) // admits wraps: the difference does not
 			d += alpha * (max(0, arrived)/dt - d)
 		}
 		d = min(max(d, 0), MaxDemand)
@@ -435,12 +439,24 @@ func (v *View) round(now time.Time, self Replica, read []Replica, err error) (gr
 			for _, r := range v.known {
 				fleet = append(fleet, r)
 			}
-			v.alloc = allocate(v.cfg.Budget, v.cfg.Capacities, fleet)
+			v.alloc = allocate(v.cfg.Budget, v.cfg.Period, v.cfg.Capacities, fleet)
 		}
 		share = v.alloc.share
 		st.Live, st.Bands = v.alloc.live, v.alloc.bands
-	} else if !v.lastRead.IsZero() {
-		st.Live = len(v.known) + 1
+		// Bands ≤ p may hold the share less what is granted to the
+		// bands above p.
+		l := &bandLimits{prios: make([]int, len(st.Bands)), below: make([]int64, len(st.Bands))}
+		var above float64
+		for k, b := range st.Bands {
+			l.prios[k], l.below[k] = b.Priority, max(0, share-int64(math.Round(above)))
+			above += b.Share
+		}
+		v.below.Store(l)
+	} else {
+		v.below.Store(nil)
+		if !v.lastRead.IsZero() {
+			st.Live = len(v.known) + 1
+		}
 	}
 	st.Share = share
 	old := v.share.Swap(share)
@@ -500,12 +516,14 @@ func (f fleetReader) CapacitySnapshot(priority int) (capacity.Snapshot, error) {
 // Capacity returns this replica's part of band priority's fleet-wide
 // request capacity Q (Config.Capacities), or capacity.Unbounded() when the
 // band has none. Synced, it is what this replica holds waiting plus a part
-// of the fleet's room, Q − Σ_r waiting_r, in proportion to the band's
-// smoothed arrival rate on each replica (evenly when none has any),
-// rounded by largest remainder; every replica reading the same states
-// computes parts that sum to Q, so the fleet queues at most Q plus what
-// arrived within a round. In fallback it is the static ⌊Q/R⌋. A router
-// applies it to its controller's band after each round (Config.OnRound).
+// of the fleet's room, Q − Σ_r waiting_r: half of the room divided evenly,
+// half in proportion to the band's smoothed arrival rate on each replica
+// (so that no replica is left without room, which would refuse every
+// arrival and keep its measured rate at 0), rounded by largest remainder;
+// every replica reading the same states computes parts that sum to Q, so
+// the fleet queues at most Q plus what arrived within a round. In fallback
+// it is the static ⌊Q/R⌋. A router applies it to its controller's band
+// after each round (Config.OnRound).
 func (v *View) Capacity(priority int) capacity.Limit {
 	q, ok := v.cfg.Capacities[priority]
 	if !ok {

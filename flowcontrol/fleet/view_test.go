@@ -18,11 +18,16 @@ const period = 100 * time.Millisecond
 // replica is one router of a test fleet: a controller whose gate is its
 // View's.
 type replica struct {
-	t    *testing.T
-	view *fleet.View
-	fc   *flowcontrol.FlowController
-	adms map[int][]*flowcontrol.Admission // by band, in admission order
-	err  error                            // the last Sync's
+	t     *testing.T
+	store *testStore
+	view  *fleet.View
+	fc    *flowcontrol.FlowController
+	adms  map[int][]*flowcontrol.Admission // by band, in admission order
+	err   error                            // the last Sync's
+	// onAdmit, if set, hears each admission.
+	onAdmit func()
+	// lossy tolerates capacity rejections.
+	lossy bool
 }
 
 // testFleet is replicas sharing one Memory store on one manual clock.
@@ -37,8 +42,9 @@ func newFleet(t *testing.T, n int, budget int64, edit func(*fleet.Config)) *test
 	clock := clocktest.New(time.Unix(1000, 0))
 	f := &testFleet{clock: clock, store: fleet.NewMemory(clock.Now)}
 	for i := range n {
+		store := &testStore{m: f.store, clock: clock}
 		cfg := fleet.Config{
-			Store: f.store, ID: string(rune('a' + i)), Replicas: n, Budget: budget,
+			Store: store, ID: string(rune('a' + i)), Replicas: n, Budget: budget,
 			Period: period, Clock: clock,
 		}
 		if edit != nil {
@@ -61,7 +67,7 @@ func newFleet(t *testing.T, n int, budget int64, edit func(*fleet.Config)) *test
 			t.Fatal(err)
 		}
 		t.Cleanup(fc.Close)
-		f.r = append(f.r, &replica{t: t, view: v, fc: fc, adms: map[int][]*flowcontrol.Admission{}})
+		f.r = append(f.r, &replica{t: t, store: store, view: v, fc: fc, adms: map[int][]*flowcontrol.Admission{}})
 	}
 	return f
 }
@@ -71,7 +77,7 @@ func (r *replica) submit(priority, n int) {
 	for range n {
 		r.fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t", Priority: priority}},
 			func(a *flowcontrol.Admission, err error) {
-				if errors.Is(err, flowcontrol.ErrRejectedShuttingDown) {
+				if errors.Is(err, flowcontrol.ErrRejectedShuttingDown) || (r.lossy && errors.Is(err, flowcontrol.ErrRejectedSaturated)) {
 					return // the test's end
 				}
 				if err != nil {
@@ -79,6 +85,9 @@ func (r *replica) submit(priority, n int) {
 					return
 				}
 				r.adms[priority] = append(r.adms[priority], a)
+				if r.onAdmit != nil {
+					r.onAdmit()
+				}
 			})
 	}
 }
@@ -228,4 +237,42 @@ func TestCapacityAndHeadroomAreTheFleets(t *testing.T) {
 	if s, _ := rb.CapacitySnapshot(-1); s.QueuedRequests != 6 {
 		t.Errorf("b reads %d queued in the fleet, want a's 6 as of the last read", s.QueuedRequests)
 	}
+}
+
+// testStore is one replica's way to the shared Memory: it can be cut off
+// (every call fails), and its publishes can take delay to be seen.
+type testStore struct {
+	m     *fleet.Memory
+	clock *clocktest.Clock
+	down  bool
+	delay time.Duration
+}
+
+var errDown = errors.New("store unreachable")
+
+func (s *testStore) Publish(ctx context.Context, r fleet.Replica, lease time.Duration) error {
+	if s.down {
+		return errDown
+	}
+	if s.delay > 0 {
+		s.clock.AfterFunc(s.delay, func() { _ = s.m.Publish(ctx, r, lease) })
+		return nil
+	}
+	return s.m.Publish(ctx, r, lease)
+}
+
+func (s *testStore) Read(ctx context.Context) ([]fleet.Replica, error) {
+	if s.down {
+		return nil, errDown
+	}
+	return s.m.Read(ctx)
+}
+
+// inFlight is the fleet's requests in flight.
+func (f *testFleet) inFlight() int {
+	n := 0
+	for _, r := range f.r {
+		n += r.fc.InFlight()
+	}
+	return n
 }

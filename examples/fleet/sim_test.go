@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicegate/sluice/examples/internal/long"
+	"github.com/sluicegate/sluice/examples/internal/sim"
+)
+
+// seeds are the seeds the comparisons are asserted on: 1–10, as the README
+// prints them, with SLUICE_LONG (see examples/internal/long); by default
+// seed 1.
+func seeds() []uint64 {
+	if long.Enabled() {
+		return sim.SeedRange(1, 10)
+	}
+	return sim.SeedRange(1, 1)
+}
+
+// setup returns the index of the setup named name.
+func setup(t *testing.T, name string) int {
+	t.Helper()
+	for s, st := range Setups {
+		if st.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no setup %q", name)
+	return -1
+}
+
+// The comparisons the README states, seed by seed.
+func TestComparisons(t *testing.T) {
+	c, err := Compare(seeds(), DefaultSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c.Print(&out)
+	t.Log("\n" + out.String())
+
+	// Nothing is lost: every slot has returned at the end of every run.
+	for a := range Admissions {
+		for s := range Setups {
+			for i, r := range c.CrossBand[a][s] {
+				if r.InFlight != 0 {
+					t.Errorf("%s, %s, seed %d: %d in flight at the end", Admissions[a].Name, Setups[s].Name, c.Seeds[i], r.InFlight)
+				}
+			}
+		}
+	}
+	for s := range Setups {
+		for i, r := range c.Fairness[s] {
+			if r.InFlight != 0 {
+				t.Errorf("fairness, %s, seed %d: %d in flight at the end", Setups[s].Name, c.Seeds[i], r.InFlight)
+			}
+		}
+	}
+
+	const evict = 1 // Admissions: eviction (16, 800ms)
+	for _, name := range []string{"2 replicas, synced", "4 replicas, synced"} {
+		s := setup(t, name)
+		// Synced replicas meet the goal on chat SLO attainment with
+		// eviction, and on the light tenant's share, on every seed.
+		for i, d := range c.SLOVsOne(evict, s) {
+			if d < -Goal {
+				t.Errorf("%s, eviction, seed %d: chat SLO %+.1f pp from one controller, want within %v", name, c.Seeds[i], d, Goal)
+			}
+		}
+		for i, d := range c.LightVsOne(s) {
+			if d < -Goal {
+				t.Errorf("%s, seed %d: light tenant %+.1f pp from one controller, want within %v", name, c.Seeds[i], d, Goal)
+			}
+		}
+	}
+	// Against replicas that share nothing, the fleet view revokes fewer
+	// batch requests, and with 4 replicas keeps more batch goodput, on
+	// every seed.
+	for _, r := range []int{2, 4} {
+		synced, unsynced := setup(t, strconv.Itoa(r)+" replicas, synced"), setup(t, strconv.Itoa(r)+" replicas, unsynced")
+		for i := range c.Seeds {
+			sy, un := c.CrossBand[evict][synced][i], c.CrossBand[evict][unsynced][i]
+			if sy.Revocations >= un.Revocations {
+				t.Errorf("%d replicas, seed %d: %d revocations synced, %d unsynced; want fewer synced", r, c.Seeds[i], sy.Revocations, un.Revocations)
+			}
+			if r == 4 && sy.BatchPerSecond <= un.BatchPerSecond {
+				t.Errorf("4 replicas, seed %d: batch %.3f/s synced, %.3f/s unsynced; want more synced", c.Seeds[i], sy.BatchPerSecond, un.BatchPerSecond)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "within 2 pp of one controller") {
+		t.Error("the summary line is missing")
+	}
+}
