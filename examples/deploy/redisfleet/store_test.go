@@ -301,6 +301,7 @@ func TestDownSlowAndBack(t *testing.T) {
 	if err := mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	waitRedis(t, client)
 	if err := s.Publish(ctx, state("a", 1), 3*time.Second); err != nil {
 		t.Fatalf("Publish after Redis returned: %v", err)
 	}
