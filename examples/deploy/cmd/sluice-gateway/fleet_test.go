@@ -1,0 +1,145 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/sluicegate/sluice/examples/deploy/redisfleet"
+	"github.com/sluicegate/sluice/examples/modelserver"
+	"github.com/sluicegate/sluice/internal/clitest"
+)
+
+func TestBadFleetFlagsExit2(t *testing.T) {
+	on := []string{"-max-inflight", "4", "-backend", "http://127.0.0.1:8001", "-fleet-redis", "127.0.0.1:6379"}
+	clitest.BadArgs(t, run, map[string][]string{
+		"redis without a port": {"-fleet-redis", "redis.local"},
+		"redis as a URL":       {"-fleet-redis", "redis://127.0.0.1:6379/0"},
+		"empty id":             append(on, "-fleet-id", ""),
+		"id with a newline":    append(on, "-fleet-id", "a\nb"),
+		"zero replicas":        append(on, "-fleet-replicas", "0"),
+		"too many replicas":    append(on, "-fleet-replicas", "100000"),
+		"zero period":          append(on, "-fleet-period", "0s"),
+		"lease under period":   append(on, "-fleet-lease", "100ms", "-fleet-period", "200ms"),
+		"prefix with a space":  append(on, "-fleet-prefix", "a b"),
+		"no budget":            {"-backend", "http://127.0.0.1:8001", "-fleet-redis", "127.0.0.1:6379"},
+		"no password file":     append(on, "-fleet-redis-password-file", "/nonexistent/password"),
+	})
+}
+
+func TestFleetPassword(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(path, []byte("s3cret\r\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fleetPasswordEnv, "from-env")
+	if p, err := (fleetOptions{passwordFile: path}).password(); err != nil || p != "s3cret" {
+		t.Errorf("from the file: %q, %v; want s3cret", p, err)
+	}
+	if p, err := (fleetOptions{}).password(); err != nil || p != "from-env" {
+		t.Errorf("from the environment: %q, %v; want from-env", p, err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Repeat("x", maxPasswordBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (fleetOptions{passwordFile: path}).password(); err == nil {
+		t.Error("an oversized password file: want an error")
+	}
+}
+
+// A gateway in fleet mode on miniredis: synced, it is ready and exports
+// the view; with Redis gone it falls back to the static share, stays ready
+// and says so; with Redis back it syncs again. Requests are served
+// throughout.
+func TestGatewayFleetFallbackOnMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireAuth("pw")
+	t.Setenv(fleetPasswordEnv, "pw")
+	urls, _ := modelServers(t, 1, modelserver.Config{Speed: 10})
+	opts, err := parseFlags([]string{"-max-inflight", "9", "-fleet-redis", mr.Addr(), "-fleet-id", "gw-a",
+		"-fleet-replicas", "3", "-fleet-period", "20ms", "-fleet-prefix", "unit"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := testOptions()
+	base.fleet, base.maxInFlight = opts.fleet, opts.maxInFlight
+	base.backends = []*url.URL{urls[0]}
+	g := startGateway(t, base)
+	client := newClient(t)
+	metric := func(series string) string {
+		_, page := get(t, client, g.url+"/metrics")
+		v, _ := metricValue(page, series)
+		return v
+	}
+	readyBody := func() string {
+		code, body := get(t, client, g.url+"/readyz")
+		if code != http.StatusOK {
+			t.Fatalf("/readyz %d %q: a fleet replica stays ready", code, body)
+		}
+		return strings.TrimSpace(body)
+	}
+	serve := func(when string) {
+		t.Helper()
+		if r := <-send(client, g.url, when); r.status != http.StatusOK {
+			t.Fatalf("%s: %d %v %q", when, r.status, r.err, r.body)
+		}
+	}
+
+	waitFor(t, "the replica to sync", func() bool { return readyBody() == "ready" })
+	// Alone in the fleet, it has the whole budget.
+	if s := metric(`sluice_gateway_fleet_share{replica="gw-a"}`); s != "9" {
+		t.Errorf("share %s alone in the fleet, want 9", s)
+	}
+	if b := metric(`sluice_gateway_fleet_budget`); b != "9" {
+		t.Errorf("budget %s, want 9", b)
+	}
+	if !mr.Exists("unit:r:gw-a") || !mr.Exists("unit:idx") {
+		t.Errorf("keys in Redis: %v, want unit:r:gw-a and unit:idx", mr.Keys())
+	}
+	serve("synced")
+
+	mr.Close()
+	waitFor(t, "the fallback", func() bool {
+		return strings.HasPrefix(readyBody(), "ready (fleet fallback (stale): static share 3 of 9") &&
+			metric(`sluice_gateway_fleet_fallback{reason="stale"}`) == "1" &&
+			metric(`sluice_gateway_fleet_share{replica="gw-a"}`) == "3"
+	})
+	serve("in fallback")
+	if !strings.Contains(g.logs.String(), "fleet: falling back to the static share") {
+		t.Error("no log line for the fallback")
+	}
+
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replica to sync again", func() bool {
+		return readyBody() == "ready" && metric(`sluice_gateway_fleet_fallback{reason="stale"}`) == "0"
+	})
+	if age, err := time.ParseDuration(metric(`sluice_gateway_fleet_view_age_seconds`) + "s"); err != nil || age > time.Second {
+		t.Errorf("view age %v (%v) once synced, want under a second", age, err)
+	}
+	serve("synced again")
+}
+
+// The Redis store's keys are where the deploy guide says, under the
+// default prefix.
+func TestFleetDefaultPrefix(t *testing.T) {
+	opts, err := parseFlags([]string{"-max-inflight", "3", "-fleet-redis", "127.0.0.1:6379"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.fleet.prefix != redisfleet.DefaultPrefix || opts.fleet.period != DefaultFleetPeriod || opts.fleet.replicas != 1 {
+		t.Errorf("defaults: %+v", opts.fleet)
+	}
+	host, _ := os.Hostname()
+	if !strings.HasPrefix(opts.fleet.id, host) {
+		t.Errorf("default id %q, want the host name %q and the pid", opts.fleet.id, host)
+	}
+}
