@@ -23,6 +23,8 @@ type Running struct {
 	ScrapeTimeout  time.Duration
 	GracePeriod    time.Duration
 	DrainDelay     time.Duration
+	// Fleet is gateway.fleet, which only a restart changes.
+	Fleet *Fleet
 }
 
 // Change is what moving a running binary from one configuration to another
@@ -61,6 +63,9 @@ func Diff(old, next Running) Change {
 	}
 	if old.ScrapeTimeout != next.ScrapeTimeout {
 		restartf("gateway.scrapeTimeout %s → %s", old.ScrapeTimeout, next.ScrapeTimeout)
+	}
+	if !reflect.DeepEqual(old.Fleet, next.Fleet) {
+		restartf("gateway.fleet")
 	}
 	if !reflect.DeepEqual(old.Gate, next.Gate) {
 		restartf("the gate: %s → %s", old.Gate, next.Gate)

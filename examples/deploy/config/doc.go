@@ -41,6 +41,14 @@
 //	  scrapeTimeout: 100ms            # one read's bound; default 100ms
 //	  gracePeriod: 30s                # shutdown drain; default 30s
 //	  drainDelay: 5s                  # served after SIGTERM, not ready; default 5s
+//	  fleet:                          # one replica of a fleet sharing state in Redis; default none
+//	    redis: 127.0.0.1:6379         # host:port (-fleet-redis)
+//	    passwordFile: /etc/redis/pw   # first line is the password (-fleet-redis-password-file)
+//	    prefix: sluice:fleet          # the fleet's key prefix (-fleet-prefix)
+//	    id: gw-0                      # this replica's name; default host name and pid (-fleet-id)
+//	    replicas: 3                   # the fleet's size, for the fallback share (-fleet-replicas)
+//	    period: 200ms                 # publish and read once per period (-fleet-period)
+//	    lease: 600ms                  # Redis keeps the state this long; default 3 periods (-fleet-lease)
 //
 //	controller:
 //	  maxRequests: 2000               # RequestCapacity, all bands; default unbounded

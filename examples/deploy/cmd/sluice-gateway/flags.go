@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
@@ -62,6 +63,9 @@ type options struct {
 	// fleet is the -fleet-* flags: the fleet this gateway is a replica
 	// of, when fleet.redis is set.
 	fleet fleetOptions
+	// fleetSet names the -fleet-* flags given (without the dash): they
+	// win over gateway.fleet.
+	fleetSet map[string]bool
 }
 
 const usageHeader = `Usage: sluice-gateway [flags]
@@ -108,6 +112,12 @@ section, or llm-d-router's saturationDetector); else llm-d-router's
 utilization-detector with its defaults, fed by scraping the backends. A
 usage limit of the file (band ceilings) applies to whichever gate runs,
 -max-inflight's included.
+
+Fleet: with -fleet-redis (or gateway.fleet) the gateway is one replica of a
+fleet sharing its state in Redis: -max-inflight and each band's maxRequests
+are the fleet's, divided by demand every -fleet-period. With Redis down or
+stale it takes 1/-fleet-replicas of them and stays ready, saying so on
+/readyz and in sluice_gateway_fleet_fallback.
 
 SIGTERM or SIGINT: /readyz turns 503 at once and the gateway serves as before
 for the drain delay (-drain-delay or gateway.drainDelay), while Kubernetes
@@ -242,6 +252,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	if o.unhealthyWindow < 0 {
 		return fail(fmt.Errorf("-unhealthy-window %s: must be 0 (none) or positive", o.unhealthyWindow))
+	}
+	o.fleetSet = make(map[string]bool)
+	for name := range set {
+		if strings.HasPrefix(name, "fleet-") {
+			o.fleetSet[name] = true
+		}
 	}
 	if err := o.fleet.check(); err != nil {
 		return fail(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegate/sluice/capacity"
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/redisfleet"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/fleet"
@@ -78,6 +79,34 @@ func (f fleetOptions) check() error {
 		return fmt.Errorf("-fleet-prefix %q: want 1 to %d bytes, no white space", f.prefix, redisfleet.MaxPrefixLength)
 	}
 	return nil
+}
+
+// over returns f, the flags, over file (gateway.fleet; nil for none): a
+// flag named in given wins, else the file's value when it sets one, else
+// the flag's default.
+func (f fleetOptions) over(file *config.Fleet, given map[string]bool) fleetOptions {
+	if file == nil {
+		return f
+	}
+	str := func(flag string, dst *string, v string) {
+		if !given[flag] && v != "" {
+			*dst = v
+		}
+	}
+	str("fleet-redis", &f.redis, file.Redis)
+	str("fleet-redis-password-file", &f.passwordFile, file.PasswordFile)
+	str("fleet-prefix", &f.prefix, file.Prefix)
+	str("fleet-id", &f.id, file.ID)
+	if !given["fleet-replicas"] && file.Replicas != 0 {
+		f.replicas = file.Replicas
+	}
+	if !given["fleet-period"] && file.Period != 0 {
+		f.period = file.Period
+	}
+	if !given["fleet-lease"] && file.Lease != 0 {
+		f.lease = file.Lease
+	}
+	return f
 }
 
 // password returns the Redis password: the file's first line, else the

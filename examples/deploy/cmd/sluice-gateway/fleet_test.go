@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,78 @@ func TestFleetDefaultPrefix(t *testing.T) {
 	host, _ := os.Hostname()
 	if !strings.HasPrefix(opts.fleet.id, host) {
 		t.Errorf("default id %q, want the host name %q and the pid", opts.fleet.id, host)
+	}
+}
+
+// gateway.fleet configures the fleet; a -fleet-* flag that is given wins,
+// and a value the binary cannot run is refused naming the key.
+func TestFleetFromTheFile(t *testing.T) {
+	path := writeConfig(t, "", `
+gateway:
+  fleet:
+    redis: 127.0.0.1:6390
+    prefix: from-file
+    id: gw-file
+    replicas: 4
+    period: 100ms
+    lease: 500ms
+gate:
+  maxInFlight: 8
+`)
+	opts, err := parseFlags([]string{"-config", path, "-fleet-id", "gw-flag", "-fleet-period", "50ms"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fleetOptions{redis: "127.0.0.1:6390", prefix: "from-file", id: "gw-flag", replicas: 4,
+		period: 50 * time.Millisecond, lease: 500 * time.Millisecond}
+	if s.fleet != want {
+		t.Errorf("fleet %+v, want %+v", s.fleet, want)
+	}
+
+	bad := writeConfig(t, "", "gateway:\n  fleet:\n    redis: 127.0.0.1:6390\n    prefix: \"a b\"\ngate:\n  maxInFlight: 8\n")
+	opts, err = parseFlags([]string{"-config", bad}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(opts); err == nil || !strings.Contains(err.Error(), "gateway.fleet") || !strings.Contains(err.Error(), "prefix") {
+		t.Errorf("load of a bad prefix = %v, want an error naming gateway.fleet and the prefix", err)
+	}
+	for _, text := range []string{"gateway:\n  fleet:\n    replicas: 0\n", "gateway:\n  fleet:\n    period: -1s\n", "gateway:\n  fleet:\n    nope: 1\n"} {
+		opts, err := parseFlags([]string{"-config", writeConfig(t, "", text)}, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := load(opts); err == nil || !strings.Contains(err.Error(), "gateway.fleet") {
+			t.Errorf("load of %q = %v, want an error naming gateway.fleet", text, err)
+		}
+	}
+}
+
+// A reload that changes gateway.fleet is refused: only a restart joins or
+// leaves a fleet.
+func TestFleetChangeTakesARestart(t *testing.T) {
+	base := "gateway:\n  fleet:\n    redis: 127.0.0.1:6390\ngate:\n  maxInFlight: 8\n"
+	opts, err := parseFlags([]string{"-config", writeConfig(t, "", base)}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.configPath = writeConfig(t, "", strings.Replace(base, "6390", "6391", 1))
+	next, err := load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := diff(old, next); !slices.Contains(c.Restart, "gateway.fleet") {
+		t.Errorf("diff of a changed gateway.fleet: restart %q, want gateway.fleet", c.Restart)
+	}
+	if c := diff(old, old); len(c.Restart) != 0 {
+		t.Errorf("diff of the same file: restart %q", c.Restart)
 	}
 }

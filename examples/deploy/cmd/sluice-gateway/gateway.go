@@ -95,8 +95,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
 	endpoints := gate.Endpoints(0) // none up until one is reached
 	var fleetGate gate.Gate
-	if opts.fleet.redis != "" {
-		if g.fleet, err = newFleetMember(opts.fleet, s); err != nil {
+	if s.fleet.redis != "" {
+		if g.fleet, err = newFleetMember(s.fleet, s); err != nil {
 			return nil, err
 		}
 		fleetGate = g.fleet.view.Gate()

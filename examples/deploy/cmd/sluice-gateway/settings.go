@@ -33,6 +33,9 @@ type settings struct {
 	// the file's, plus a band for each priority the classifier can give
 	// that llm-d-router's form would provision on first sight.
 	flow flowcontrol.Config
+	// fleet is the -fleet-* flags given, over gateway.fleet, over the
+	// flags' defaults; fleet.redis is empty when the gateway runs alone.
+	fleet fleetOptions
 	// warnings are the file's, then what the gateway runs that works
 	// against the file or the flags (no backend), formatted for a log.
 	warnings []string
@@ -117,6 +120,12 @@ func load(o options) (*settings, error) {
 				iv, s.gate.Saturation.MetricsStalenessThreshold)
 		}
 	}
+	s.fleet = o.fleet.over(f.Gateway.Fleet, o.fleetSet)
+	if f.Gateway.Fleet != nil {
+		if err := s.fleet.check(); err != nil {
+			return nil, f.ErrorAt("gateway.fleet", "with the flags: %v", err)
+		}
+	}
 	// llm-d-router provisions a band on first sight of a priority its
 	// file does not list; the priorities the flags can classify into are
 	// known now, so their bands are provisioned at start.
@@ -166,6 +175,7 @@ func (s *settings) running() config.Running {
 		ScrapeTimeout:  s.file.Gateway.ScrapeTimeout,
 		GracePeriod:    s.grace,
 		DrainDelay:     s.drain,
+		Fleet:          s.file.Gateway.Fleet,
 	}
 }
 
