@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -131,6 +132,19 @@ func (f fleetOptions) password() (string, error) {
 	line, _, _ := strings.Cut(string(buf[:n]), "\n")
 	return strings.TrimSuffix(line, "\r"), nil
 }
+
+// redisLog routes go-redis's own messages (a failed dial in its pool, and
+// the like) to the gateway's log at DEBUG: what matters of them reaches
+// the view's status, /readyz and the WARN line of a fallback.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.Log(ctx, slog.LevelDebug, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// redisLogOnce sets go-redis's logger once per process: it is a global
+// its connection pools read without a lock.
+var redisLogOnce sync.Once
 
 // fleetMember is a gateway's membership of a fleet: the view, the Redis
 // store under it, and what it last applied to the controller's bands.

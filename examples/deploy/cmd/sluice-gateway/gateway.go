@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
@@ -96,6 +97,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	endpoints := gate.Endpoints(0) // none up until one is reached
 	var fleetGate gate.Gate
 	if s.fleet.redis != "" {
+		redisLogOnce.Do(func() { redis.SetLogger(redisLog{log}) }) // go-redis logs through one global, set once
 		if g.fleet, err = newFleetMember(s.fleet, s); err != nil {
 			return nil, err
 		}
