@@ -339,6 +339,10 @@
 //	guarantee.go    the reclaimer's guaranteed shares, lent while idle
 //	noendpoints.go  endpointWatch: drop requests while no model server is up
 //
+// The fleet view needs no owner here: package flowcontrol/fleet reaches
+// the controller as its gate (fleet.View.Gate) and reads it back through
+// gate.Controller and capacity.Reader, so no phase file calls it.
+//
 // The rest: controller.go (New, Close, ProvisionBand), config.go, band.go
 // and waiter.go (the queues), fairness.go with globalstrict.go,
 // roundrobin.go and drr.go (one policy a file), fit.go and displace.go

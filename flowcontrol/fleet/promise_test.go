@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol/fleet"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // The tests of the consistency promise written on View.Gate, each on the
@@ -279,3 +280,57 @@ func TestHeadroomStaleness(t *testing.T) {
 		t.Errorf("after P + δ: %d queued, want 5", got)
 	}
 }
+
+// hostileStore returns whatever it is given to return, as a corrupt or
+// crafted store would.
+type hostileStore struct{ entries []fleet.Replica }
+
+func (hostileStore) Publish(context.Context, fleet.Replica, time.Duration) error { return nil }
+func (h hostileStore) Read(context.Context) ([]fleet.Replica, error)             { return h.entries, nil }
+
+// What a store returns is checked before it counts: an invalid state, a
+// state past its lease, an entry under this replica's ID (its live state
+// stands for it) and a second entry under one ID (the newest counts)
+// never grant more than the budget, and the share stays within [0, C]
+// whatever the counts.
+func TestHostileStoreIsBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := fakeNow{now}
+	huge := fleet.Band{Priority: -1, InFlight: fleet.MaxCount, Waiting: fleet.MaxCount, Demand: fleet.MaxDemand}
+	entries := []fleet.Replica{
+		{ID: "me", At: now, Bands: []fleet.Band{{Priority: -1, InFlight: fleet.MaxCount}}}, // under my ID
+		{ID: "bad", At: now, Bands: []fleet.Band{{Priority: -1, InFlight: -5}}},            // invalid
+		{ID: "", At: now}, // invalid
+		{ID: "old", At: now.Add(-time.Hour), Bands: []fleet.Band{huge}}, // past its lease
+		{ID: "twice", At: now.Add(-time.Millisecond), Bands: []fleet.Band{huge}},
+		{ID: "twice", At: now, Bands: []fleet.Band{{Priority: -1, Waiting: 2}}},
+	}
+	v, err := fleet.New(fleet.Config{Store: hostileStore{entries}, ID: "me", Replicas: 2, Budget: 8, Period: period, Clock: &clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := v.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := v.Status()
+	if st.Fallback != fleet.Synced || st.Live != 2 || st.Ignored != 3 {
+		t.Fatalf("%+v: want synced, this replica and twice live, the 3 bad or old entries ignored", st)
+	}
+	if st.Share < 0 || st.Share > 8 || st.Bands[0].Waiting != 2 {
+		t.Errorf("share %d, band %+v: want a share in [0, 8] and twice's newest state (2 waiting)", st.Share, st.Bands[0])
+	}
+}
+
+// fakeNow is a clock that stands still.
+type fakeNow struct{ t time.Time }
+
+func (c *fakeNow) Now() time.Time { return c.t }
+func (c *fakeNow) AfterFunc(time.Duration, func()) gate.Timer {
+	return stopped{}
+}
+
+type stopped struct{}
+
+func (stopped) Stop() bool { return false }

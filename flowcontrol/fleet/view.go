@@ -248,9 +248,10 @@ type Status struct {
 	// Live is the number of replicas in the view, this one included; 0
 	// before the first successful read.
 	Live int
-	// Ignored is the number of entries the last read ignored: another
-	// replica's state under this replica's ID, or a state whose At is
-	// outside the skew bounds (see Config.MaxSkew).
+	// Ignored is the number of entries the last read ignored: a state
+	// [Replica.Check] refuses, or whose At is outside the skew bounds
+	// (see Config.MaxSkew). An entry under this replica's own ID is
+	// skipped, not counted: this replica's live state stands for it.
 	Ignored int
 	// Budget is the fleet's in-flight budget, Config.Budget.
 	Budget int64
@@ -451,9 +452,9 @@ func (v *View) round(now time.Time, self Replica, read []Replica, err error) (gr
 			l.prios[k], l.below[k] = b.Priority, max(0, share-int64(math.Round(above)))
 			above += b.Share
 		}
-		v.below.Store(l)
+		grown = loosened(v.below.Swap(l), l)
 	} else {
-		v.below.Store(nil)
+		grown = v.below.Swap(nil) != nil // no band limit any more
 		if !v.lastRead.IsZero() {
 			st.Live = len(v.known) + 1
 		}
@@ -461,7 +462,22 @@ func (v *View) round(now time.Time, self Replica, read []Replica, err error) (gr
 	st.Share = share
 	old := v.share.Swap(share)
 	v.status.Store(st)
-	return share > old
+	return grown || share > old
+}
+
+// loosened reports whether the limits to lets some band start more than
+// from did: a band's limit grew, or a band has a limit only in from.
+func loosened(from, to *bandLimits) bool {
+	if from == nil {
+		return false // to limits more than no limit
+	}
+	for k, p := range from.prios {
+		j, ok := find(to.prios, p)
+		if !ok || to.below[j] > from.below[k] {
+			return true
+		}
+	}
+	return false
 }
 
 // fresh reports whether a state taken at at is within the skew bounds at

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicegate/sluice/capacity"
@@ -275,4 +276,64 @@ func (f *testFleet) inFlight() int {
 		n += r.fc.InFlight()
 	}
 	return n
+}
+
+// Run makes a round at once and one every Period, on the view's clock,
+// until its context is done.
+func TestRunRoundsEveryPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rounds []time.Time
+		v, err := fleet.New(fleet.Config{Store: fleet.NewMemory(nil), ID: "a", Replicas: 1, Budget: 4, Period: period,
+			OnRound: func(st fleet.Status) { rounds = append(rounds, st.At) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		start := time.Now()
+		go func() { done <- v.Run(ctx) }()
+		time.Sleep(3*period + period/2)
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+		if len(rounds) != 4 {
+			t.Fatalf("%d rounds in 3.5 periods, want 4 (one at once)", len(rounds))
+		}
+		for i, at := range rounds {
+			if got := at.Sub(start); got != time.Duration(i)*period {
+				t.Errorf("round %d at %v, want %v", i, got, time.Duration(i)*period)
+			}
+		}
+		if st := v.Status(); st.Fallback != fleet.Synced || st.Share != 4 {
+			t.Errorf("after Run: %+v, want synced with the whole budget", st)
+		}
+	})
+}
+
+// A slot granted to a higher band is kept from the lower ones until a
+// round gives it back; that round nudges the controller, so the lower
+// band's queue starts at once, though the share did not change.
+func TestBandLimitThatGrowsNudges(t *testing.T) {
+	f := newFleet(t, 1, 8, nil)
+	a := f.r[0]
+	a.submit(10, 2)
+	a.submit(-1, 16)
+	f.round()
+	f.round()
+	for range 20 { // the chat arrival rate decays to nothing
+		f.round()
+	}
+	if a.running(10) != 2 || a.running(-1) != 6 {
+		t.Fatalf("running %d chat, %d batch; want 2 and 6", a.running(10), a.running(-1))
+	}
+	a.finish(10, 2)
+	if a.running(-1) != 6 {
+		t.Fatalf("chat's slots went to batch before a round: %d batch running, want 6", a.running(-1))
+	}
+	f.round()
+	if st := a.view.Status(); st.Share != 8 || a.running(-1) != 8 {
+		t.Errorf("after the round: share %d, %d batch running; want 8 and 8, started by the round's nudge", st.Share, a.running(-1))
+	}
 }
