@@ -221,8 +221,11 @@ func (m *fleetMember) apply(fc *flowcontrol.FlowController, bands []flowcontrol.
 			continue
 		}
 		n, ok := m.view.Capacity(b.Priority).Value()
-		if !ok || m.applied[b.Priority] == n {
+		if !ok {
 			continue
+		}
+		if prev, done := m.applied[b.Priority]; done && prev == n {
+			continue // a part of 0 is applied too: only what was provisioned is skipped
 		}
 		bc := b
 		bc.RequestCapacity = capacity.Bounded(n)

@@ -217,3 +217,33 @@ func TestFleetChangeTakesARestart(t *testing.T) {
 		t.Errorf("diff of the same file: restart %q", c.Restart)
 	}
 }
+
+// Each round gives every band with a fleet-wide capacity this replica's
+// part of it, a part of 0 included (the file's own capacity must not
+// stay), and provisions a band again only when its part changes or a
+// reload has set the file's capacities.
+func TestFleetAppliesBandParts(t *testing.T) {
+	mr := miniredis.RunT(t)
+	urls, _ := modelServers(t, 1, modelserver.Config{Speed: 10})
+	path := writeConfig(t, "", "controller:\n  bands:\n    - priority: 0\n      maxRequests: 2\n    - priority: 5\n      maxRequests: 90\ngate:\n  maxInFlight: 9\n")
+	opts, err := parseFlags([]string{"-config", path, "-fleet-redis", mr.Addr(), "-fleet-id", "gw-a",
+		"-fleet-replicas", "3", "-fleet-period", "1h"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := testOptions()
+	base.configPath, base.fleet, base.fleetSet = opts.configPath, opts.fleet, opts.fleetSet
+	base.backends = []*url.URL{urls[0]}
+	g := startGateway(t, base)
+	// Before any round the view is in fallback: ⌊Q/3⌋, so band 0 gets 0.
+	g.afterFleetRound(g.fleet.view.Status())
+	for p, want := range map[int]int64{0: 0, 5: 30} {
+		s, err := g.fc.CapacitySnapshot(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := s.RequestCapacity.Value(); n != want {
+			t.Errorf("band %d: capacity %d in fallback, want %d", p, n, want)
+		}
+	}
+}
