@@ -16,8 +16,9 @@
 // and reads the fleet's once a period ([View.Run]), divides the fleet's
 // in-flight budget among the replicas by demand, in strict priority across
 // bands, and enforces this replica's share with a gate ([View.Gate]) whose
-// admission reads two atomics: the fleet view costs the admission path no
-// store round trip. [View.Reader] reports the fleet's room in each band,
+// admission loads a count per band and makes one atomic add: the fleet
+// view costs the admission path no lock and no store round trip.
+// [View.Reader] reports the fleet's room in each band,
 // for the headroom header; [View.Status] says how old the view is, whether
 // it has fallen back to the static share ⌊budget/replicas⌋, and why. The
 // consistency promise — how far the fleet may over-admit, how stale its
