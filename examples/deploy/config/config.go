@@ -154,6 +154,32 @@ type Gateway struct {
 	// it is not Enabled, for -priority-handoff to turn on:
 	// [Flags.Handoff] gives what runs.
 	PriorityHandoff flowhttp.PriorityHandoff
+	// Fleet, when set (gateway.fleet), makes the binary one replica of a
+	// fleet that shares its flow-control state in Redis; nil unless the
+	// file sets it. Only a restart changes it.
+	Fleet *Fleet
+}
+
+// Fleet is gateway.fleet: the Redis a fleet of sluice-gateway replicas
+// shares and how this replica takes part. Zero fields take the binary's
+// defaults (its -fleet-* flags' defaults), and a flag that is given wins.
+type Fleet struct {
+	// Redis is the Redis's host:port (redis).
+	Redis string
+	// PasswordFile is a file whose first line is the Redis password
+	// (passwordFile).
+	PasswordFile string
+	// Prefix starts the fleet's Redis keys (prefix).
+	Prefix string
+	// ID names this replica in the fleet (id).
+	ID string
+	// Replicas is the fleet's size, for the static share in fallback
+	// (replicas); 0 unless set.
+	Replicas int
+	// Period is how often the replica publishes and reads (period).
+	Period time.Duration
+	// Lease is how long Redis keeps the replica's state (lease).
+	Lease time.Duration
 }
 
 // DynamicBand returns the band llm-d-router would provision for a priority
@@ -362,6 +388,35 @@ func (d *decoder) gateway(n *yaml.Node, path string, g *Gateway) {
 			}
 		}},
 		{"priorityHandoff", func(n *yaml.Node, p string) { g.PriorityHandoff = d.priorityHandoff(n, p) }},
+		{"fleet", func(n *yaml.Node, p string) {
+			g.Fleet = &Fleet{}
+			d.fleet(n, p, g.Fleet)
+		}},
+	})
+}
+
+// fleet reads gateway.fleet; the binary checks the values against its own
+// bounds, naming the key.
+func (d *decoder) fleet(n *yaml.Node, path string, f *Fleet) {
+	str := func(dst *string) func(*yaml.Node, string) {
+		return func(n *yaml.Node, p string) {
+			if s, ok := d.str(n, p); ok {
+				*dst = s
+			}
+		}
+	}
+	d.mapping(n, path, []field{
+		{"redis", str(&f.Redis)},
+		{"passwordFile", str(&f.PasswordFile)},
+		{"prefix", str(&f.Prefix)},
+		{"id", str(&f.ID)},
+		{"replicas", func(n *yaml.Node, p string) {
+			if v, ok := d.intValue(n, p, 1, 1<<20); ok {
+				f.Replicas = v
+			}
+		}},
+		{"period", d.positiveDuration(&f.Period)},
+		{"lease", d.positiveDuration(&f.Lease)},
 	})
 }
 

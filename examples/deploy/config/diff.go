@@ -26,6 +26,8 @@ type Running struct {
 	DrainDelay     time.Duration
 	// PriorityHandoff is the hand-off that runs ([Flags.Handoff]).
 	PriorityHandoff flowhttp.PriorityHandoff
+	// Fleet is gateway.fleet, which only a restart changes.
+	Fleet *Fleet
 }
 
 // Change is what moving a running binary from one configuration to another
@@ -65,6 +67,9 @@ func Diff(old, next Running) Change {
 	}
 	if old.ScrapeTimeout != next.ScrapeTimeout {
 		restartf("gateway.scrapeTimeout %s → %s", old.ScrapeTimeout, next.ScrapeTimeout)
+	}
+	if !reflect.DeepEqual(old.Fleet, next.Fleet) {
+		restartf("gateway.fleet")
 	}
 	if !reflect.DeepEqual(old.Gate, next.Gate) {
 		restartf("the gate: %s → %s", old.Gate, next.Gate)

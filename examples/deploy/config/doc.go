@@ -51,6 +51,14 @@
 //	    map: {10: -10, 0: 0, -5: 5}   # band → priority, lower served first; default -band
 //	    min: -100                     # bounds of the value; default 32-bit
 //	    max: 100
+//	  fleet:                          # one replica of a fleet sharing state in Redis; default none
+//	    redis: 127.0.0.1:6379         # host:port (-fleet-redis)
+//	    passwordFile: /etc/redis/pw   # first line is the password (-fleet-redis-password-file)
+//	    prefix: sluice:fleet          # the fleet's key prefix (-fleet-prefix)
+//	    id: gw-0                      # this replica's name; default host name and pid (-fleet-id)
+//	    replicas: 3                   # the fleet's size, for the fallback share (-fleet-replicas)
+//	    period: 200ms                 # publish and read once per period (-fleet-period)
+//	    lease: 600ms                  # Redis keeps the state this long; default 3 periods (-fleet-lease)
 //
 //	controller:
 //	  maxRequests: 2000               # RequestCapacity, all bands; default unbounded

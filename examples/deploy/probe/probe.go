@@ -31,6 +31,26 @@ func Ready(ready func() error) http.Handler {
 	})
 }
 
+// ReadyNote answers a readiness probe as [Ready] does, and while ready
+// returns nil and note returns a non-empty string, answers 200 "ready (" the
+// note ")": a service that serves in a degraded mode stays in rotation and
+// says how.
+func ReadyNote(ready func() error, note func() string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		header(w)
+		if err := ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		if n := note(); n != "" {
+			fmt.Fprintf(w, "ready (%s)\n", n)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+}
+
 func header(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -18,7 +18,9 @@ func get(h http.Handler) *httptest.ResponseRecorder {
 
 func TestProbes(t *testing.T) {
 	var reason error
+	var note string
 	ready := probe.Ready(func() error { return reason })
+	noted := probe.ReadyNote(func() error { return reason }, func() string { return note })
 	for _, tc := range []struct {
 		name   string
 		h      http.Handler
@@ -29,8 +31,15 @@ func TestProbes(t *testing.T) {
 		{"alive", probe.Alive(), nil, http.StatusOK, "ok\n"},
 		{"ready", ready, nil, http.StatusOK, "ready\n"},
 		{"not ready", ready, errors.New("shutting down"), http.StatusServiceUnavailable, "not ready: shutting down\n"},
+		{"ready, no note", noted, nil, http.StatusOK, "ready\n"},
+		{"ready, degraded", noted, nil, http.StatusOK, "ready (fleet fallback)\n"},
+		{"not ready, degraded", noted, errors.New("shutting down"), http.StatusServiceUnavailable, "not ready: shutting down\n"},
 	} {
 		reason = tc.reason
+		note = ""
+		if tc.name != "ready, no note" {
+			note = "fleet fallback"
+		}
 		rec := get(tc.h)
 		if rec.Code != tc.code || rec.Body.String() != tc.body {
 			t.Errorf("%s: %d %q, want %d %q", tc.name, rec.Code, rec.Body, tc.code, tc.body)

@@ -18,7 +18,7 @@ func TestBuildGateKeepsTheBandCeilings(t *testing.T) {
 		MaxInFlight: &ten,
 		UsageLimit:  &config.UsageLimit{Type: gate.PriorityHoldbackPolicyName, MinCeiling: 0.5, MaxCeiling: 1},
 	}}
-	gs, limit, err := buildGate(s, gate.Endpoints(1))
+	gs, limit, err := buildGate(s, gate.Endpoints(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

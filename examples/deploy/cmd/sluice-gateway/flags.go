@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/examples/deploy/redisfleet"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
@@ -61,6 +63,12 @@ type options struct {
 	// window.
 	unhealthyThreshold int
 	unhealthyWindow    time.Duration
+	// fleet is the -fleet-* flags: the fleet this gateway is a replica
+	// of, when fleet.redis is set.
+	fleet fleetOptions
+	// fleetSet names the -fleet-* flags given (without the dash): they
+	// win over gateway.fleet.
+	fleetSet map[string]bool
 }
 
 const usageHeader = `Usage: sluice-gateway [flags]
@@ -111,6 +119,12 @@ section, or llm-d-router's saturationDetector); else llm-d-router's
 utilization-detector with its defaults, fed by scraping the backends. A
 usage limit of the file (band ceilings) applies to whichever gate runs,
 -max-inflight's included.
+
+Fleet: with -fleet-redis (or gateway.fleet) the gateway is one replica of a
+fleet sharing its state in Redis: -max-inflight and each band's maxRequests
+are the fleet's, divided by demand every -fleet-period. With Redis down or
+stale it takes 1/-fleet-replicas of them and stays ready, saying so on
+/readyz and in sluice_gateway_fleet_fallback.
 
 SIGTERM or SIGINT: /readyz turns 503 at once and the gateway serves as before
 for the drain delay (-drain-delay or gateway.drainDelay), while Kubernetes
@@ -187,6 +201,21 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.unhealthyWindow, "unhealthy-window", DefaultUnhealthyWindow,
 		"a backend whose last good metrics scrape is this old is down however few scrapes failed; 0: no window")
 
+	fs.StringVar(&o.fleet.redis, "fleet-redis", "",
+		"run as one replica of a fleet that shares its flow-control state in the Redis at `host:port`: -max-inflight and each band's maxRequests are then the whole fleet's")
+	fs.StringVar(&o.fleet.passwordFile, "fleet-redis-password-file", "",
+		"read the Redis password from the first line of `file` (else from $"+fleetPasswordEnv+", else none)")
+	fs.StringVar(&o.fleet.prefix, "fleet-prefix", redisfleet.DefaultPrefix,
+		"`prefix` of the fleet's Redis keys: fleets sharing one Redis each take their own")
+	fs.StringVar(&o.fleet.id, "fleet-id", defaultReplicaID(),
+		"this replica's `name` in the fleet, unique (default: the host name and the process id)")
+	fs.IntVar(&o.fleet.replicas, "fleet-replicas", 1,
+		"the `N` replicas the fleet runs: in fallback (Redis down or stale) each takes 1/N of the budget and capacities")
+	fs.DurationVar(&o.fleet.period, "fleet-period", DefaultFleetPeriod,
+		"how often a replica publishes its state and reads the fleet's (one Redis round trip each)")
+	fs.DurationVar(&o.fleet.lease, "fleet-lease", 0,
+		"how long Redis keeps a replica's state after its last publish, so a dead replica's share returns within it (default 3 x -fleet-period)")
+
 	set, err := shared.Parse(fs, args, stdout, stderr)
 	if err != nil {
 		return o, err
@@ -234,6 +263,15 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	if o.unhealthyWindow < 0 {
 		return fail(fmt.Errorf("-unhealthy-window %s: must be 0 (none) or positive", o.unhealthyWindow))
+	}
+	o.fleetSet = make(map[string]bool)
+	for name := range set {
+		if strings.HasPrefix(name, "fleet-") {
+			o.fleetSet[name] = true
+		}
+	}
+	if err := o.fleet.check(); err != nil {
+		return fail(err)
 	}
 	if o.maxBodyBytes == 0 {
 		return fail(errors.New("-max-body-bytes 0: must be positive (or negative to never read bodies)"))

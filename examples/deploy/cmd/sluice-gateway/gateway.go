@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/examples/deploy/probe"
 	"github.com/sluicegate/sluice/examples/deploy/vllm"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/fleet"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
@@ -55,6 +58,7 @@ type gateway struct {
 	registry *prometheus.Registry
 	pool     *pool
 	sat      *gate.SaturationGate // nil unless the gate has a saturation part
+	fleet    *fleetMember         // nil unless -fleet-redis is given
 	scraper  *vllm.Scraper        // nil unless sat is set
 	handler  http.Handler
 
@@ -91,9 +95,22 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 
 	g.metrics = metrics.New(metrics.Options{InferencePool: opts.pool, Logger: log})
 	endpoints := gate.Endpoints(0) // none up until one is reached
-	gates, limit, err := buildGate(s, endpoints)
+	var fleetGate gate.Gate
+	if s.fleet.redis != "" {
+		redisLogOnce.Do(func() { redis.SetLogger(redisLog{log}) }) // go-redis logs through one global, set once
+		if g.fleet, err = newFleetMember(s.fleet, s); err != nil {
+			return nil, err
+		}
+		fleetGate = g.fleet.view.Gate()
+	}
+	gates, limit, err := buildGate(s, endpoints, fleetGate)
 	if err != nil {
+		g.closeFleet()
 		return nil, err
+	}
+	if g.fleet != nil {
+		share := g.fleet.view
+		limit = func() float64 { return float64(share.Share()) }
 	}
 	sat := gates.Saturation
 	g.sat = sat
@@ -103,9 +120,14 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	cfg.Waiting = g.metrics.Waiting
 	cfg.Revocations = g.metrics.Revocations // in-flight eviction, when the file turns it on
 	if g.fc, err = flowcontrol.New(cfg); err != nil {
+		g.closeFleet()
 		return nil, err
 	}
 	g.metrics.Watch(g.fc, cfg)
+	if g.fleet != nil {
+		after := g.afterFleetRound
+		g.fleet.afterRound.Store(&after)
+	}
 	if sat != nil {
 		g.metrics.SaturationGate(sat)
 	}
@@ -124,6 +146,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if sat != nil {
 		if g.scraper, err = g.newScraper(s, nil); err != nil {
 			g.fc.Close()
+			g.closeFleet()
 			return nil, err
 		}
 	}
@@ -139,8 +162,13 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	classify = announced(classify, g.metrics.Enqueued)
 	// A backend that cuts a stream off is answered by the guard.
 	backends := streamGuard{next: g.pool, log: log}
+	var headroom capacity.Reader // the controller's own
+	if g.fleet != nil {
+		headroom = g.fleet.view.Reader(g.fc) // the fleet's room
+	}
 	admit, err := flowhttp.New(flowhttp.Config{
 		Controller:              g.fc,
+		Capacity:                headroom,
 		Logger:                  log, // a failed read for the headroom header
 		Classify:                classify,
 		MaxBodyBytes:            opts.maxBodyBytes,
@@ -150,17 +178,22 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}, backends)
 	if err != nil {
 		g.fc.Close()
+		g.closeFleet()
 		return nil, err
 	}
 
 	build := config.ReadBuildInfo()
-	exporter := metrics.NewExporter("sluice_gateway", g.metrics, build.Version, build.Revision, build.GoVersion, backendCollector{g.pool})
+	more := []prometheus.Collector{backendCollector{g.pool}}
+	if g.fleet != nil {
+		more = append(more, fleetCollector{g.fleet})
+	}
+	exporter := metrics.NewExporter("sluice_gateway", g.metrics, build.Version, build.Revision, build.GoVersion, more...)
 	g.registry, g.reloads = exporter.Registry, exporter.Reloads
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", exporter.Handler(log))
 	mux.Handle("/healthz", probe.Alive())
-	mux.Handle("/readyz", probe.Ready(g.readiness))
+	mux.Handle("/readyz", probe.ReadyNote(g.readiness, g.degraded))
 	inference := opts.inference
 	if len(inference.Routes()) == 0 {
 		inference = config.DefaultInferenceRoutes()
@@ -188,10 +221,25 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 // usage limit (gate.usageLimit, or llm-d-router's usageLimitPolicyPluginRef)
 // Build has put the gate inside band ceilings already ([gate.Ceiling]);
 // the endpoints gate, which reports no saturation, goes in front of them.
-func buildGate(s *settings, endpoints *gate.EndpointsGate) (config.Gates, func() float64, error) {
-	gs, err := s.gate.Build(config.BuildOptions{Endpoints: len(s.backends)})
+//
+// With fleetGate (a fleet's view gate, which enforces this replica's share
+// of the fleet-wide in-flight budget that maxInFlight names), maxInFlight
+// is not built: fleetGate takes its place, after endpoints.
+func buildGate(s *settings, endpoints *gate.EndpointsGate, fleetGate gate.Gate) (config.Gates, func() float64, error) {
+	spec := s.gate
+	if fleetGate != nil {
+		spec.MaxInFlight = nil
+	}
+	gs, err := spec.Build(config.BuildOptions{Endpoints: len(s.backends)})
 	if err != nil {
 		return config.Gates{}, nil, err
+	}
+	switch {
+	case fleetGate == nil:
+	case gs.Gate == nil:
+		gs.Gate = fleetGate
+	default:
+		gs.Gate = gate.All(fleetGate, gs.Gate)
 	}
 	if gs.Gate == nil {
 		gs.Gate = endpoints
@@ -270,6 +318,46 @@ func (g *gateway) readiness() error {
 	return err
 }
 
+// degraded returns what /readyz adds to "ready" while the gateway admits
+// in a degraded mode: a fleet replica in fallback. Such a replica stays
+// ready: it admits within its static share ⌊budget/replicas⌋, which keeps
+// the fleet within its budget, and taking every replica out of the
+// Service because the shared store is down would turn a Redis outage into
+// a whole outage. The metric sluice_gateway_fleet_fallback says the same
+// for alerting.
+func (g *gateway) degraded() string {
+	if g.fleet == nil {
+		return ""
+	}
+	return g.fleet.degraded()
+}
+
+// afterFleetRound applies the fleet's round to the controller: each band's
+// part of its fleet-wide capacity, and a log line when the replica enters
+// or leaves its fallback.
+func (g *gateway) afterFleetRound(st fleet.Status) {
+	g.mu.Lock()
+	bands := g.cur.flow.Bands
+	g.mu.Unlock()
+	if err := g.fleet.apply(g.fc, bands); err != nil && !g.closing.Load() {
+		g.log.Warn("fleet: cannot apply the band capacities", "error", err)
+	}
+	switch was, changed := g.fleet.changed(st); {
+	case !changed:
+	case st.Fallback == fleet.Synced:
+		g.log.Info("fleet: synced", "replicas", st.Live, "share", st.Share, "was", was.String())
+	case st.Fallback == fleet.FallbackStale:
+		g.log.Warn("fleet: falling back to the static share", "reason", st.Fallback.String(), "share", st.Share, "error", st.Err)
+	}
+}
+
+// closeFleet releases the fleet's Redis client, if any.
+func (g *gateway) closeFleet() {
+	if g.fleet != nil {
+		g.fleet.close()
+	}
+}
+
 // serve serves on l and scrapes the backends until ctx ends, then shuts
 // down as Kubernetes expects of a pod behind a Service:
 //
@@ -299,6 +387,9 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	var scraping sync.WaitGroup
 	if g.scraper != nil {
 		scraping.Go(func() { _ = g.scraper.Run(scrapeCtx) })
+	}
+	if g.fleet != nil {
+		scraping.Go(func() { g.fleet.run(scrapeCtx) })
 	}
 	g.pool.probeAll(scrapeCtx)
 	scraping.Go(func() { g.pool.watch(scrapeCtx) }) // probes the backends it cannot reach
@@ -356,6 +447,7 @@ func (g *gateway) serve(ctx context.Context, l net.Listener) error {
 	stopScraping()
 	scraping.Wait()
 	g.pool.closeIdle()
+	g.closeFleet()
 	g.log.Info("stopped")
 	return err
 }
@@ -381,6 +473,9 @@ func (g *gateway) apply() (changes, warnings []string, err error) {
 		return nil, nil, err
 	}
 	g.pool.set(next.backends)
+	if g.fleet != nil {
+		g.fleet.forget() // the reload set the file's capacities: provision the fleet's parts again
+	}
 	if g.scraper != nil {
 		if err := g.scraper.SetTargets(next.backendNames()); err != nil {
 			return nil, nil, err

@@ -31,6 +31,17 @@
 //	anything else (GET /v1/models, /health, /tokenize, ...) proxied to a
 //	           backend at once: neither queued nor gated, never 429
 //
+// # Fleet
+//
+// With -fleet-redis host:port (or gateway.fleet.redis) the gateway is one
+// replica of a fleet that shares its flow-control state in Redis (package
+// redisfleet): -max-inflight and each band's maxRequests are the whole
+// fleet's, divided among the replicas by demand every -fleet-period. With
+// Redis down or stale a replica takes the static share (1/-fleet-replicas)
+// and stays ready: /readyz answers 200 "ready (fleet fallback ...)", and
+// sluice_gateway_fleet_fallback{reason} says so. See the deploy guide
+// (README.md) for the flags, the metrics and the faults.
+//
 // -version prints the version, VCS revision and Go version and exits.
 //
 // # Configuration

@@ -37,6 +37,9 @@ type settings struct {
 	// handoff is the priority hand-off: gateway.priorityHandoff, turned on
 	// or off by -priority-handoff.
 	handoff flowhttp.PriorityHandoff
+	// fleet is the -fleet-* flags given, over gateway.fleet, over the
+	// flags' defaults; fleet.redis is empty when the gateway runs alone.
+	fleet fleetOptions
 	// warnings are the file's, then what the gateway runs that works
 	// against the file or the flags (no backend; eviction, guarantees or
 	// band ceilings behind a gate that cannot serve them: config's
@@ -131,6 +134,12 @@ func load(o options) (*settings, error) {
 				iv, s.gate.Saturation.MetricsStalenessThreshold)
 		}
 	}
+	s.fleet = o.fleet.over(f.Gateway.Fleet, o.fleetSet)
+	if f.Gateway.Fleet != nil {
+		if err := s.fleet.check(); err != nil {
+			return nil, f.ErrorAt("gateway.fleet", "with the flags: %v", err)
+		}
+	}
 	// llm-d-router provisions a band on first sight of a priority its
 	// file does not list; the priorities the flags can classify into are
 	// known now, so their bands are provisioned at start.
@@ -190,6 +199,7 @@ func (s *settings) running() config.Running {
 		DrainDelay:     s.drain,
 
 		PriorityHandoff: s.handoff,
+		Fleet:           s.file.Gateway.Fleet,
 	}
 }
 
