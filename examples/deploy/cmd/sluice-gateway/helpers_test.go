@@ -70,7 +70,7 @@ type testGateway struct {
 
 // startGateway builds a gateway from opts and serves it on 127.0.0.1:0
 // until the test ends (or stop is called).
-func startGateway(t *testing.T, opts options) *testGateway {
+func startGateway(t testing.TB, opts options) *testGateway {
 	t.Helper()
 	logs := &syncBuffer{}
 	g, err := newGateway(opts, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
