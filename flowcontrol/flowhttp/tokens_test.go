@@ -144,3 +144,17 @@ func FuzzEstimateTokens(f *testing.F) {
 		}
 	})
 }
+
+// EstimateTokensAndModel is EstimateTokens and Model at once.
+func TestEstimateTokensAndModel(t *testing.T) {
+	for _, body := range []string{
+		``, `not json`, `{"model":"m","max_tokens":32}`, `{"model":"m","max_completion_tokens":16,"max_tokens":32}`,
+		`{"model":7,"max_tokens":"64"}`, `{"model":"a","model":"b","max_tokens":1e300}`, `[{"model":"m"}]`,
+	} {
+		for _, maxTokens := range []int64{0, 10, -1} {
+			tokens, model := flowhttp.EstimateTokensAndModel([]byte(body), maxTokens)
+			require.Equal(t, flowhttp.EstimateTokens([]byte(body), maxTokens), tokens, "body %s, maxTokens %d", body, maxTokens)
+			require.Equal(t, flowhttp.Model([]byte(body)), model, "body %s", body)
+		}
+	}
+}
