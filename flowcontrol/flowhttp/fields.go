@@ -3,86 +3,146 @@ package flowhttp
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // bodyFields are the members of a request body's top-level object that
-// the package reads, raw; each is nil when absent, and all are nil for a
-// body that is not one JSON object. When a key repeats, its last value is
-// kept, as the model server reads it; keys match exactly, not in any
-// letter case.
+// the package reads, raw (slices of the body); each is nil when absent,
+// and all are nil for a body that is not one JSON object. When a key
+// repeats, its last value is kept, as the model server reads it; keys
+// match exactly, not in any letter case.
 type bodyFields struct {
 	model, maxTokens, maxCompletionTokens json.RawMessage
 }
 
-// smallBody is the largest body readFields reads whole into a map of its
-// top-level members: one validating pass and a decode, several times
-// cheaper than a token stream. A map holds every distinct key, so a
-// larger body, whose cost its size dominates anyway, is read as a stream
-// instead, which keeps nothing but the members wanted: a client cannot
-// make the read hold much more memory than its body.
-const smallBody = 64 << 10
-
 // readFields returns body's fields; see bodyFields.
+//
+// encoding/json checks that the body is one JSON value (json.Valid, which
+// allocates nothing); the members of a body known to be valid are then
+// found by skipping over the values at the top level, without decoding
+// them: a string to its closing quote, an array or object to its closing
+// bracket, anything else to the next delimiter. Keys are compared as
+// written, or, when they hold an escape, as encoding/json decodes them.
+// The work is two passes over the body, and the fields are slices of it:
+// nothing a client sends makes the read hold more than its body. A token
+// stream (json.Decoder) reads the same, several times slower, with an
+// allocation per token; the package's tests compare the two.
 func readFields(body []byte) bodyFields {
-	if len(body) <= smallBody {
-		return readFieldsWhole(body)
-	}
-	return readFieldsStream(body)
-}
-
-// readFieldsWhole reads body with json.Unmarshal: it fails on anything
-// but one JSON value, and a map takes each key exactly, the last of a
-// repeated one.
-func readFieldsWhole(body []byte) bodyFields {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(body, &members) != nil {
-		return bodyFields{} // not JSON, or not an object
-	}
-	// A body of null leaves members nil: no fields, as for any other
-	// value that is not an object.
-	return bodyFields{model: members["model"], maxTokens: members["max_tokens"],
-		maxCompletionTokens: members["max_completion_tokens"]}
-}
-
-// readFieldsStream reads body as a stream of tokens, keeping only the
-// wanted members.
-func readFieldsStream(body []byte) bodyFields {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if !json.Valid(body) {
 		return bodyFields{}
+	}
+	i := skipSpace(body, 0)
+	if body[i] != '{' {
+		return bodyFields{} // valid, but not an object
 	}
 	var f bodyFields
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return bodyFields{}
+	i = skipSpace(body, i+1)
+	for body[i] != '}' {
+		if body[i] == ',' {
+			i = skipSpace(body, i+1)
 		}
-		key, _ := tok.(string) // an object's keys are strings
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return bodyFields{}
-		}
-		switch key {
-		case "model":
+		keyEnd := endOfString(body, i)
+		key := body[i:keyEnd]
+		i = skipSpace(body, keyEnd)
+		i = skipSpace(body, i+1) // the colon
+		valueEnd := endOfValue(body, i)
+		value := body[i:valueEnd:valueEnd]
+		switch {
+		case keyIs(key, "model"):
 			f.model = value
-		case "max_tokens":
+		case keyIs(key, "max_tokens"):
 			f.maxTokens = value
-		case "max_completion_tokens":
+		case keyIs(key, "max_completion_tokens"):
 			f.maxCompletionTokens = value
 		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return bodyFields{}
-	}
-	if _, err := dec.Token(); err == nil {
-		return bodyFields{} // something after the object: not one JSON value
+		i = skipSpace(body, valueEnd)
 	}
 	return f
+}
+
+// skipSpace returns the index of the first byte of b at or after i that
+// is not JSON whitespace, or len(b).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// endOfString returns the index just past the string of valid JSON that
+// starts at b[i], its opening quote.
+func endOfString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++ // the escaped byte; a \u escape's hex digits are no quote
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// endOfValue returns the index just past the value of valid JSON that
+// starts at b[i].
+func endOfValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return endOfString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = endOfString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	}
+	// A number, true, false or null: up to the next delimiter.
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// keyIs reports whether the JSON string key (with its quotes) is name.
+func keyIs(key []byte, name string) bool {
+	raw := key[1 : len(key)-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == name
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && s == name
 }
 
 // modelName returns the model the fields name: the model member when it
 // is a string, else "".
 func (f bodyFields) modelName() string {
+	if n := len(f.model); n >= 2 && f.model[0] == '"' {
+		// A string of valid JSON without an escape, in valid UTF-8, is
+		// its own bytes: encoding/json would decode it to the same.
+		if raw := f.model[1 : n-1]; bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+			return string(raw)
+		}
+	}
 	var model string
 	if f.model != nil && json.Unmarshal(f.model, &model) != nil {
 		return "" // not a string: no model

@@ -181,6 +181,7 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&target)
 			pr.SetXForwarded()
+			sendInMemory(pr)
 		},
 		Transport: p.transport,
 		// No FlushInterval: the proxy flushes every write of a streamed
@@ -302,4 +303,22 @@ func (p *pool) closeIdle() {
 	if tr, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		tr.CloseIdleConnections()
 	}
+}
+
+// sendInMemory gives the outbound request of an admitted request the
+// body flowhttp read before queueing, from its GetBody: the proxy wraps
+// the body it forwards in a type of its own, which net/http's Transport
+// cannot tell is in memory, so it would write the request's header and
+// body in two writes (two packets) rather than one. The outbound request
+// keeps no GetBody, so the Transport retries it no more than before. A
+// request passed straight through has no GetBody and keeps its body, read
+// as it arrives.
+func sendInMemory(pr *httputil.ProxyRequest) {
+	if pr.In.GetBody == nil || pr.Out.Body == nil {
+		return
+	}
+	if body, err := pr.In.GetBody(); err == nil {
+		pr.Out.Body = body
+	}
+	pr.Out.GetBody = nil
 }
