@@ -275,7 +275,9 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
-	noteBackend(r.Context(), b.name) // for the log of a response cut off: see streamGuard
+	if sw, ok := w.(*sseWriter); ok {
+		sw.backend = b.name // for the log of a response cut off: see streamGuard
+	}
 	b.proxy.ServeHTTP(w, r)
 }
 
