@@ -32,6 +32,10 @@
 //     read the model servers: saturation, concurrency, adaptive, their
 //     composition, and llm-d's band ceilings. It does not import
 //     flowcontrol: a router runs a gate alone through gate.Serial.
+//   - [github.com/sluicegate/sluice/flowcontrol/fleet]: the state replicas
+//     of a router share (per band: waiting, in flight, demand), the Store
+//     contract a shared medium keeps, and an in-memory Store. It imports
+//     nothing of Sluice's; the Redis store is in examples/deploy.
 //   - [github.com/sluicegate/sluice/flowcontrol/flowhttp]: net/http glue:
 //     classifies a request, admits it through a FlowController, answers a
 //     refusal (status, dropped reason, Retry-After, an OpenAI-shaped body)
@@ -68,6 +72,7 @@
 //	headroom/window       headroom
 //	ordering              internal/dheap, internal/header
 //	flowcontrol/gate      nothing of Sluice's
+//	flowcontrol/fleet     nothing of Sluice's
 //	flowcontrol           capacity, ordering, flowcontrol/gate, internal/dheap
 //	flowcontrol/flowhttp  flowcontrol, headroom, capacity, internal/header
 //	examples/...          any of the above

@@ -121,6 +121,9 @@ type BandConfig struct {
 	// reports no saturation counts each band's share of the requests in
 	// flight. A controller whose bands have no guarantee at [New] takes
 	// none later from ProvisionBand.
+	//
+	// New refuses a guarantee with no Gate: nothing is refused without
+	// one, so the guarantee would never be short.
 	Guarantee float64
 	// Fairness picks which flow's head the band offers next; nil means
 	// [GlobalStrict], the order of one queue for the whole band. As with
@@ -200,7 +203,11 @@ type Config struct {
 	Clock Clock
 	// Eviction, if set, turns on in-flight eviction: see [Eviction]. It
 	// also sets the pacing of the revocations that take back a band's
-	// guarantee ([BandConfig.Guarantee]).
+	// guarantee ([BandConfig.Guarantee]). New refuses eviction that could
+	// never act: with no Gate, or — unless a band has a guarantee, whose
+	// revocations it paces — with fewer than two bands or none of them
+	// below Eviction.Below. The band it takes victims from is one of
+	// Bands, not one provisioned later.
 	Eviction *Eviction
 	// Revocations, if set, is called at each step of each revocation,
 	// outside the controller's lock; see [Revocation]. It must not block.
@@ -308,4 +315,46 @@ func bandOrder(name string, p ordering.Policy, kind ordering.QueueKind) (orderin
 		return nil, "", fmt.Errorf("flowcontrol: %s.Queue %q with policy %q: %w", name, kind, p.TypeName(), err)
 	}
 	return p, kind, nil
+}
+
+// checkReclaim refuses a configuration whose eviction or guarantees could
+// never act, naming the field: a guarantee or eviction with no gate — an
+// open gate refuses nothing, and both act only on a refusal — and
+// eviction with no band to take victims from, which needs a band below
+// Eviction.Below with a band above it to revoke for — unless a band has
+// a guarantee, whose revocations Eviction paces whatever Below is. Bands
+// provisioned later do not count: the band eviction revokes is
+// provisioned at New.
+func checkReclaim(cfg Config) error {
+	if cfg.Gate == nil {
+		for i, bc := range cfg.Bands {
+			if bc.Guarantee > 0 {
+				return configError(fmt.Sprintf("Bands[%d].Guarantee", i), bc.Guarantee,
+					"no Gate: nothing is refused without one, so a guarantee is never short; set Gate to one that counts slots, such as gate.MaxInFlight")
+			}
+		}
+	}
+	e := cfg.Eviction
+	if e == nil {
+		return nil
+	}
+	if cfg.Gate == nil {
+		return configError("Eviction", "set", "no Gate: nothing is refused without one, so nothing is ever revoked; set Gate to one that counts slots, such as gate.MaxInFlight")
+	}
+	for _, bc := range cfg.Bands {
+		if bc.Guarantee > 0 {
+			return nil // Eviction paces the guarantees' revocations too
+		}
+	}
+	if len(cfg.Bands) < 2 {
+		return configError("Eviction", "set", fmt.Sprintf("one band (priority %d): eviction revokes a band's admissions only for a higher band", cfg.Bands[0].Priority))
+	}
+	lowest := cfg.Bands[0].Priority
+	for _, bc := range cfg.Bands[1:] {
+		lowest = min(lowest, bc.Priority)
+	}
+	if lowest >= e.Below {
+		return configError("Eviction.Below", e.Below, fmt.Sprintf("no band is below it (the lowest is %d), so no admission is ever revoked; raise Below above a band's priority, or add a sheddable band", lowest))
+	}
+	return nil
 }

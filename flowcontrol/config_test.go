@@ -170,7 +170,7 @@ func TestProvisionBandChecksGuarantees(t *testing.T) {
 	if err := plain.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.2}); err == nil || !strings.Contains(err.Error(), "BandConfig.Guarantee 0.2") {
 		t.Errorf("a guarantee on a controller created with none: %v", err)
 	}
-	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}})
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}, Gate: gate.MaxInFlight(4)})
 	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 3, Guarantee: 0.6}); err == nil || !strings.Contains(err.Error(), "past 1") {
 		t.Errorf("guarantees past 1: %v", err)
 	}
@@ -189,7 +189,7 @@ func TestProvisionBandChecksGuarantees(t *testing.T) {
 // TTL leaves its guarantee, as it leaves its policy: band 0 still holds
 // its 0.5, so 0.6 more elsewhere goes past 1.
 func TestProvisionBandKeepsTheGuarantee(t *testing.T) {
-	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}})
+	fc := mustNew(t, flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 0, Guarantee: 0.5}, {Priority: -1}}, Gate: gate.MaxInFlight(4)})
 	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: 0, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +198,56 @@ func TestProvisionBandKeepsTheGuarantee(t *testing.T) {
 	}
 	if err := fc.ProvisionBand(flowcontrol.BandConfig{Priority: -1, Guarantee: 0.5}); err != nil {
 		t.Fatalf("0.5 beside band 0's kept 0.5: %v", err)
+	}
+}
+
+// Eviction and guarantees that could never act are refused at New, naming
+// the field: both act only when the gate refuses, so with no gate they
+// never would, and eviction needs a band below Eviction.Below with a band
+// above it to revoke for — unless a guarantee's revocations are what it
+// paces.
+func TestReclaimThatCannotActIsRefused(t *testing.T) {
+	two := []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}}
+	for _, tc := range []struct {
+		name string
+		cfg  flowcontrol.Config
+		want string
+	}{
+		{"eviction, no gate", flowcontrol.Config{Bands: two, Eviction: &flowcontrol.Eviction{}},
+			"flowcontrol: Eviction set: no Gate: nothing is refused without one, so nothing is ever revoked"},
+		{"guarantee, no gate", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1, Guarantee: 0.3}}},
+			"flowcontrol: Bands[1].Guarantee 0.3: no Gate: nothing is refused without one, so a guarantee is never short"},
+		{"eviction, one band", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: -1}}, FallbackPriority: -1, Gate: gate.MaxInFlight(4), Eviction: &flowcontrol.Eviction{}},
+			"flowcontrol: Eviction set: one band (priority -1): eviction revokes a band's admissions only for a higher band"},
+		{"eviction, no band below Below", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}}, Gate: gate.MaxInFlight(4), Eviction: &flowcontrol.Eviction{}},
+			"flowcontrol: Eviction.Below 0: no band is below it (the lowest is 0), so no admission is ever revoked"},
+		{"eviction, Below under every band", flowcontrol.Config{Bands: two, FallbackPriority: 10, Gate: gate.MaxInFlight(4), Eviction: &flowcontrol.Eviction{Below: -5}},
+			"flowcontrol: Eviction.Below -5: no band is below it (the lowest is -1)"},
+	} {
+		fc, err := flowcontrol.New(tc.cfg)
+		if err == nil {
+			fc.Close()
+			t.Errorf("%s: New accepted it", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New: %v\nwant it to say %q", tc.name, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  flowcontrol.Config
+	}{
+		{"eviction of a sheddable band", flowcontrol.Config{Bands: two, FallbackPriority: 10, Gate: gate.MaxInFlight(4), Eviction: &flowcontrol.Eviction{}}},
+		{"eviction pacing a guarantee alone", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 10, Guarantee: 0.5}, {Priority: 0}},
+			Gate: gate.MaxInFlight(4), Eviction: &flowcontrol.Eviction{Below: -100}}},
+		{"a guarantee behind a gate", flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 10, Guarantee: 0.5}, {Priority: 0}}, Gate: gate.MaxInFlight(4)}},
+	} {
+		fc, err := flowcontrol.New(tc.cfg)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		fc.Close()
 	}
 }

@@ -142,6 +142,9 @@ func New(cfg Config) (*FlowController, error) {
 		}
 	}
 	slices.SortFunc(desc, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) })
+	if err := checkReclaim(cfg); err != nil {
+		return nil, err
+	}
 
 	g := cfg.Gate
 	if g == nil {

@@ -56,6 +56,20 @@ func (m *model) drawEviction(rt *rapid.T) *flowcontrol.Eviction {
 	return &flowcontrol.Eviction{Below: e.below, MaxPerDecision: e.maxPer, Grace: grace, Timeout: e.timeout}
 }
 
+// evictable reports whether eviction can ever act on the model's bands:
+// there are two or more, and the lowest is below Eviction.Below.
+func (m *model) evictable() bool {
+	if len(m.bands) < 2 {
+		return false
+	}
+	for p := range m.bands {
+		if p < m.evict.below {
+			return true
+		}
+	}
+	return false
+}
+
 // reclaim is a decision for band top, whose head the gate refused.
 func (m *model) reclaim(top *modelBand) {
 	e := &m.evict

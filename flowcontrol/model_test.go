@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -788,6 +789,14 @@ func runModel(rt *rapid.T) {
 	}
 	cb := &modelCallbacks{}
 	fc, err := flowcontrol.New(cfg)
+	if m.evict.on && !m.evictable() {
+		// Eviction with no band to take victims from, or none to take
+		// them for, can never act: New refuses it, naming the field.
+		if err == nil || !strings.Contains(err.Error(), "flowcontrol: Eviction") {
+			rt.Fatalf("New with eviction and bands %v below %d: %v, want an error naming Eviction", cfg.Bands, m.evict.below, err)
+		}
+		return
+	}
 	if err != nil {
 		rt.Fatalf("New: %v", err)
 	}

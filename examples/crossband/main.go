@@ -14,7 +14,11 @@
 // on its server, its decoded tokens lost, and its client sends it again
 // after the Retry-After of its 429. A second table gives the frontier:
 // SLO met against batch throughput. Then a few rows run behind other
-// routers: gate.Saturation over scraped metrics, and two replicas.
+// routers: gate.Saturation over scraped metrics, and two replicas. Last,
+// the previous round's traffic (random bursts, log-normal batch outputs,
+// no think time) in tokens: strict priority, the default eviction, and
+// servers that run vLLM's priority scheduler with the band handed to
+// them (BurstsSetup).
 //
 //	go run ./examples/crossband                 # seeds 1–20
 //	go run ./examples/crossband -from 1 -to 3
@@ -74,7 +78,57 @@ func run(out io.Writer, seeds []uint64) error {
 		fmt.Fprintln(out)
 		c.PrintSetup(out)
 	}
+	c, err = Compare(BurstsSetup, BurstsSetup.Rows, seeds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	c.PrintTokens(out)
 	return nil
+}
+
+// TokenColumns are the figures of the table in tokens, each as the
+// median over the seeds with the minimum and maximum.
+var TokenColumns = []struct {
+	Name, Format string
+	Of           func(Run) float64
+}{
+	{"chat SLO met %", "%.1f", func(r Run) float64 { return 100 * r.SLOMet }},
+	{"chat p95 TTFT s", "%.2f", func(r Run) float64 { return r.P95.Seconds() }},
+	{"batch output tokens", "%.0f", func(r Run) float64 { return float64(r.BatchTokens) }},
+	{"decoded tokens lost to revocation", "%.0f", func(r Run) float64 { return float64(r.WastedTokens) }},
+	{"prefill tokens recomputed", "%.0f", func(r Run) float64 { return float64(r.Recomputed) }},
+	{"preemptions", "%.0f", func(r Run) float64 { return float64(r.Preemptions) }},
+	{"revocations", "%.0f", func(r Run) float64 { return float64(r.Revocations) }},
+}
+
+// PrintTokens writes the table in tokens: a setup's rows with the
+// columns of TokenColumns, batch's output tokens as a share of strict
+// priority's, and whether each row meets the goal in tokens.
+func (c *Comparison) PrintTokens(out io.Writer) {
+	t := c.Setup.traffic()
+	fmt.Fprintf(out, "behind %s; seeds %d–%d\n", c.Setup.Name, c.Seeds[0], c.Seeds[len(c.Seeds)-1])
+	fmt.Fprintf(out, "chat: phases of %d and %d req/s, exponential lengths of mean %v and %v; batch: %d clients, think %v, outputs log-normal of mean %.0f tokens (σ %.0f)\n",
+		quietRate, busyRate, quietFor, busyFor, batchClients, t.BatchThink, t.BatchOutput.Mean, t.BatchOutput.Sigma)
+	fmt.Fprintf(out, "batch output tokens: of the batch requests completed within %v; goal: SLO met >= %.0f%% and batch tokens >= %.0f%% of strict priority's, on every seed\n\n",
+		simDuration, 100*GoalSLO, 100*GoalBatch)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "router and servers\t")
+	for _, col := range TokenColumns {
+		fmt.Fprintf(tw, "%s\t", col.Name)
+	}
+	fmt.Fprint(tw, "batch tokens % of strict\tmeets the goal\t\n")
+	for v, va := range c.Variants {
+		fmt.Fprintf(tw, "%s\t", va.Name)
+		for _, col := range TokenColumns {
+			sp := c.Spread(v, col.Of)
+			f := col.Format
+			fmt.Fprintf(tw, f+" ["+f+"–"+f+"]\t", sp.Median, sp.Min, sp.Max)
+		}
+		share := c.TokenShare(v)
+		fmt.Fprintf(tw, "%.1f [%.1f–%.1f]\t%s\t\n", 100*share.Median, 100*share.Min, 100*share.Max, yes(c.MeetsTokenGoal(v)))
+	}
+	tw.Flush()
 }
 
 // Columns are the figures the table prints, each as the median over the

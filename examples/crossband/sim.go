@@ -50,6 +50,33 @@ const (
 // has a capacity or a TTL), so without revocations it never retries.
 var batchRetry = sim.Retry{MaxAttempts: 1000, Backoff: time.Second, MaxBackoff: 8 * time.Second, MaxRetryAfter: time.Minute}
 
+// Traffic is the load on the pool: how chat's phases run and what batch's
+// clients send.
+type Traffic struct {
+	Name string
+	// RandomPhases draws each chat phase's length from an exponential
+	// distribution of mean quietFor or busyFor (sim.Tenant.RandomPhases).
+	RandomPhases bool
+	// BatchThink is each batch client's mean think time (0: none), and
+	// BatchOutput its requests' output lengths.
+	BatchThink  time.Duration
+	BatchOutput sim.Tokens
+}
+
+// Issue22 is the main table's traffic, and Bursts the previous round's:
+// chat in random bursts (phases of 3 and 12 req/s, exponential lengths of
+// mean 20 s and 10 s), batch clients with no think time and log-normal
+// outputs of mean 1,000 tokens (σ 1: a median of 607 tokens, one in ten
+// above 2,200).
+var (
+	Issue22 = Traffic{Name: "issue 22's", BatchThink: batchThink, BatchOutput: sim.Tokens{Mean: batchOutput}}
+	Bursts  = Traffic{Name: "random bursts, log-normal batch outputs, no think time", RandomPhases: true,
+		BatchOutput: sim.Tokens{Mean: batchOutput, Sigma: burstsOutputSigma}}
+)
+
+// burstsOutputSigma is the shape of Bursts' batch outputs.
+const burstsOutputSigma = 1
+
 // Variant is one row of the table: how the gate in front of the pool treats
 // the two bands.
 type Variant struct {
@@ -70,10 +97,26 @@ type Variant struct {
 	// of the gate (BandConfig.Guarantee): chat, short of its share,
 	// revokes batch requests beyond batch's own share until it has it.
 	ChatGuarantee, BatchGuarantee float64
+	// HandOff runs the servers as vLLM with --scheduling-policy priority
+	// (sim.Priority, each with its own queue) and hands each request's
+	// band to its server as its priority (−band: chat −10 runs before
+	// batch 1); a chat request that finds a server's slots taken preempts
+	// a batch request there, which keeps its decoded tokens and recomputes
+	// its prefill when it runs again.
+	HandOff bool
+	// MaxInFlight, if positive, replaces the setup's MaxInFlight(64):
+	// a hand-off needs the router to send chat beyond the slots.
+	MaxInFlight int
+	// Saturation puts the row behind gate.Saturation, as Setup.Saturation
+	// puts a whole setup.
+	Saturation bool
 }
 
-// Reclaims reports whether v makes running batch requests give way:
-// eviction, or a guarantee taken back.
+// saturation reports whether v runs behind gate.Saturation.
+func (v Variant) saturation(setup Setup) bool { return setup.Saturation || v.Saturation }
+
+// Reclaims reports whether v makes running batch requests give way at
+// the router: eviction, or a guarantee taken back.
 func (v Variant) Reclaims() bool { return v.Eviction != nil || v.ChatGuarantee > 0 }
 
 // Setup is the router in front of the pool: the gate, and how many
@@ -94,6 +137,16 @@ type Setup struct {
 	Replicas int
 	// Rows are the variants it runs, strict priority first.
 	Rows []Variant
+	// Traffic is the load; nil means Issue22.
+	Traffic *Traffic
+}
+
+// traffic returns setup's load.
+func (setup Setup) traffic() Traffic {
+	if setup.Traffic == nil {
+		return Issue22
+	}
+	return *setup.Traffic
 }
 
 func static(threshold float64) func() (gate.UsageLimitPolicy, error) {
@@ -174,15 +227,16 @@ func row(name string) Variant {
 var MainSetup = Setup{Name: "one router, MaxInFlight(64)"}
 
 // Setups are the other routers the scenario runs behind, each with a few
-// rows: a saturation gate over scraped metrics, with llm-d's defaults and
-// with a queue-depth threshold of 1, and two replicas. Behind a
+// rows: a saturation gate over scraped metrics, with llm-d's defaults
+// (and a band ceiling on the servers' declared slots) and with a
+// queue-depth threshold of 1, and two replicas. Behind a
 // saturation gate, Sluice's default eviction has the grace of the gate's
 // lag (gate.LagGate: its staleness threshold, 200ms), and lending
 // alone shows a guarantee behind a gate whose view lags, paced the same.
 var Setups = []Setup{
 	{Name: "one router, gate.Saturation (llm-d defaults), metrics scraped every 100ms", Saturation: true,
 		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
-			row("lending 0.8/0.2 + eviction (16, 800ms)"), row("lending, chat guarantee 0.7")}},
+			row("lending 0.8/0.2 + eviction (16, 800ms)"), row("lending, chat guarantee 0.7"), row("priority-holdback min 0.5")}},
 	{Name: "one router, gate.Saturation with QueueDepthThreshold 1, metrics scraped every 100ms", Saturation: true, QueueDepthThreshold: 1,
 		Rows: []Variant{row("strict priority"), scrapeGraceEviction, row("eviction, tuned (16, 800ms)"),
 			row("lending 0.8/0.2 + eviction (16, 800ms)")}},
@@ -190,6 +244,38 @@ var Setups = []Setup{
 		Rows: []Variant{row("strict priority"), row("eviction, llm-d defaults (2, 500ms)"), row("eviction, tuned (16, 800ms)"),
 			row("lending 0.8/0.2 + eviction (16, 800ms)")}},
 }
+
+// BurstsSetup is the previous round's traffic (Bursts) beside issue 22's,
+// measured in tokens: strict priority and Sluice's default eviction
+// behind MaxInFlight(64), and the servers' own priority scheduling with
+// the band handed to them, behind the same gate (which never sends a
+// server more than its slots), behind a router that lets chat through
+// beyond the slots (MaxInFlight(128), batch held below 72 in flight by
+// priority-holdback: the 64 slots and 2 waiting per server) and behind
+// gate.Saturation, without a ceiling and with batch held below 0.95 of
+// the servers' slots.
+var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Rows: []Variant{
+	row("strict priority"),
+	{Name: "eviction, Sluice defaults (the zero value)", Eviction: &flowcontrol.Eviction{}},
+	{Name: "vLLM priority + hand-off, MaxInFlight(64)", HandOff: true},
+	{Name: "vLLM priority + hand-off, MaxInFlight(128), batch below 72", HandOff: true, MaxInFlight: 2 * maxInFlight,
+		Policy: holdback(handOffBatchCeiling), Ceiling: true},
+	{Name: "vLLM priority + hand-off, gate.Saturation (llm-d defaults)", HandOff: true, Saturation: true},
+	{Name: "vLLM priority + hand-off, gate.Saturation, batch below 0.95 of the slots", HandOff: true, Saturation: true,
+		Policy: holdback(handOffSlotCeiling), Ceiling: true},
+}}
+
+// handOffSlotCeiling is batch's ceiling behind gate.Saturation in the
+// hand-off row that has one: a share of the servers' declared slots,
+// running or queued (gate.SaturationConfig.SlotsPerEndpoint), so that
+// batch leaves about 3 of the 64 free for a chat burst's first requests,
+// and the servers preempt batch for the rest.
+const handOffSlotCeiling = 0.95
+
+// handOffBatchCeiling is batch's ceiling in the hand-off row, over
+// MaxInFlight(128): batch starts only while fewer than 72 requests of
+// either band are in flight.
+const handOffBatchCeiling = 72.0 / (2 * maxInFlight)
 
 // scrapeGraceEviction is Sluice's default eviction behind a saturation
 // gate: its grace, 0, is the gate's lag there, the 200ms staleness
@@ -218,19 +304,26 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 		return gate.Ceiling(g, p), nil
 	}
 	satConfig := func(clock flowcontrol.Clock, replica int) gate.SaturationConfig {
-		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold}
+		// The servers' slots are declared, so that a ceiling is a share of
+		// them rather than of the KV cache, which these servers leave at 0.
+		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold,
+			SlotsPerEndpoint: slotsPerServer}
 	}
 	// What can fail is tried once here, so that making each replica's
 	// gate, in sim.New, cannot.
 	if _, err := ceiling(gate.MaxInFlight(maxInFlight)); err != nil {
 		return sim.Config{}, err
 	}
-	if _, err := gate.Saturation(satConfig(nil, 0)); setup.Saturation && err != nil {
+	if _, err := gate.Saturation(satConfig(nil, 0)); v.saturation(setup) && err != nil {
 		return sim.Config{}, fmt.Errorf("crossband: %s: %w", setup.Name, err)
 	}
+	limit := maxInFlight
+	if v.MaxInFlight > 0 {
+		limit = v.MaxInFlight
+	}
 	makeGate := func(p *sim.Pool, replica int) gate.Gate {
-		var g gate.Gate = gate.MaxInFlight(maxInFlight / replicas)
-		if setup.Saturation {
+		var g gate.Gate = gate.MaxInFlight(limit / replicas)
+		if v.saturation(setup) {
 			sg, err := gate.Saturation(satConfig(p.Clock(), replica))
 			if err != nil {
 				panic(err) // tried above
@@ -245,6 +338,12 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 		return g
 	}
 	eviction := v.Eviction
+	traffic := setup.traffic()
+	pool := sim.PoolConfig{Servers: servers, Slots: slotsPerServer, Base: base,
+		PerPromptToken: perPromptToken, PerOutputToken: perOutputToken, ServerQueues: v.saturation(setup)}
+	if v.HandOff {
+		pool.ServerQueues, pool.Scheduler, pool.PriorityOf = true, sim.Priority, func(band int) int { return -band }
+	}
 	clients := batchClients
 	if v.ChatAlone {
 		clients = 0
@@ -262,14 +361,14 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 			Eviction:         eviction,
 		},
 		ReplicaGate: makeGate,
-		Pool: sim.PoolConfig{Servers: servers, Slots: slotsPerServer, Base: base,
-			PerPromptToken: perPromptToken, PerOutputToken: perOutputToken, ServerQueues: setup.Saturation},
+		Pool:        pool,
 		Tenants: []sim.Tenant{
 			chatTenant: {Name: "chat", Priority: chatBand, SLO: chatSLO,
 				PromptTokens: sim.Tokens{Mean: chatPrompt}, OutputTokens: sim.Tokens{Mean: chatOutput},
-				Phases: []sim.Phase{{Rate: quietRate, For: quietFor}, {Rate: busyRate, For: busyFor}}},
-			batchTenant: {Name: "batch", Priority: batchBand, Clients: clients, Think: batchThink,
-				PromptTokens: sim.Tokens{Mean: batchPrompt}, OutputTokens: sim.Tokens{Mean: batchOutput},
+				Phases:       []sim.Phase{{Rate: quietRate, For: quietFor}, {Rate: busyRate, For: busyFor}},
+				RandomPhases: traffic.RandomPhases},
+			batchTenant: {Name: "batch", Priority: batchBand, Clients: clients, Think: traffic.BatchThink,
+				PromptTokens: sim.Tokens{Mean: batchPrompt}, OutputTokens: traffic.BatchOutput,
 				Retry: batchRetry},
 		},
 	}
@@ -300,6 +399,12 @@ type Run struct {
 	// InFlight is what the controllers hold at the end: 0, since every
 	// slot returns once.
 	InFlight int
+	// BatchTokens sums the output tokens of the batch requests completed
+	// within the simulated minutes (those BatchPerSecond counts): batch's
+	// goodput in tokens. Preemptions counts the requests the servers
+	// preempted (with a hand-off), and Recomputed the prefill tokens they
+	// computed again when those ran after it.
+	BatchTokens, Preemptions, Recomputed int
 	// records and spans, kept for the detail view: each batch
 	// attempt's run, from its dispatch to its end or its revocation.
 	records []*sim.Record
@@ -340,7 +445,7 @@ func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if setup.Saturation {
+	if v.saturation(setup) {
 		scrape(s, gates)
 	}
 	recs := s.Run()
@@ -352,13 +457,14 @@ func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
 	chat := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == chatTenant })
 	batch := sim.Summarize(recs, func(r *sim.Record) bool { return r.Tenant == batchTenant })
 	var ttfts []time.Duration
-	completed, mostRevoked := 0, 0
+	completed, mostRevoked, batchTokens := 0, 0, 0
 	for _, r := range recs {
 		switch ttft, served := r.TTFT(); {
 		case r.Tenant == chatTenant && served:
 			ttfts = append(ttfts, ttft)
 		case r.Tenant == batchTenant && served && r.End <= simDuration:
 			completed++
+			batchTokens += r.OutputTokens
 		}
 		if r.Tenant == batchTenant {
 			mostRevoked = max(mostRevoked, r.Aborts)
@@ -382,6 +488,9 @@ func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
 		GaveUp:         batch.GaveUp + (len(recs) - chat.Requests - batch.Requests),
 		ChatRevoked:    chat.Aborts,
 		InFlight:       inFlight,
+		BatchTokens:    batchTokens,
+		Preemptions:    chat.Preemptions + batch.Preemptions,
+		Recomputed:     chat.RecomputedTokens + batch.RecomputedTokens,
 		records:        recs,
 		spans:          spans,
 	}, nil
@@ -401,7 +510,7 @@ func scrape(s *sim.Sim, gates []*gate.SaturationGate) {
 		for i, name := range names {
 			m := pool.Metrics(i)
 			for _, g := range gates {
-				g.Update(name, gate.Metrics{Waiting: m.Waiting, Running: m.Running, ReadAt: clock.Now()})
+				g.Update(name, gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: clock.Now()})
 			}
 		}
 		if clock.Elapsed() < simDuration || !ended(s.Records()) {
@@ -445,6 +554,23 @@ func Compare(setup Setup, variants []Variant, seeds []uint64) (*Comparison, erro
 		return err
 	})
 	return c, err
+}
+
+// TokenShare returns, seed by seed, variant v's batch output tokens as a
+// share of strict priority's (row 0).
+func (c *Comparison) TokenShare(v int) sim.Spread {
+	values := make([]float64, len(c.Seeds))
+	for i := range c.Seeds {
+		values[i] = float64(c.Runs[v][i].BatchTokens) / float64(c.Runs[0][i].BatchTokens)
+	}
+	return sim.SpreadOf(values)
+}
+
+// MeetsTokenGoal reports whether variant v reaches the goal in tokens on
+// every seed: chat within its SLO for GoalSLO of its requests, batch
+// keeping GoalBatch of strict priority's output tokens.
+func (c *Comparison) MeetsTokenGoal(v int) bool {
+	return c.Spread(v, func(r Run) float64 { return r.SLOMet }).Min >= GoalSLO && c.TokenShare(v).Min >= GoalBatch
 }
 
 // Spread returns one figure of variant v over the seeds.

@@ -270,7 +270,8 @@ func TestGivingWayMeetsTheSLOAndWastesTheRest(t *testing.T) {
 // Behind the other routers: a saturation gate over scraped metrics lets
 // the servers queue what it admits, and chat then waits in a server's
 // queue behind batch requests whatever is revoked; a guarantee behind it,
-// with no grace, revokes batch down to nothing. Two replicas each revoke
+// with no grace, revokes batch down to nothing; a band ceiling on the
+// servers' slots keeps chat out of their queues. Two replicas each revoke
 // only their own admissions, and still meet the SLO. By default (seeds
 // 1–2) what holds seed by seed.
 func TestOtherRouters(t *testing.T) {
@@ -325,6 +326,23 @@ func TestOtherRouters(t *testing.T) {
 				}
 				if sp := slo(strict); sp.Max >= 0.1 {
 					t.Errorf("strict priority behind gate.Saturation: SLO met %v; the README says under 10%%", sp)
+				}
+				// A ceiling is a share of the servers' slots, running or
+				// queued, not of their queues' depth: batch held to half
+				// of them leaves chat free slots rather than a queue, and
+				// meets the SLO as behind MaxInFlight, at batch's cost.
+				ceiling := variant(t, c, "priority-holdback min 0.5")
+				for i, r := range c.Runs[ceiling] {
+					share := r.BatchPerSecond / c.Runs[strict][i].BatchPerSecond
+					if r.SLOMet < 0.98 || share > 0.5 || r.Revocations != 0 {
+						t.Errorf("holdback 0.5 behind gate.Saturation, seed %d: SLO met %.3f, batch %.2f of strict's, %d revocations; the README says at least 98%%, under half, none",
+							c.Seeds[i], r.SLOMet, share, r.Revocations)
+					}
+					for v, va := range c.Variants {
+						if va.Eviction != nil && c.Runs[v][i].SLOMet >= r.SLOMet {
+							t.Errorf("seed %d: %s meets the SLO for %.3f, the ceiling for %.3f: want the ceiling ahead", c.Seeds[i], va.Name, c.Runs[v][i].SLOMet, r.SLOMet)
+						}
+					}
 				}
 			}
 		default:
@@ -399,5 +417,87 @@ func TestSameSeedSameBytes(t *testing.T) {
 	}
 	if !bytes.Equal(detail(), detail()) {
 		t.Fatal("seed 3 printed two different details")
+	}
+}
+
+// The previous round's traffic, in tokens: strict priority misses chat's
+// SLO; Sluice's default eviction meets it by throwing away what the
+// revoked batch requests had decoded; the servers' own priority
+// scheduling, with the band handed to them, changes nothing behind the
+// slot gate, and, behind a router that lets chat through beyond the
+// slots, meets it too and throws nothing away — each
+// preempted batch request keeps its tokens and recomputes only its
+// prefill — keeping more of batch's output than eviction on every seed.
+// Behind gate.Saturation the hand-off does not help: the preempted batch
+// requests wait in the servers' queues, whose depth the gate reads, and
+// chat waits for room at the router. By default (seeds 1–2) what holds
+// seed by seed.
+func TestBurstsInTokens(t *testing.T) {
+	c, err := Compare(BurstsSetup, BurstsSetup.Rows, seeds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	c.PrintTokens(&table)
+	t.Logf("\n%s", table.String())
+	checkBookkeeping(t, c)
+	strict := variant(t, c, "strict priority")
+	evict := variant(t, c, "eviction, Sluice defaults (the zero value)")
+	handOff := variant(t, c, "vLLM priority + hand-off, MaxInFlight(128), batch below 72")
+	slotGate := variant(t, c, "vLLM priority + hand-off, MaxInFlight(64)")
+	saturation := variant(t, c, "vLLM priority + hand-off, gate.Saturation (llm-d defaults)")
+	slotCeiling := variant(t, c, "vLLM priority + hand-off, gate.Saturation, batch below 0.95 of the slots")
+	for i, seed := range c.Seeds {
+		at := func(v int) Run { return c.Runs[v][i] }
+		share := func(v int) float64 { return float64(at(v).BatchTokens) / float64(at(strict).BatchTokens) }
+		if r := at(strict); r.SLOMet >= GoalSLO || r.WastedTokens+r.Recomputed+r.Preemptions+r.Revocations != 0 {
+			t.Errorf("seed %d: strict priority %+v: want the SLO missed, nothing revoked or preempted", seed, r)
+		}
+		if r := at(evict); r.SLOMet < GoalSLO || r.WastedTokens == 0 || r.Preemptions != 0 || share(evict) >= share(handOff) {
+			t.Errorf("seed %d: eviction meets the SLO for %.3f, %d tokens lost, %d preemptions, batch %.3f of strict (hand-off %.3f): want the SLO met, tokens lost, less batch than the hand-off",
+				seed, r.SLOMet, r.WastedTokens, r.Preemptions, share(evict), share(handOff))
+		}
+		// Each preempted batch request prefills at least its prompt again.
+		if r := at(handOff); r.SLOMet < GoalSLO || r.WastedTokens != 0 || r.Revocations != 0 || r.Preemptions == 0 ||
+			r.Recomputed < r.Preemptions*batchPrompt || share(handOff) < 0.95 {
+			t.Errorf("seed %d: hand-off: SLO met %.3f, %d tokens lost, %d revocations, %d preemptions, %d recomputed, batch %.3f of strict: want the SLO met, nothing lost, batch >= 95%%",
+				seed, r.SLOMet, r.WastedTokens, r.Revocations, r.Preemptions, r.Recomputed, share(handOff))
+		}
+		// Behind the slot gate a server never has a request waiting: the
+		// hand-off changes nothing.
+		if r, st := at(slotGate), at(strict); r.SLOMet != st.SLOMet || r.BatchTokens != st.BatchTokens || r.Preemptions != 0 {
+			t.Errorf("seed %d: hand-off behind MaxInFlight(64): SLO met %.3f, %d batch tokens, %d preemptions; strict priority %.3f, %d: want the same, no preemption",
+				seed, r.SLOMet, r.BatchTokens, r.Preemptions, st.SLOMet, st.BatchTokens)
+		}
+		if r := at(saturation); r.SLOMet >= GoalSLO || r.SLOMet >= at(handOff).SLOMet || r.Preemptions == 0 || r.WastedTokens != 0 {
+			t.Errorf("seed %d: hand-off behind gate.Saturation: SLO met %.3f (%d preemptions, %d tokens lost): want below the goal and the other hand-off's %.3f",
+				seed, r.SLOMet, r.Preemptions, r.WastedTokens, at(handOff).SLOMet)
+		}
+		// A batch ceiling on the servers' declared slots composes with
+		// the saturation gate: chat finds a free slot at a burst's onset
+		// and the servers preempt batch for the rest, where without it
+		// chat waits for the queues the batch requests filled.
+		if r := at(slotCeiling); r.SLOMet < 0.95 || r.SLOMet <= at(saturation).SLOMet || share(slotCeiling) < GoalBatch ||
+			r.WastedTokens != 0 || r.Revocations != 0 {
+			t.Errorf("seed %d: hand-off behind gate.Saturation with batch below 0.95 of the slots: SLO met %.3f (without the ceiling %.3f), batch %.3f of strict, %d tokens lost, %d revocations: the README says at least 95%%, ahead, at least 90%%, none, none",
+				seed, r.SLOMet, at(saturation).SLOMet, share(slotCeiling), r.WastedTokens, r.Revocations)
+		}
+	}
+	if !long.Enabled() {
+		return
+	}
+	// Over the 20 seeds: only the hand-off behind MaxInFlight(128) meets
+	// the goal; eviction keeps under 90% of batch's tokens on the worst
+	// seed, and under 85% on the median one.
+	for v, va := range c.Variants {
+		if c.MeetsTokenGoal(v) != (v == handOff) {
+			t.Errorf("%s meets the goal: %v", va.Name, c.MeetsTokenGoal(v))
+		}
+	}
+	if sp := c.TokenShare(evict); sp.Min >= GoalBatch || sp.Median >= 0.85 {
+		t.Errorf("eviction keeps %v of batch's tokens; the README says under 90%% on the worst seed and 85%% on the median", sp)
+	}
+	if sp := c.TokenShare(handOff); sp.Median < 0.98 {
+		t.Errorf("hand-off keeps %v of batch's tokens; the README says 98%% on the median seed", sp)
 	}
 }

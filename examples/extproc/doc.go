@@ -16,7 +16,12 @@
 // ImmediateResponse 429 carrying the evicted reason, which makes Envoy
 // reset it. The filter must send the request and response headers, and
 // should send the response trailers; it need not send bodies (a streamed
-// response body only moves the release to the body's end). envoy.yaml in
+// response body only moves the release to the body's end), unless the
+// priority hand-off ([Config.PriorityHandoff]) is on: that sets the request
+// body's priority field (vLLM's) from the band that admitted the request,
+// and works only with request_body_mode BUFFERED, or BUFFERED_PARTIAL for
+// a body that fits Envoy's buffer; in NONE and STREAMED bodies pass as
+// they are ([HandoffWorks], [HandoffWarning]). envoy.yaml in
 // this module's directory is a complete example.
 //
 // Header case. Envoy keeps header names in lowercase (HTTP/2 requires it and

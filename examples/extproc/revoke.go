@@ -48,7 +48,10 @@ func (in *inbox) next(ctx context.Context, revoked <-chan struct{}) (req *extpro
 			return req, false, err
 		}
 		in.msgs = make(chan received)
-		go in.read(ctx)
+		// The reader gets a copy of the inbox, so that the inbox of a
+		// stream that never starts one stays on Process's stack.
+		reader := &inbox{srv: in.srv, msgs: in.msgs}
+		go reader.read(ctx)
 	}
 	var m received
 	select {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -19,7 +21,6 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
-	"github.com/sluicegate/sluice/headroom"
 )
 
 // Config configures a [Server].
@@ -56,6 +57,30 @@ type Config struct {
 	// beside x-llm-d-flow-band-headroom-requests. Both names are removed
 	// from the backend's response either way.
 	EmitProvisionalHeadroom bool
+	// PriorityHandoff, when Enabled, hands each admitted request's
+	// effective band to the model server as its JSON body's top-level
+	// priority (vLLM's), replacing the client's own, by the mapping of
+	// [flowhttp.PriorityHandoff]; a body that is not a JSON object passes
+	// unchanged, and one vLLM's lenient parser could read as an object
+	// anyway is answered 400 ([flowhttp.PriorityHandoff.Rewrite]). It needs the request body, so it works only when Envoy's
+	// filter sends it whole: processing_mode.request_body_mode BUFFERED
+	// (the body, up to Envoy's buffer limit, sent once the request headers
+	// are answered; the reply carries the rewritten body and sets
+	// content-length), or BUFFERED_PARTIAL for a body that fits the buffer
+	// (a longer one arrives cut short and is answered 413, since it
+	// cannot be rewritten). In NONE, STREAMED and the other modes bodies
+	// pass as they are, with a warning logged once (see
+	// [HandoffWarning]). Keep failure_mode_allow false, or a request whose
+	// processing fails would reach the model server with the client's own
+	// priority. The body's size is bounded by the gRPC server's largest
+	// message (grpc-go's default: 4 MiB, flowhttp.DefaultMaxBodyBytes)
+	// and Envoy's buffer limit.
+	PriorityHandoff flowhttp.PriorityHandoff
+	// RequestBodyMode is the filter's request_body_mode, for a stream
+	// whose first message does not say (Envoy sends it in that message's
+	// protocol_config, which wins): what the hand-off expects. The zero
+	// value is NONE, Envoy's default.
+	RequestBodyMode BodyMode
 	// Logger receives one debug record per stream outcome and warnings for
 	// protocol errors. Nil discards.
 	Logger *slog.Logger
@@ -95,8 +120,10 @@ type Config struct {
 // dropped reason evicted-priority or evicted, Retry-After), so that Envoy
 // resets the request to the model server; then the slot is released and
 // the stream ends. A revocation after the response is complete changes
-// nothing. A request's byte size is its Content-Length: bodies are not
-// sent to the processor.
+// nothing. A request's byte size is its Content-Length: admission happens
+// on the request headers, before any body. With [Config.PriorityHandoff],
+// a request body Envoy sends whole (BUFFERED) is answered with a body
+// mutation that sets its priority field for the band that admitted it.
 //
 // Register it with extprocv3.RegisterExternalProcessorServer. A Server is
 // safe for concurrent use; each stream's state belongs to that stream.
@@ -107,14 +134,23 @@ type Server struct {
 	capacity   capacity.Reader
 	classify   func(http.Header) (flowhttp.Classification, error)
 	inference  func(http.Header) bool
-	stampOpts  []headroom.Option
-	log        *slog.Logger
+	// provisional is Config.EmitProvisionalHeadroom.
+	provisional bool
+	log         *slog.Logger
+
+	handoff  flowhttp.PriorityHandoff
+	bodyMode BodyMode
+	warnMode sync.Once // the hand-off's warning about a stream's body mode
 }
 
-// NewServer returns a Server for cfg. It fails only if cfg.Controller is nil.
+// NewServer returns a Server for cfg. It fails if cfg.Controller is nil or
+// cfg.PriorityHandoff is not valid ([flowhttp.PriorityHandoff.Validate]).
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Controller == nil {
 		return nil, errors.New("extproc: Config.Controller is nil")
+	}
+	if err := cfg.PriorityHandoff.Validate(); err != nil {
+		return nil, fmt.Errorf("extproc: Config.PriorityHandoff: %w", err)
 	}
 	s := &Server{
 		controller: cfg.Controller,
@@ -122,6 +158,11 @@ func NewServer(cfg Config) (*Server, error) {
 		classify:   cfg.Classify,
 		inference:  cfg.IsInference,
 		log:        cfg.Logger,
+		bodyMode:   cfg.RequestBodyMode,
+	}
+	if cfg.PriorityHandoff.Enabled {
+		s.handoff = cfg.PriorityHandoff
+		s.handoff.Map = maps.Clone(cfg.PriorityHandoff.Map)
 	}
 	if s.capacity == nil {
 		s.capacity = cfg.Controller
@@ -129,9 +170,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.classify == nil {
 		s.classify = flowhttp.HeaderClassifier{}.ClassifyHeader
 	}
-	if cfg.EmitProvisionalHeadroom {
-		s.stampOpts = []headroom.Option{headroom.EmitProvisional}
-	}
+	s.provisional = cfg.EmitProvisionalHeadroom
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -152,6 +191,13 @@ type stream struct {
 	admitted  bool
 	effective flowcontrol.FlowKey
 	queueTime time.Duration
+	// bodyMode is how Envoy sends this request's body: the first
+	// message's protocol_config, else Config.RequestBodyMode. bodySeen is
+	// set once a request_body message has come; declaredLength when the
+	// request headers carried a content-length.
+	bodyMode       BodyMode
+	bodySeen       bool
+	declaredLength bool
 }
 
 // release returns the request's slot to the controller, once.
@@ -169,7 +215,7 @@ func (st *stream) release() {
 // is cancelled, which gRPC does once Process returns.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := srv.Context()
-	var st stream
+	st := stream{bodyMode: s.bodyMode}
 	// Stream error, cancellation, end of stream and a panic in a handler all
 	// leave through here.
 	defer st.release()
@@ -190,6 +236,9 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if err != nil {
 			// The stream failed or was cancelled; gRPC already knows why.
 			return err
+		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			st.bodyMode = pc.GetRequestBodyMode()
 		}
 		var (
 			resp *extprocv3.ProcessingResponse
@@ -213,27 +262,15 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				// token hears it (flowcontrol.Admission.FirstToken).
 				st.admission.FirstToken()
 			}
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-					HeaderMutation: s.responseMutation(&st, r.ResponseHeaders.GetHeaders()),
-				}},
-			}}
+			resp = s.responseHeadersReply(&st, r.ResponseHeaders.GetHeaders())
 		case *extprocv3.ProcessingRequest_RequestBody:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-				RequestBody: &extprocv3.BodyResponse{},
-			}}
+			resp, last = s.requestBody(&st, r.RequestBody)
 		case *extprocv3.ProcessingRequest_ResponseBody:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-				ResponseBody: &extprocv3.BodyResponse{},
-			}}
+			resp = continueResponseBody
 		case *extprocv3.ProcessingRequest_RequestTrailers:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
-				RequestTrailers: &extprocv3.TrailersResponse{},
-			}}
+			resp = continueRequestTrailers
 		case *extprocv3.ProcessingRequest_ResponseTrailers:
-			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-				ResponseTrailers: &extprocv3.TrailersResponse{HeaderMutation: trailerMutation()},
-			}}
+			resp = stripResponseTrailers
 		default:
 			s.log.Warn("ext_proc protocol error", "error", fmt.Sprintf("unsupported message %T", r))
 			return status.Errorf(codes.InvalidArgument, "extproc: unsupported processing request %T", r)
@@ -258,9 +295,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, bool, error) {
 	header := toHTTPHeader(msg.GetHeaders())
 	if s.inference != nil && !s.inference(header) {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-			RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
-		}}, false, nil
+		return continueRequestHeaders, false, nil
 	}
 	class, err := s.classify(header)
 	if err != nil {
@@ -273,11 +308,12 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 		TTL:    class.TTL,
 		Cost:   class.Cost,
 	}
-	// Bodies are not sent to the adapter, so the declared length is all
+	// Admission comes before any body, so the declared length is all
 	// there is to book.
 	if n, err := strconv.ParseInt(header.Get("Content-Length"), 10, 64); err == nil && n > 0 {
 		req.ByteSize = n
 	}
+	_, st.declaredLength = header["Content-Length"]
 	adm, err := s.controller.EnqueueAndWait(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -293,13 +329,44 @@ func (s *Server) admit(ctx context.Context, st *stream, msg *extprocv3.HttpHeade
 	st.admitted = true
 	st.effective = adm.Effective()
 	st.queueTime = adm.QueueTime()
-	s.log.Debug("request admitted", "flow", req.Key.ID,
-		"requested_priority", req.Key.Priority, "effective_priority", st.effective.Priority,
-		"queue_time", st.queueTime)
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
-	}}, false, nil
+	if s.debug() {
+		s.log.Debug("request admitted", "flow", req.Key.ID,
+			"requested_priority", req.Key.Priority, "effective_priority", st.effective.Priority,
+			"queue_time", st.queueTime)
+	}
+	return continueRequestHeaders, false, nil
 }
+
+// debug reports whether the logger keeps debug records, as Logger.Debug
+// asks it; asking first spares an admitted request the record's arguments
+// when it does not.
+func (s *Server) debug() bool {
+	return s.log.Enabled(context.Background(), slog.LevelDebug)
+}
+
+// The replies that carry nothing of their stream's own are built once and
+// shared by every stream: gRPC only reads a reply, to marshal it on Send,
+// and protobuf messages are safe to marshal concurrently.
+var (
+	// continueRequestHeaders is CONTINUE for request headers: admitted, or
+	// not an inference request.
+	continueRequestHeaders = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{}},
+	}}
+	continueRequestBody = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: &extprocv3.BodyResponse{},
+	}}
+	continueResponseBody = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{},
+	}}
+	continueRequestTrailers = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+		RequestTrailers: &extprocv3.TrailersResponse{},
+	}}
+	// stripResponseTrailers answers response trailers with trailerMutation.
+	stripResponseTrailers = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+		ResponseTrailers: &extprocv3.TrailersResponse{HeaderMutation: trailerMutation()},
+	}}
+)
 
 // evict answers a revoked admission with its ImmediateResponse, confirms
 // the revocation with Done (which returns the slot) and ends the stream.

@@ -126,7 +126,7 @@ func (g *gates) status(fc *flowcontrol.FlowController) string {
 	if g.saturation != nil {
 		st := g.saturation.Status()
 		parts = append(parts, fmt.Sprintf("saturation %.0f%%, %d of %d servers saturated, budget %d",
-			100*g.saturation.Saturation(), st.Saturated, st.Endpoints, st.Budget))
+			100*g.saturation.DetectorSaturation(), st.Saturated, st.Endpoints, st.Budget))
 	}
 	if g.concurrency != nil {
 		parts = append(parts, fmt.Sprintf("requests in flight %d, token budget %d", fc.InFlight(), g.o.tokenBudget.MaxTokenConcurrency))

@@ -19,16 +19,33 @@ type Config struct {
 	Model string
 
 	// Slots is how many requests run at once, like vLLM's --max-num-seqs;
-	// later ones wait in the server's own first-come, first-served queue.
-	// Default 8.
+	// later ones wait in the server's own queue. Default 8.
 	Slots int
+	// SchedulingPolicy orders that queue, as vLLM's --scheduling-policy:
+	// PolicyFCFS ("fcfs", the default), first come, first served; or
+	// PolicyPriority ("priority"), by each request's body field
+	// "priority" (an integer, default 0; lower runs first), ties first
+	// come. Under the priority policy, when the head of the queue cannot
+	// start — no free slot, or no room in the KV cache — and a running
+	// request has a higher priority value, the running request of the
+	// highest value (the latest arrival among ties) is preempted by
+	// recompute, as vLLM preempts: it frees its slot and its KV cache,
+	// keeps the tokens it has generated (a stream pauses, and sends no
+	// token twice), and goes back to the queue in its order; when it runs
+	// again it prefills its prompt and those tokens (PrefillBase +
+	// PrefillPerToken × both) before its next token. This repeats until
+	// the head starts or no running request has a higher value. Under
+	// fcfs a request whose priority is not 0 is refused with 400, as
+	// vLLM refuses it.
+	SchedulingPolicy string
 	// KVCacheTokens is the KV cache's capacity in tokens. A running
 	// request holds its prompt's tokens and those it has generated so far;
 	// KV-cache usage is the tokens held ÷ KVCacheTokens. A waiting request
 	// starts only when a slot is free and the cache can also take its
-	// prompt and its whole output, so a running request is never preempted
-	// (vLLM would preempt instead) and usage never exceeds 1. Default
-	// 16384; at least MaxModelLen.
+	// prompt and its whole output (or, under the priority policy, when
+	// preempting lower-priority requests makes that room), so a running
+	// request never outgrows the cache (vLLM would preempt for that too)
+	// and usage never exceeds 1. Default 16384; at least MaxModelLen.
 	KVCacheTokens int
 	// MaxModelLen is the context length: a request whose prompt tokens
 	// plus max_tokens exceed it is refused with 400, as vLLM refuses it.
@@ -76,6 +93,7 @@ func (c Config) withDefaults() Config {
 	c.Name = cmp.Or(c.Name, DefaultName)
 	c.Model = cmp.Or(c.Model, DefaultModel)
 	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	c.SchedulingPolicy = cmp.Or(c.SchedulingPolicy, PolicyFCFS)
 	c.MaxModelLen = cmp.Or(c.MaxModelLen, DefaultMaxModelLen)
 	if c.KVCacheTokens == 0 {
 		c.KVCacheTokens = max(DefaultKVCacheTokens, c.MaxModelLen)
@@ -96,6 +114,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Slots < 1:
 		return fmt.Errorf("modelserver: Slots %d: must be positive", c.Slots)
+	case c.SchedulingPolicy != PolicyFCFS && c.SchedulingPolicy != PolicyPriority:
+		return fmt.Errorf("modelserver: SchedulingPolicy %q: want %q or %q", c.SchedulingPolicy, PolicyFCFS, PolicyPriority)
 	case c.MaxModelLen < 1:
 		return fmt.Errorf("modelserver: MaxModelLen %d: must be positive", c.MaxModelLen)
 	case c.KVCacheTokens < c.MaxModelLen:

@@ -20,13 +20,19 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null}],"max_tokens":3}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a b c"}]}]}`,
 		`{"prompt":"a","max_tokens":99999}`,
+		`{"prompt":"a","priority":-3}`, `{"prompt":"a","priority":99999999999}`,
 		`{"prompt":null}`, `[]`, `{`, ``,
 	} {
 		f.Add(seed)
 	}
-	cfg := Config{MaxModelLen: 64}.withDefaults()
+	fcfs := Config{MaxModelLen: 64}.withDefaults()
+	priority := Config{MaxModelLen: 64, SchedulingPolicy: PolicyPriority}.withDefaults()
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, ep := range []endpoint{completions, chatCompletions} {
+			cfg := fcfs
+			if len(body)%2 == 1 {
+				cfg = priority
+			}
 			req, err := decodeRequest(ep, []byte(body), cfg)
 			if err != nil {
 				var e *apiError
@@ -41,6 +47,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			if req.endpoint != ep || req.promptTokens < 1 || req.maxTokens < 1 || req.promptTokens+req.maxTokens > cfg.MaxModelLen {
 				t.Fatalf("endpoint %d, %q: accepted %+v beyond the context of %d", ep, body, req, cfg.MaxModelLen)
+			}
+			if req.priority != 0 && cfg.SchedulingPolicy != PolicyPriority || req.priority < minPriority || req.priority > maxPriority {
+				t.Fatalf("endpoint %d, %q: accepted priority %d under %s", ep, body, req.priority, cfg.SchedulingPolicy)
 			}
 			if req.includeUsage && !req.stream {
 				t.Fatalf("endpoint %d, %q: usage chunk without a stream", ep, body)

@@ -36,11 +36,19 @@ type timedRecorder struct {
 
 func (r *timedRecorder) Write(p []byte) (int, error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.first.IsZero() {
 		r.first = time.Now()
 	}
-	r.mu.Unlock()
 	return r.ResponseRecorder.Write(p)
+}
+
+// sofar returns the body written so far, while the handler may still
+// write.
+func (r *timedRecorder) sofar() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Body.String()
 }
 
 func (r *timedRecorder) Flush() { r.ResponseRecorder.Flush() }

@@ -32,6 +32,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	sample("vllm:num_requests_waiting", model, float64(load.Waiting))
 	family("vllm:kv_cache_usage_perc", "gauge", "Share of the KV cache in use, from 0 to 1.")
 	sample("vllm:kv_cache_usage_perc", model, load.KVCacheUsage)
+	family("vllm:num_preemptions_total", "counter", "Requests preempted by the scheduler, each time.")
+	sample("vllm:num_preemptions_total", model, float64(counts.preemptions))
 	family("vllm:prompt_tokens_total", "counter", "Prompt tokens prefilled.")
 	sample("vllm:prompt_tokens_total", model, float64(counts.promptTokens))
 	family("vllm:generation_tokens_total", "counter", "Tokens generated.")

@@ -31,7 +31,8 @@ type wireRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	IgnoreEOS bool `json:"ignore_eos"` // vLLM's extension
+	IgnoreEOS bool   `json:"ignore_eos"` // vLLM's extension
+	Priority  *int64 `json:"priority"`   // vLLM's extension
 }
 
 // request is a decoded, validated generation request.
@@ -43,7 +44,15 @@ type request struct {
 	stream       bool
 	includeUsage bool
 	ignoreEOS    bool
+	priority     int // vLLM's "priority": lower runs first
 }
+
+// The bounds of a request's priority: a 32-bit integer. vLLM takes any
+// integer; one this large orders no differently.
+const (
+	minPriority = -1 << 31
+	maxPriority = 1<<31 - 1
+)
 
 // apiError is a refusal in OpenAI's error shape.
 type apiError struct {
@@ -84,6 +93,16 @@ func decodeRequest(ep endpoint, body []byte, cfg Config) (request, error) {
 	}
 	if err != nil {
 		return request{}, err
+	}
+	if w.Priority != nil {
+		switch p := *w.Priority; {
+		case p < minPriority || p > maxPriority:
+			return request{}, badRequest("priority", "priority %d: must be between %d and %d", p, minPriority, maxPriority)
+		case p != 0 && cfg.SchedulingPolicy != PolicyPriority:
+			return request{}, badRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p)
+		default:
+			req.priority = int(p)
+		}
 	}
 	if w.N != nil && *w.N != 1 {
 		return request{}, badRequest("n", "n %d: this server generates one choice per request", *w.N)

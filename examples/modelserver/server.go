@@ -14,7 +14,11 @@
 //	GET  /v1/models             the served model
 //	GET  /healthz, /health      200 while up, 503 while down (also HEAD)
 //	GET  /metrics               vllm:num_requests_waiting, vllm:num_requests_running,
-//	                            vllm:kv_cache_usage_perc and vLLM's token and request counters
+//	                            vllm:kv_cache_usage_perc, vllm:num_preemptions_total
+//	                            and vLLM's token and request counters
+//
+// Its queue runs first come, first served, or by each request's
+// "priority" with vLLM's preemption by recompute (Config.SchedulingPolicy).
 //
 // [Server.Load] reads the numbers /metrics shows without HTTP, and
 // [Server.SetDown] fails the server for a demo or a test.
@@ -38,20 +42,24 @@ const maxBodyBytes = 4 << 20
 // one with [New].
 //
 // A generation request is decoded and checked first (400 for a bad one),
-// then waits in the server's queue for a slot and room in the KV cache,
-// first come, first served; the client going away takes it out of the
-// queue or frees its slot. A streamed response's status and headers go out
-// with its first token; a whole response's when it is complete.
+// then waits in the server's queue for a slot and room in the KV cache, in
+// the order of its scheduling policy (Config.SchedulingPolicy); the client
+// going away takes it out of the queue or frees its slot. A streamed
+// response's status and headers go out with its first token; a whole
+// response's when it is complete. With the priority policy a running
+// request may be preempted, which pauses it (a stream stops sending) until
+// it runs again.
 type Server struct {
 	cfg Config // defaults applied
 
 	// mu guards everything below. No method holds it while writing to a
 	// client or waiting.
 	mu       sync.Mutex
-	running  int
-	reserved int       // KV tokens reserved by running requests: prompt + whole output
-	held     int       // KV tokens running requests hold now: prompt + output so far
-	queue    []*waiter // waiting requests, first come first
+	running  []*entry // requests holding a slot
+	reserved int      // KV tokens reserved by running requests: prompt + whole output
+	held     int      // KV tokens running requests hold now: prompt + output so far
+	queue    []*entry // waiting requests, in the policy's order
+	arrivals uint64   // requests queued so far: each one's place in the order of arrival
 	down     bool
 	abort    chan struct{} // closed when the server goes down; replaced when it comes back
 	nextID   uint64
@@ -62,6 +70,7 @@ type Server struct {
 type counters struct {
 	promptTokens     int64
 	generationTokens int64
+	preemptions      int64
 	finished         [numFinishReasons]int64
 }
 
@@ -79,15 +88,6 @@ const (
 var finishReasonNames = [numFinishReasons]string{"stop", "length", "abort"}
 
 func (f finishReason) String() string { return finishReasonNames[f] }
-
-// waiter is a request waiting for a slot. ready is closed when it is
-// granted one; granted says so under Server.mu, which settles the race
-// between a grant and the client leaving.
-type waiter struct {
-	need    int // KV tokens to reserve
-	ready   chan struct{}
-	granted bool
-}
 
 // New returns a server with configuration cfg, its zero fields set to their
 // defaults, or an error naming the first field no server can run with.
@@ -127,7 +127,7 @@ func (s *Server) Load() Load {
 func (s *Server) loadLocked() Load {
 	return Load{
 		Waiting:      len(s.queue),
-		Running:      s.running,
+		Running:      len(s.running),
 		KVCacheUsage: float64(s.held) / float64(s.cfg.KVCacheTokens),
 		Down:         s.down,
 	}
@@ -155,77 +155,6 @@ func (s *Server) SetDown(down bool) {
 // errDown is the refusal of a server that is down.
 var errDown = &apiError{status: http.StatusServiceUnavailable, message: "the model server is down",
 	typ: "service_unavailable", code: "service_unavailable"}
-
-// acquire waits for a slot and need tokens of KV cache, and returns the
-// channel that is closed if the server goes down while the request runs.
-// It fails with errDown if the server is or goes down first, and with the
-// context's error if ctx ends first.
-func (s *Server) acquire(ctx context.Context, need int) (<-chan struct{}, error) {
-	s.mu.Lock()
-	if s.down {
-		s.mu.Unlock()
-		return nil, errDown
-	}
-	abort := s.abort
-	w := &waiter{need: need, ready: make(chan struct{})}
-	s.queue = append(s.queue, w)
-	s.grantLocked()
-	s.mu.Unlock()
-
-	var err error
-	select {
-	case <-w.ready:
-		return abort, nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-abort:
-		err = errDown
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.granted {
-		// Granted while leaving: hand the slot back.
-		s.releaseLocked(need, 0)
-	} else {
-		for i, q := range s.queue {
-			if q == w {
-				s.queue = append(s.queue[:i], s.queue[i+1:]...)
-				break
-			}
-		}
-		// The head may have been the one that did not fit.
-		s.grantLocked()
-	}
-	s.counts.finished[finishAbort]++
-	return nil, err
-}
-
-// grantLocked starts waiting requests, first come first, while the head
-// fits: a free slot, and room in the KV cache for its prompt and output.
-// The head that does not fit blocks those behind it, as in vLLM's FCFS
-// scheduler.
-func (s *Server) grantLocked() {
-	for len(s.queue) > 0 {
-		w := s.queue[0]
-		if s.running >= s.cfg.Slots || s.reserved+w.need > s.cfg.KVCacheTokens {
-			return
-		}
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		s.running++
-		s.reserved += w.need
-		w.granted = true
-		close(w.ready)
-	}
-}
-
-// releaseLocked frees a slot that reserved need tokens and holds held.
-func (s *Server) releaseLocked(need, held int) {
-	s.running--
-	s.reserved -= need
-	s.held -= held
-	s.grantLocked()
-}
 
 // ServeHTTP serves the routes of the package documentation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -334,42 +263,52 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep endpoint) {
 		output, finish = s.cfg.ReplyTokens, finishStop
 	}
 
-	ctx := r.Context()
-	need := req.promptTokens + output
-	abort, err := s.acquire(ctx, need)
+	e := &entry{need: req.promptTokens + output, context: req.promptTokens, priority: req.priority}
+	abort, err := s.enter(e)
 	if err != nil {
+		writeError(w, err.(*apiError))
+		return
+	}
+	g := &generation{s: s, e: e, req: req, output: output, finish: finish, ctx: r.Context(), abort: abort, prefill: true}
+	defer g.release()
+	if err := g.awaitRun(); err != nil {
 		if errors.Is(err, errDown) {
 			writeError(w, errDown)
 		}
 		return
 	}
-	g := &generation{s: s, req: req, output: output, finish: finish, need: need, ctx: ctx, abort: abort}
-	defer g.release()
-	g.run(w)
+	g.writeAnswer(w)
 }
 
-// generation is one request that holds a slot.
+// generation is one request, from its first grant of a slot to its end.
 type generation struct {
 	s      *Server
+	e      *entry
 	req    request
 	output int // tokens it will generate
 	finish finishReason
-	need   int // KV tokens reserved
 	ctx    context.Context
 	abort  <-chan struct{}
 
-	held      int // KV tokens held: the prompt once granted, plus each token
+	// run and preempted are those of the entry's run the goroutine works
+	// in (entry.run, entry.preempted), read under the server's lock when
+	// it is granted a slot; prefill is set when its next step is a
+	// prefill: the first, or the recompute after a preemption.
+	run       uint64
+	preempted <-chan struct{}
+	prefill   bool
 	generated int
 	id        string
 	created   int64
 }
 
-// release hands the slot back and counts how the request ended.
+// release takes the request out of the server, from its slot or from the
+// queue, and counts how it ended.
 func (g *generation) release() {
 	s := g.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.releaseLocked(g.need, g.held)
+	s.leaveLocked(g.e)
 	if g.generated == g.output {
 		s.counts.finished[g.finish]++
 	} else {
@@ -377,29 +316,89 @@ func (g *generation) release() {
 	}
 }
 
-// wait waits for d and reports whether the request may go on: neither its
-// client gone nor the server down.
-func (g *generation) wait(d time.Duration) bool {
+// awaitRun waits until the request holds a slot: at its start, or after a
+// preemption. It fails with the context's error if the client goes away
+// first, and with errDown if the server goes down.
+func (g *generation) awaitRun() error {
+	s := g.s
+	s.mu.Lock()
+	ready := g.e.ready
+	s.mu.Unlock()
+	select {
+	case <-ready:
+	case <-g.ctx.Done():
+		return g.ctx.Err()
+	case <-g.abort:
+		return errDown
+	}
+	s.mu.Lock()
+	g.run, g.preempted = g.e.run, g.e.preempted
+	s.mu.Unlock()
+	return nil
+}
+
+// The outcomes of one step of work.
+type stepResult int
+
+const (
+	stepDone      stepResult = iota // the time passed
+	stepGone                        // the client went away or the server went down
+	stepPreempted                   // the scheduler preempted the request
+)
+
+// wait waits for d of work in the current run.
+func (g *generation) wait(d time.Duration) stepResult {
 	if g.ctx.Err() != nil {
-		return false
+		return stepGone
 	}
 	select {
 	case <-g.abort:
-		return false
+		return stepGone
+	case <-g.preempted:
+		return stepPreempted
 	default:
 	}
 	if d <= 0 {
-		return true
+		return stepDone
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return stepDone
 	case <-g.ctx.Done():
 	case <-g.abort:
+	case <-g.preempted:
+		return stepPreempted
 	}
-	return false
+	return stepGone
+}
+
+// next works until the request's next token and reports whether it may go
+// on: neither its client gone nor the server down. The work is a prefill —
+// the first, or the recompute over the prompt and the tokens generated so
+// far after a preemption — or one decode step. A preemption abandons the
+// step under way: the request waits to run again, then recomputes.
+func (g *generation) next() bool {
+	for {
+		d := g.s.cfg.decodeStep()
+		if g.prefill {
+			d = g.s.cfg.Prefill(g.req.promptTokens + g.generated)
+		}
+		switch g.wait(d) {
+		case stepGone:
+			return false
+		case stepDone:
+			if g.token() {
+				g.prefill = false
+				return true
+			}
+		}
+		if g.awaitRun() != nil {
+			return false
+		}
+		g.prefill = true
+	}
 }
 
 // aborted reports whether the server went down under the request.
@@ -412,45 +411,48 @@ func (g *generation) aborted() bool {
 	}
 }
 
-// token records one generated token.
-func (g *generation) token() {
-	g.s.mu.Lock()
-	g.s.held++
-	g.s.counts.generationTokens++
-	g.s.mu.Unlock()
-	g.held++
-	g.generated++
-}
-
-// run generates the answer and writes it to w.
-func (g *generation) run(w http.ResponseWriter) {
+// token records one generated token, and reports false, recording
+// nothing, if the run it was generated in was preempted meanwhile.
+func (g *generation) token() bool {
 	s := g.s
 	s.mu.Lock()
-	s.held += g.req.promptTokens
+	defer s.mu.Unlock()
+	if !g.e.granted || g.e.run != g.run {
+		return false
+	}
+	if g.generated == 0 {
+		s.counts.promptTokens += int64(g.req.promptTokens)
+	}
+	s.held++
+	s.counts.generationTokens++
+	g.e.held++
+	g.e.context++
+	g.generated++
+	return true
+}
+
+// writeAnswer generates the answer and writes it to w.
+func (g *generation) writeAnswer(w http.ResponseWriter) {
+	s := g.s
+	s.mu.Lock()
 	s.nextID++
 	g.id = fmt.Sprintf("%s-%s-%d", idPrefix[g.req.endpoint], s.cfg.Name, s.nextID)
 	s.mu.Unlock()
-	g.held = g.req.promptTokens
 	g.created = time.Now().Unix()
 
-	if !g.wait(s.cfg.Prefill(g.req.promptTokens)) {
+	if !g.next() { // the prefill's token
 		g.fail(w, false)
 		return
 	}
-	s.mu.Lock()
-	s.counts.promptTokens += int64(g.req.promptTokens)
-	s.mu.Unlock()
-	g.token() // the prefill's
 	if g.req.stream {
 		g.stream(w)
 		return
 	}
 	for g.generated < g.output {
-		if !g.wait(s.cfg.decodeStep()) {
+		if !g.next() {
 			g.fail(w, false)
 			return
 		}
-		g.token()
 	}
 	text := completionText(g.output)
 	finish := g.finish.String()
@@ -534,11 +536,10 @@ func (g *generation) stream(w http.ResponseWriter) {
 		return
 	}
 	for g.generated < g.output {
-		if !g.wait(g.s.cfg.decodeStep()) {
+		if !g.next() {
 			g.fail(w, true)
 			return
 		}
-		g.token()
 		if !send(piece(g.generated-1), nil) {
 			return
 		}

@@ -44,7 +44,10 @@
 //	status                    when                                           dropped reason
 //	400 Bad Request           the classifier fails (a bad                    —
 //	                          x-llm-d-inference-ttl), or the body cannot
-//	                          be read
+//	                          be read; or, dispatched with the priority
+//	                          hand-off on, the body is not JSON but a
+//	                          lenient parser could read it as an object
+//	                          (ErrHandoffBody)
 //	408 Request Timeout       the body did not arrive within                 —
 //	                          Config.BodyReadTimeout: refused before
 //	                          queueing
@@ -89,6 +92,19 @@
 // http.TrailerPrefix, before or after the body). A backend cannot spoof
 // them; in particular a response the backend answered never carries a dropped
 // reason.
+//
+// # Priority hand-off
+//
+// With [Config.PriorityHandoff] on, the router owns one request field too:
+// the JSON body's top-level "priority", which vLLM run with
+// --scheduling-policy priority orders its waiting and running requests by
+// (lower first, preempting by recompute). Each dispatched request's body
+// gets the value [PriorityHandoff] maps its effective band to (−band by
+// default), every copy the client wrote removed, and a Content-Length that
+// matches; a body that is not a JSON object passes unchanged (one a
+// lenient parser could read as an object is refused 400). So the
+// model server serves the bands in the router's order, and no client jumps
+// its queue by writing the field.
 //
 // # Revocation
 //
@@ -155,7 +171,10 @@
 // with NeverPromote, is refused); a fairness id is any string, which the
 // controller keys flows by while they wait and a metrics exporter must
 // bound (examples/deploy/metrics does, in count and length); a TTL can only
-// shorten the wait. A cost estimated from the body must be clamped:
+// shorten the wait; with the priority hand-off on, a priority field in the
+// body is replaced, whatever its type or spelling or how often it repeats
+// (and a body only a lenient parser reads as an object is refused; see
+// [PriorityHandoff.Rewrite]). A cost estimated from the body must be clamped:
 // [EstimateTokens] clamps to the model's context ([DefaultMaxTokens],
 // 128 Ki tokens, by default) and saturates, whatever max_tokens says. A
 // client that goes away while queued leaves the queue at once; one that

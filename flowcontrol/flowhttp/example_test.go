@@ -152,3 +152,56 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// The priority hand-off: the model server (vLLM run with
+// --scheduling-policy priority) reads each request's band from the body's
+// priority field, lower served first. The band that admits a request is
+// what counts: priority 5 has no band and is admitted by the fallback band
+// 0. A client's own priority is replaced.
+func ExamplePriorityHandoff() {
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s (Content-Length %d)", body, r.ContentLength)
+	}))
+	defer model.Close()
+	target, _ := url.Parse(model.URL)
+
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}, {Priority: -1}},
+		Gate:  gate.MaxInFlight(8),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+	handoff := flowhttp.PriorityHandoff{Enabled: true} // vLLM priority = -band
+	gateway, err := flowhttp.New(flowhttp.Config{
+		Controller:      fc,
+		Headers:         flowhttp.HeaderClassifier{PriorityHeader: "x-llm-d-priority"},
+		PriorityHandoff: handoff,
+	}, httputil.NewSingleHostReverseProxy(target))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("mapping:", handoff)
+
+	for _, priority := range []string{"10", "5", "-1"} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/completions",
+			strings.NewReader(`{"model":"m","priority":-100,"prompt":"hi"}`))
+		req.Header.Set("x-llm-d-priority", priority)
+		rec := httptest.NewRecorder()
+		gateway.ServeHTTP(rec, req)
+		fmt.Printf("priority %2s: %s\n", priority, rec.Body)
+	}
+
+	table := flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: 0, 0: 1, -1: 2}}
+	fmt.Println("table:", table)
+	fmt.Println("not monotone:", flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: 3, 0: 1}}.Validate())
+	// Output:
+	// mapping: priority = -band, clamped to [-2147483648, 2147483647]
+	// priority 10: {"model":"m","prompt":"hi","priority":-10} (Content-Length 42)
+	// priority  5: {"model":"m","prompt":"hi","priority":0} (Content-Length 40)
+	// priority -1: {"model":"m","prompt":"hi","priority":1} (Content-Length 40)
+	// table: band 10 → 0, band 0 → 1, band -1 → 2 (an unlisted band: the nearest listed band below, else the lowest)
+	// not monotone: flowhttp: PriorityHandoff.Map is not monotone: band 10 maps to 3, above band 0's 1; the model server serves the lower value first, so a higher band must map to a value no greater than a lower band's
+}

@@ -23,7 +23,8 @@ type bodyFields struct {
 // them: a string to its closing quote, an array or object to its closing
 // bracket, anything else to the next delimiter. Keys are compared as
 // written, or, when they hold an escape, as encoding/json decodes them.
-// The work is two passes over the body, and the fields are slices of it:
+// (The skipping is the priority hand-off's: skipString, skipValue.) The
+// work is two passes over the body, and the fields are slices of it:
 // nothing a client sends makes the read hold more than its body. A token
 // stream (json.Decoder) reads the same, several times slower, with an
 // allocation per token; the package's tests compare the two.
@@ -41,11 +42,11 @@ func readFields(body []byte) bodyFields {
 		if body[i] == ',' {
 			i = skipSpace(body, i+1)
 		}
-		keyEnd := endOfString(body, i)
+		keyEnd := skipString(body, i)
 		key := body[i:keyEnd]
 		i = skipSpace(body, keyEnd)
 		i = skipSpace(body, i+1) // the colon
-		valueEnd := endOfValue(body, i)
+		valueEnd := skipValue(body, i)
 		value := body[i:valueEnd:valueEnd]
 		switch {
 		case keyIs(key, "model"):
@@ -58,69 +59,6 @@ func readFields(body []byte) bodyFields {
 		i = skipSpace(body, valueEnd)
 	}
 	return f
-}
-
-// skipSpace returns the index of the first byte of b at or after i that
-// is not JSON whitespace, or len(b).
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// endOfString returns the index just past the string of valid JSON that
-// starts at b[i], its opening quote.
-func endOfString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++ // the escaped byte; a \u escape's hex digits are no quote
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// endOfValue returns the index just past the value of valid JSON that
-// starts at b[i].
-func endOfValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return endOfString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = endOfString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	}
-	// A number, true, false or null: up to the next delimiter.
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
 }
 
 // keyIs reports whether the JSON string key (with its quotes) is name.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -88,6 +89,21 @@ type Config struct {
 	// x-llm-d-flow-band-headroom-requests. Both names are router-owned
 	// either way.
 	EmitProvisionalHeadroom bool
+	// PriorityHandoff, when Enabled, hands each dispatched request's
+	// effective band to the model server: before the wrapped handler
+	// runs, the body it replays gets its top-level "priority" member
+	// (vLLM's) set by the mapping, every copy the client wrote replaced,
+	// and the request's ContentLength (and a Content-Length header) set to
+	// the new length; see [PriorityHandoff] for the mapping, the bounds and
+	// what a body that is not a JSON object gets (nothing: it passes
+	// unchanged, unless vLLM's lenient parser could read it as one: then
+	// the request is answered 400 Bad Request, its admission released,
+	// and never reaches the wrapped handler; [PriorityHandoff.Rewrite]).
+	// The classifier reads the body as the client sent it. It
+	// needs the body read, so a negative MaxBodyBytes with it is an error.
+	// Off (the zero value), bodies pass as they came and the Handler does
+	// no work for it.
+	PriorityHandoff PriorityHandoff
 	// Logger, if set, hears what the handler swallows: a capacity read
 	// for the headroom header that fails or panics (the header is then
 	// omitted and the response goes on, as the headroom contract asks). It
@@ -155,13 +171,18 @@ type Handler struct {
 	maxBody     int64
 	bodyTimeout time.Duration
 	stampOpts   []headroom.Option
-	next        http.Handler
+	// handoff is Config.PriorityHandoff with its Map copied; off unless
+	// handoff.Enabled.
+	handoff PriorityHandoff
+	next    http.Handler
 }
 
 // New returns a Handler that admits requests through cfg.Controller and
 // serves the admitted ones with next. It fails, with an error naming the
 // field, when Controller or next is nil, when both Classify and Headers are
-// set, or when a header name in Headers is not a valid header name.
+// set, when a header name in Headers is not a valid header name, or when
+// PriorityHandoff is not valid ([PriorityHandoff.Validate]) or is enabled
+// with a negative MaxBodyBytes.
 func New(cfg Config, next http.Handler) (*Handler, error) {
 	if cfg.Controller == nil {
 		return nil, errors.New("flowhttp: Config.Controller is nil")
@@ -190,6 +211,16 @@ func New(cfg Config, next http.Handler) (*Handler, error) {
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodyBytes
+	}
+	if err := cfg.PriorityHandoff.validate("Config.PriorityHandoff"); err != nil {
+		return nil, err
+	}
+	if cfg.PriorityHandoff.Enabled {
+		if h.maxBody < 0 {
+			return nil, fmt.Errorf("flowhttp: Config.PriorityHandoff is enabled but Config.MaxBodyBytes %d is negative: the hand-off rewrites the body, which must be read", h.maxBody)
+		}
+		h.handoff = cfg.PriorityHandoff
+		h.handoff.Map = maps.Clone(cfg.PriorityHandoff.Map)
 	}
 	if cfg.EmitProvisionalHeadroom {
 		h.stampOpts = []headroom.Option{headroom.EmitProvisional}
@@ -281,6 +312,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// caller's request.
 	admitted := r.WithContext(headroom.NewContext(r.Context(), headroom.Admitted(effective)))
 	if body != nil {
+		if h.handoff.Enabled {
+			if body, err = h.handOff(admitted, body, effective); err != nil {
+				// Answered here, before the wrapped handler; the deferred
+				// Done releases the admission.
+				ErrorRejection(http.StatusBadRequest, err.Error()).Write(w)
+				return
+			}
+		}
 		// The server closes the original body once the handler returns.
 		// A body net/http knows to be in memory (this one, and GetBody's
 		// for a proxy, which wraps the body it is given) lets its
@@ -299,6 +338,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// as it is; stamp it now. Trailers set after the body are stripped
 	// here too, before net/http sends them.
 	hw.Finish()
+}
+
+// handOff returns body with the priority member the hand-off writes for
+// band, and sets admitted's length to match; a body that is not a JSON
+// object is returned as it is, and one the hand-off refuses is an error
+// (see PriorityHandoff.Rewrite). admitted is a copy of the caller's
+// request, whose Header it replaces with a copy before changing it.
+func (h *Handler) handOff(admitted *http.Request, body []byte, band int) ([]byte, error) {
+	out, err := h.handoff.Rewrite(body, band)
+	if err != nil || len(out) == len(body) && (len(body) == 0 || &out[0] == &body[0]) {
+		return out, err // refused, or unchanged
+	}
+	admitted.ContentLength = int64(len(out))
+	if _, declared := admitted.Header["Content-Length"]; declared {
+		admitted.Header = admitted.Header.Clone()
+		admitted.Header["Content-Length"] = []string{strconv.Itoa(len(out))}
+	}
+	return out, nil
 }
 
 // loggedReader is a capacity.Reader that logs the failures of the one it

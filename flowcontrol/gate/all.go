@@ -118,6 +118,13 @@ func (c *child) unwind(priority int) {
 // load is the gate's saturation, read as 1 when it is not a number
 // in [0, 1] (NaN included), or 0 when the gate reports none.
 func (c *child) load() float64 {
+	s, _ := c.read()
+	return s
+}
+
+// read is load, and whether the gate's saturation was a number in
+// [0, 1] (or it reports none).
+func (c *child) read() (float64, bool) {
 	var s float64
 	switch {
 	case c.concurrency != nil:
@@ -127,12 +134,12 @@ func (c *child) load() float64 {
 	case c.detector != nil:
 		s = c.detector.Saturation()
 	default:
-		return 0
+		return 0, true
 	}
 	if !(s >= 0 && s <= 1) {
-		return 1 // fail closed
+		return 1, false // fail closed
 	}
-	return s
+	return s, true
 }
 
 func (a *allGate) TryAcquire(priority int) (ok bool) {

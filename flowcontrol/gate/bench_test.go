@@ -131,4 +131,14 @@ func BenchmarkCeiling(b *testing.B) {
 	b.Run("gate=Ceiling(MaxInFlight,softreflective)", run(ceiling(maxInFlight, gate.SoftReflectiveCeiling)))
 	b.Run("gate=Concurrency", run(concurrency))
 	b.Run("gate=Ceiling(Concurrency,holdback)", run(ceiling(concurrency, same(holdback))))
+	// The saturation gate with declared slots, so far from full that the
+	// holdback's ceiling always admits: the share of the slots in use is
+	// read at each offer.
+	saturation := func() gate.Gate {
+		g, _ := gate.Saturation(gate.SaturationConfig{Clock: newClock(), QueueDepthThreshold: 1 << 30, SlotsPerEndpoint: 1 << 40, MetricsStalenessThreshold: time.Hour})
+		g.Update("e", gate.Metrics{Running: 1})
+		return g
+	}
+	b.Run("gate=Saturation", run(saturation))
+	b.Run("gate=Ceiling(Saturation,holdback)", run(ceiling(saturation, same(holdback))))
 }

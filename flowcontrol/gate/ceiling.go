@@ -13,9 +13,14 @@ import (
 // llm-d's three, under its type names and parameters. [Ceiling] applies
 // one to a gate.
 //
-// A ceiling is a fraction: 0 holds the band back whatever the saturation,
-// 1 lets it start until the gate is full, and a value between reserves
-// the rest for the bands above it. A policy's ceilings must not grow as
+// A ceiling is a fraction of the gate's capacity: 0 holds the band back
+// whatever the saturation, 1 lets it start until the gate itself refuses,
+// and a value between reserves the rest for the bands above it. What the
+// capacity is depends on the gate ([SaturationDetector]): the slots of a
+// [MaxInFlight] limit, the requests or tokens of a [Concurrency] budget,
+// the model servers' declared slots or their KV cache behind the
+// saturation gate ([SaturationGate.Saturation]) — never the depth of
+// their queues. A policy's ceilings must not grow as
 // the priority falls (a lower band's ceiling is at most a higher band's
 // at the same saturation), as llm-d requires of its policies, so that a
 // band refused by its ceiling never has a band below it that its own
@@ -43,10 +48,15 @@ type policyBinder interface {
 // Ceiling returns inner with a ceiling for each band, which policy sets:
 // the gate refuses a request of band p, before asking inner, while inner's
 // saturation ([SaturationDetector]) is at or above p's ceiling,
-// and otherwise asks inner. With [MaxInFlight](10) and a
+// and otherwise asks inner; a ceiling of 1 (or more) refuses nothing
+// itself and leaves the decision to inner. With [MaxInFlight](10) and a
 // ceiling of 0.5 for band 0, band 0 starts a request only while fewer than
 // 5 are in flight, of any band, and a band whose ceiling is 1 still fills
-// all 10 slots.
+// all 10 slots. Behind the saturation gate with
+// [SaturationConfig.SlotsPerEndpoint] 16 and four model servers, the same
+// ceiling starts band 0 only while fewer than 32 of the servers' 64 slots
+// are running or queued; without SlotsPerEndpoint, only while their KV
+// caches are less than half full on average.
 //
 // Strict priority is unchanged. The controller offers the head of the
 // highest waiting band only, so a band's ceiling is asked only when no
@@ -124,10 +134,16 @@ func (g *ceilingGate) TryAcquire(priority int) bool {
 }
 
 // allows reports whether inner's saturation is below the ceiling of band
-// priority.
+// priority, or the ceiling is the whole of inner's capacity (1 or more),
+// in which case inner alone decides — unless inner's saturation is not a
+// number in [0, 1], which fails closed.
 func (g *ceilingGate) allows(priority int) bool {
-	s := g.children[0].load()
-	return s < g.ceiling(s, priority) // false for a NaN ceiling
+	s, valid := g.children[0].read()
+	c := g.ceiling(s, priority)
+	if c >= 1 {
+		return valid
+	}
+	return s < c // false for a NaN ceiling
 }
 
 // BandCeiling returns the ceiling of band priority at inner's saturation

@@ -83,12 +83,14 @@ func TestCeilingHoldsALowBandToItsShare(t *testing.T) {
 	}
 }
 
-// The same through the saturation gate: its saturation is the model
-// servers' own, and a low band stops once it reaches its ceiling while the
-// high band goes on using the room the start budget gives.
+// The same through the saturation gate: its saturation is the share of
+// the model servers' declared slots in use, and a low band stops once it
+// reaches its ceiling — counting the starts no scrape has seen yet — while
+// the high band, whose ceiling is 1, goes on using the room the start
+// budget gives, even with every slot taken.
 func TestCeilingOnTheSaturationGate(t *testing.T) {
 	clock := newClock()
-	sat, err := gate.Saturation(gate.SaturationConfig{QueueDepthThreshold: 10, MetricsStalenessThreshold: time.Hour, Clock: clock})
+	sat, err := gate.Saturation(gate.SaturationConfig{QueueDepthThreshold: 10, SlotsPerEndpoint: 10, MetricsStalenessThreshold: time.Hour, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,14 +99,14 @@ func TestCeilingOnTheSaturationGate(t *testing.T) {
 		Clock: clock,
 		Gate:  gate.Ceiling(sat, must(t, gate.PriorityHoldback, gate.PriorityHoldbackConfig{MinCeiling: 0.5})),
 	})
-	sat.Update("vllm-0", gate.Metrics{Waiting: 4}) // saturation 0.4, room 6
-	batch := submitN(fc, "batch", 0, 2)
+	sat.Update("vllm-0", gate.Metrics{Running: 3}) // 3 of 10 slots, room 10
+	batch := submitN(fc, "batch", 0, 3)
 	if n := started(batch); n != 2 {
-		t.Fatalf("at saturation %.2f: %d batch started, want 2", sat.Saturation(), n)
+		t.Fatalf("at saturation %.2f: %d batch started, want 2 (3 running, 2 started: half the slots)", sat.Saturation(), n)
 	}
 	clock.Advance(time.Second)
-	sat.Update("vllm-0", gate.Metrics{Waiting: 6}) // saturation 0.6, room 4
-	batch = append(batch, submitN(fc, "batch", 0, 2)...)
+	sat.Update("vllm-0", gate.Metrics{Running: 10, Waiting: 6}) // every slot taken, room 4
+	batch = append(batch, submitN(fc, "batch", 0, 1)...)
 	if n := started(batch); n != 2 {
 		t.Fatalf("at saturation %.2f: %d batch started, want the 2 before", sat.Saturation(), n)
 	}
@@ -113,9 +115,12 @@ func TestCeilingOnTheSaturationGate(t *testing.T) {
 		t.Fatalf("at saturation %.2f: %d chat started, want 4 (the room)", sat.Saturation(), n)
 	}
 	clock.Advance(time.Second)
-	sat.Update("vllm-0", gate.Metrics{Waiting: 2}) // saturation 0.2, room 8: chat first, then batch
+	sat.Update("vllm-0", gate.Metrics{Running: 2}) // 2 of 10 slots, room 10: chat first, then batch to half
 	if n, b := started(chat), started(batch); n != 5 || b != 4 {
 		t.Fatalf("at saturation %.2f: %d chat and %d batch started, want 5 and 4", sat.Saturation(), n, b)
+	}
+	if s := sat.Saturation(); s != 0.5 {
+		t.Fatalf("saturation %v after the last starts, want 0.5: 2 running and 3 started since the scrape, of 10", s)
 	}
 	doneAll(chat)
 	doneAll(batch)

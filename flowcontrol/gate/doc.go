@@ -16,7 +16,10 @@
 // which composes them.
 //
 // Each of them is a [SaturationDetector]: it reports how full
-// it is, and [Ceiling] gives each band a ceiling on that saturation, set by
+// it is, as a share of its capacity — slots, tokens, or the model
+// servers' declared slots or KV cache for the saturation gate, never the
+// depth of their queues — and [Ceiling] gives each band a ceiling on that
+// saturation, set by
 // one of llm-d-router's usage-limit policies ([UsageLimitPolicy]):
 // [StaticUsageLimit], [PriorityHoldback] and [SoftReflectiveCeiling]. A
 // band may start a request only while the saturation is below its
@@ -37,11 +40,12 @@
 //	ConcurrencyConfig.Mode                  concurrency-detector concurrencyMode           "requests"
 //	ConcurrencyConfig.MaxConcurrency        concurrency-detector maxConcurrency            100
 //	ConcurrencyConfig.MaxTokenConcurrency   concurrency-detector maxTokenConcurrency       1000000
+//	SaturationConfig.SlotsPerEndpoint       (none)                                         0 (none: the KV cache)
 //	SaturationConfig.Replicas, Replica      (none)                                         1, 0
 //	StaticUsageLimit(threshold)             static-usage-limit-policy threshold            1
 //	PriorityHoldbackConfig.Shape            priority-holdback-policy shape                 "linear"
 //	PriorityHoldbackConfig.Domain           priority-holdback-policy domain                "rank"
-//	PriorityHoldbackConfig.MinCeiling       priority-holdback-policy minCeiling            (required)
+//	PriorityHoldbackConfig.MinCeiling       priority-holdback-policy minCeiling            (required, above 0)
 //	PriorityHoldbackConfig.MaxCeiling       priority-holdback-policy maxCeiling            1
 //	SoftReflectiveCeiling()                 soft-reflective-ceiling-policy                 (no parameters)
 //

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
@@ -46,6 +47,59 @@ func ExampleCeiling() {
 	// Output:
 	// batch alone: 5 in flight
 	// with chat: 10 in flight
+}
+
+// The same behind the saturation gate, on two model servers of 8 slots
+// each (vLLM's --max-num-seqs 8): with SlotsPerEndpoint declared, the
+// batch band's ceiling of 0.5 is half of the 16 slots, counting the
+// requests the servers run or queue and those started since the last
+// scrape, whatever the depth of their queues.
+func ExampleCeiling_saturation() {
+	saturation, err := gate.Saturation(gate.SaturationConfig{
+		SlotsPerEndpoint:          8,
+		MetricsStalenessThreshold: time.Minute, // a scraper would refresh every 50ms; here, one reading
+	})
+	if err != nil {
+		panic(err)
+	}
+	holdback, err := gate.PriorityHoldback(gate.PriorityHoldbackConfig{MinCeiling: 0.5})
+	if err != nil {
+		panic(err)
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{
+		Bands: []flowcontrol.BandConfig{{Priority: 10}, {Priority: 0}},
+		Gate:  gate.Ceiling(saturation, holdback),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer fc.Close()
+
+	// The scraper's reading: each server runs 2 requests of earlier
+	// traffic, 4 of the 16 slots.
+	saturation.Update("vllm-0", gate.Metrics{Running: 2})
+	saturation.Update("vllm-1", gate.Metrics{Running: 2})
+	var admissions []*flowcontrol.Admission
+	send := func(id string, priority, n int) {
+		for range n {
+			fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: id, Priority: priority}},
+				func(a *flowcontrol.Admission, err error) {
+					if err == nil {
+						admissions = append(admissions, a)
+					}
+				})
+		}
+	}
+	send("batch", 0, 20)
+	fmt.Printf("batch started %d: %.0f%% of the slots in use\n", fc.InFlight(), 100*saturation.Saturation())
+	send("chat", 10, 3)
+	fmt.Printf("with chat: %d started, %.0f%% of the slots in use\n", fc.InFlight(), 100*saturation.Saturation())
+	for _, a := range admissions {
+		a.Done()
+	}
+	// Output:
+	// batch started 4: 50% of the slots in use
+	// with chat: 7 started, 69% of the slots in use
 }
 
 // llm-d-router's priority-holdback-policy spaces the ceilings from

@@ -13,12 +13,16 @@ import (
 // A router gates its model servers on their own metrics AND on a budget of
 // estimated tokens in flight. A scraper feeds the saturation gate; each
 // refresh sets how many requests may start before the next one, and nudges
-// the controller so waiting requests start at once.
+// the controller so waiting requests start at once. The servers run 16
+// requests each (vLLM's --max-num-seqs 16), so the gate's saturation is
+// the share of their 32 slots in use; llm-d-router's own, from the queue
+// depth, is its DetectorSaturation.
 func Example() {
 	saturation, err := gate.Saturation(gate.SaturationConfig{
 		QueueDepthThreshold:       5,                // llm-d queueDepthThreshold
 		KVCacheUtilThreshold:      0.8,              // llm-d kvCacheUtilThreshold
 		MetricsStalenessThreshold: 10 * time.Second, // llm-d metricsStalenessThreshold (200ms by default)
+		SlotsPerEndpoint:          16,               // each server's slots, for the share of the pool in use
 	})
 	if err != nil {
 		panic(err)
@@ -61,7 +65,10 @@ func Example() {
 	// The next scrape shows room at vllm-1: the waiting request starts.
 	saturation.Update("vllm-0", gate.Metrics{Waiting: 5, Running: 16, KVCache: 0.64})
 	saturation.Update("vllm-1", gate.Metrics{Waiting: 0, Running: 9, KVCache: 0.70})
-	fmt.Printf("saturation %.2f\n", saturation.Saturation())
+	// vllm-0 uses all its slots (16 running, 5 queued), vllm-1 70% (its KV
+	// cache, fuller than its 9 of 16 slots), and the request just started
+	// is in no reading yet: (16 + 11.2 + 1) ÷ 32.
+	fmt.Printf("slots in use %.3f, llm-d saturation %.3f\n", saturation.Saturation(), saturation.DetectorSaturation())
 	for _, a := range admissions {
 		a.Done()
 	}
@@ -71,7 +78,7 @@ func Example() {
 	// request 1 started
 	// waiting: 2 in flight
 	// request 2 started
-	// saturation 0.94
+	// slots in use 0.881, llm-d saturation 0.938
 }
 
 // An adaptive gate starts from the limit it replaces and learns from the

@@ -161,15 +161,17 @@ type EndpointGate interface {
 	NoEndpoints() bool
 }
 
-// SaturationDetector is a [Gate] that reports how full it is, in
-// llm-d-router's terms: its saturation, a fraction from 0 (idle) to 1
-// (full). A usage-limit policy compares it with each band's ceiling, so
-// that a band may start a request only while the saturation is below its
-// ceiling. A gate composed around it calls Saturation from its own
+// SaturationDetector is a [Gate] that reports how full it is: its
+// saturation, the share of its capacity in use, a fraction from 0 (idle)
+// to 1 (full). A usage-limit policy compares it with each band's ceiling,
+// so that a band may start a request only while the saturation is below
+// its ceiling, and flowcontrol counts a running request's footprint in it
+// for guarantees and in-flight eviction. A gate composed around it calls Saturation from its own
 // TryAcquire, so it must be fast, must not block and must not allocate. A
 // value that is not a number in [0, 1] is read as 1, so that a gate gone
 // wrong fails closed. For [MaxInFlight] it is the requests in flight ÷ the
-// limit (1 for a limit of 0).
+// limit (1 for a limit of 0); for [SaturationGate], the share of the model
+// servers' slots or KV cache in use ([SaturationGate.Saturation]).
 type SaturationDetector interface {
 	Gate
 	Saturation() float64

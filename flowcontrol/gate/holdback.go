@@ -21,16 +21,19 @@ const (
 
 // PriorityHoldbackConfig configures [PriorityHoldback], with
 // llm-d-router's priority-holdback-policy parameters. The zero value of a
-// field means its default, llm-d's, except MinCeiling, for which llm-d has
-// none and 0 is a ceiling like any other.
+// field means its default, llm-d's, except MinCeiling, which has none and
+// must be set: the zero value, whose MinCeiling of 0 would close the
+// lowest band for good, is refused.
 type PriorityHoldbackConfig struct {
 	// Shape is the curve the ceilings follow between the bands: "linear",
 	// the only one (llm-d shape; default "linear").
 	Shape string
 	// Domain is DomainRank or DomainValue (llm-d domain; default "rank").
 	Domain string
-	// MinCeiling is the ceiling of the lowest band, in [0, 1) (llm-d
-	// minCeiling, required there).
+	// MinCeiling is the ceiling of the lowest band, in (0, 1) (llm-d
+	// minCeiling, required there): the share of the gate's capacity the
+	// lowest band may use, such as 0.5. Not 0, which holds the band back
+	// whatever the saturation, so that its requests never start.
 	MinCeiling float64
 	// MaxCeiling is the ceiling of the highest band, in (0, 1] and above
 	// MinCeiling (llm-d maxCeiling; default 1).
@@ -53,9 +56,10 @@ type PriorityHoldbackConfig struct {
 // and they fall as the priority does.
 //
 // It fails, naming the field, for a Shape or Domain it does not know
-// (llm-d's newer "explicit" domain included), a MinCeiling outside [0, 1)
-// or a MaxCeiling outside (0, 1] (NaN included), or a MinCeiling not
-// below MaxCeiling.
+// (llm-d's newer "explicit" domain included), a MinCeiling outside (0, 1)
+// — 0 included, the zero value's: the lowest band would never start — or
+// a MaxCeiling outside (0, 1] (NaN included), or a MinCeiling not below
+// MaxCeiling.
 func PriorityHoldback(cfg PriorityHoldbackConfig) (UsageLimitPolicy, error) {
 	switch cfg.Shape {
 	case "", ShapeLinear:
@@ -73,7 +77,11 @@ func PriorityHoldback(cfg PriorityHoldbackConfig) (UsageLimitPolicy, error) {
 	default:
 		return nil, configError("PriorityHoldbackConfig.Domain", "domain", `"`+cfg.Domain+`"`, `want "rank" or "value"`)
 	}
-	if err := checkFraction("PriorityHoldbackConfig.MinCeiling", "minCeiling", cfg.MinCeiling, 0, 1, false, true); err != nil {
+	if cfg.MinCeiling == 0 {
+		return nil, configError("PriorityHoldbackConfig.MinCeiling", "minCeiling", 0,
+			"unset or 0: the lowest band would be held back whatever the saturation, and its requests would never start; set the share of the gate it may use, above 0")
+	}
+	if err := checkFraction("PriorityHoldbackConfig.MinCeiling", "minCeiling", cfg.MinCeiling, 0, 1, true, true); err != nil {
 		return nil, err
 	}
 	if err := checkFraction("PriorityHoldbackConfig.MaxCeiling", "maxCeiling", cfg.MaxCeiling, 0, 1, true, false); err != nil {

@@ -26,10 +26,10 @@ type Metrics struct {
 	// running (vLLM's vllm:num_requests_waiting); at least 0.
 	Waiting int
 	// Running is the number of requests the server is running
-	// (vllm:num_requests_running); at least 0. The gate reports it in
-	// [SaturationGate.Status]; its decisions do not read it, as
-	// llm-d-router's detector's do not, but a negative one still makes
-	// the reading invalid.
+	// (vllm:num_requests_running); at least 0. The gate's start budget
+	// does not read it, as llm-d-router's detector does not; the share of
+	// the pool in use ([SaturationGate.Saturation]) does, when
+	// SlotsPerEndpoint is declared.
 	Running int
 	// KVCache is the fraction of the server's KV cache in use, from 0 to 1
 	// (vllm:kv_cache_usage_perc).
@@ -66,6 +66,18 @@ type SaturationConfig struct {
 	// closed when its scraper stops (llm-d metricsStalenessThreshold;
 	// default 200ms).
 	MetricsStalenessThreshold time.Duration
+	// SlotsPerEndpoint declares how many requests each model server runs
+	// at once — vLLM's --max-num-seqs, whose default depends on vLLM's
+	// version and hardware: set it on the server and here alike — so
+	// that [SaturationGate.Saturation], the share of
+	// the pool in use that band ceilings ([Ceiling]), guarantees and
+	// in-flight eviction read, counts slots: an endpoint then uses
+	// (Running + Waiting) ÷ SlotsPerEndpoint of its capacity, or its
+	// KV-cache use if that is higher. 0, the default, declares none, and
+	// the share in use is the KV-cache use alone. It changes nothing in
+	// what the gate admits, which stays llm-d-router's queue-depth and
+	// KV-cache rule. Not negative.
+	SlotsPerEndpoint int
 	// Replicas is the number of router replicas that read the same
 	// metrics and share the same model servers, each with its own
 	// controller and its own gate (default 1). Replica is this gate's
@@ -146,6 +158,19 @@ const (
 // requests with [github.com/sluicegate/sluice/flowcontrol.OutcomeRejectedNoEndpoints] (503) after its
 // NoEndpointsTTL. Before the first Update there are none.
 //
+// # The share of the pool in use
+//
+// What the gate admits and how full the pool is are two readings. The
+// first is llm-d-router's rule above: the queues' depth and the KV cache,
+// against their thresholds. The second, [SaturationGate.Saturation], is
+// the share of the pool's capacity in use — slots when SlotsPerEndpoint
+// is declared, the KV cache otherwise — and it is what a band ceiling
+// ([Ceiling]) compares with each band's ceiling: with SlotsPerEndpoint 16
+// and four endpoints, a band whose ceiling is 0.5 starts a request only
+// while fewer than 32 of the 64 slots are taken, whatever the depth of
+// the queues. llm-d-router's own saturation, from the queue depth, stays
+// readable as [SaturationGate.DetectorSaturation], for its gauge.
+//
 // A SaturationGate is a [MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a
 // [BoundGate], a [EndpointGate] and a
@@ -162,11 +187,15 @@ type SaturationGate struct {
 	limit atomic.Int64
 	// known is the number of endpoints, for NoEndpoints.
 	known atomic.Int32
-	// saturation holds the bits of the float64 Saturation returns.
-	// Written under mu, by recompute.
-	saturation atomic.Uint64
+	// detector holds the bits of the float64 DetectorSaturation
+	// returns. Written under mu, by recompute.
+	detector atomic.Uint64
+	// usage is what Saturation reads: the pool's use at the last
+	// readings. Written under mu, by recompute.
+	usage atomic.Pointer[poolUsage]
 
 	qThr              int
+	slots             int
 	kvThr             float64
 	stale             time.Duration
 	replicas, replica int
@@ -197,8 +226,26 @@ type endpoint struct {
 	timer  Timer // the staleness timer of the last refresh
 }
 
+// poolUsage is the pool's use at the last readings, published whole so
+// that Saturation never reads the parts of two.
+type poolUsage struct {
+	// used is the slots in use at the last readings (summed, the stale
+	// and invalid endpoints counted full) when slots are declared, and
+	// the mean KV-cache use otherwise; capacity is what it is a share of:
+	// the endpoints' slots, or 1.
+	used, capacity float64
+	// base is the starts granted at the oldest refresh among the
+	// endpoints with recent readings: the starts since then are in no
+	// reading yet. math.MaxInt64 when none is recent, or when slots are
+	// not declared (a start's share of the KV cache is unknown).
+	base int64
+}
+
+// full is the use of a pool with no endpoints.
+var full = &poolUsage{used: 1, capacity: 1, base: math.MaxInt64}
+
 // Saturation returns a saturation gate for cfg, or an error naming the
-// first bad field: a negative threshold or staleness, a
+// first bad field: a negative threshold, staleness or SlotsPerEndpoint, a
 // KVCacheUtilThreshold outside (0, 1] (NaN and the infinities included), a
 // negative Replicas or a Replica outside [0, Replicas).
 func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
@@ -215,6 +262,9 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 	if cfg.MetricsStalenessThreshold, err = orDefault("MetricsStalenessThreshold", "metricsStalenessThreshold", cfg.MetricsStalenessThreshold, DefaultMetricsStalenessThreshold); err != nil {
 		return nil, err
 	}
+	if cfg.SlotsPerEndpoint < 0 {
+		return nil, configError("SlotsPerEndpoint", "", cfg.SlotsPerEndpoint, "negative; 0 declares none")
+	}
 	if cfg.Replicas < 0 {
 		return nil, configError("Replicas", "", cfg.Replicas, "negative; 0 means 1")
 	}
@@ -227,6 +277,7 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 	}
 	g := &SaturationGate{
 		qThr:      cfg.QueueDepthThreshold,
+		slots:     cfg.SlotsPerEndpoint,
 		kvThr:     cfg.KVCacheUtilThreshold,
 		stale:     cfg.MetricsStalenessThreshold,
 		replicas:  cfg.Replicas,
@@ -235,7 +286,8 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 		endpoints: map[string]*endpoint{},
 	}
 	g.limit.Store(math.MinInt64)
-	g.saturation.Store(math.Float64bits(1))
+	g.detector.Store(math.Float64bits(1))
+	g.usage.Store(full)
 	return g, nil
 }
 
@@ -405,19 +457,27 @@ func (g *SaturationGate) room(m Metrics) int {
 func (g *SaturationGate) recompute() {
 	var rooms int64
 	base, recent := int64(math.MaxInt64), false
-	sum := 0.0
+	score, used := 0.0, 0.0
 	for _, e := range g.order {
 		if e.recent {
 			rooms = addSat(rooms, e.share)
 			base, recent = min(base, e.base), true
 		}
-		sum += g.score(e)
+		score += g.score(e)
+		used += g.used(e)
 	}
-	saturation := 1.0
-	if len(g.endpoints) > 0 {
-		saturation = sum / float64(len(g.endpoints))
+	n := float64(len(g.order))
+	switch {
+	case n == 0:
+		g.detector.Store(math.Float64bits(1))
+		g.usage.Store(full)
+	case g.slots > 0:
+		g.detector.Store(math.Float64bits(score / n))
+		g.usage.Store(&poolUsage{used: used, capacity: n * float64(g.slots), base: base})
+	default:
+		g.detector.Store(math.Float64bits(score / n))
+		g.usage.Store(&poolUsage{used: used / n, capacity: 1, base: math.MaxInt64})
 	}
-	g.saturation.Store(math.Float64bits(saturation))
 	if !recent {
 		g.limit.Store(math.MinInt64)
 		return
@@ -543,24 +603,81 @@ func (g *SaturationGate) invalid() int {
 	return n
 }
 
-// Saturation returns the pool's saturation, always a number in [0, 1]: the
-// mean over the endpoints, summed in the order of their names so that the
-// same readings give the same bits, of min(1, max(Waiting/QueueDepthThreshold,
-// KVCache/KVCacheUtilThreshold)), an endpoint with stale metrics or an
-// invalid reading counting 1; 1 with no endpoints. Below 1, some endpoint
-// has room. It is the gate's [SaturationDetector] reading,
-// which a band ceiling ([Ceiling]) compares with each band's ceiling, and a
-// gauge's: it reads one atomic, which each Update, Remove and staleness
-// refreshes.
+// Saturation returns the share of the pool's capacity in use, a number
+// in [0, 1]: what band ceilings ([Ceiling]) compare with each band's
+// ceiling, and what flowcontrol's guarantees and in-flight eviction count
+// a running request's footprint in ([SaturationDetector]). Each endpoint
+// with fresh, valid metrics uses
+//
+//	with SlotsPerEndpoint S:  u = min(1, max((Running + Waiting) ÷ S, KVCache))
+//	without:                  u = KVCache
+//
+// of its capacity (vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc), and one with stale metrics or an invalid
+// reading uses all of it (u = 1). The pool's share is the mean of the u,
+// and with S declared the starts this gate granted since the oldest
+// refresh among the endpoints with recent readings, which no reading has
+// seen yet, are added as slots in use:
+//
+//	with S, N endpoints:  min(1, (Σ S×u + starts since the oldest refresh) ÷ (N×S))
+//	without:              Σ u ÷ N
+//
+// With Replicas, the starts counted are this replica's: the others'
+// show at the next scrape. It is 1 with no endpoints. The sums are taken
+// in the order of the
+// endpoints' names, so the same readings give the same bits whatever
+// order they arrived in. Requests waiting in a server's queue count as
+// slots in use, since they will take one: a pool with every slot running
+// and requests queued reads 1, and a ceiling below 1 then holds its band
+// back, while a ceiling of 1 leaves the decision to the gate.
+//
+// Saturation reads two atomics and takes no lock; each Update, Remove and
+// staleness refreshes what it reads.
 func (g *SaturationGate) Saturation() float64 {
-	return math.Float64frombits(g.saturation.Load())
+	u := g.usage.Load()
+	used := u.used
+	if pending := g.started.Load() - u.base; pending > 0 {
+		used += float64(pending)
+	}
+	return min(1, used/u.capacity)
 }
 
-// score is e's share of the saturation: 1 unless its metrics are fresh
-// and valid. Called with mu held.
+// DetectorSaturation returns llm-d-router's utilization-detector
+// saturation, always a number in [0, 1]: the mean over the endpoints,
+// summed in the order of their names, of min(1, max(Waiting ÷
+// QueueDepthThreshold, KVCache ÷ KVCacheUtilThreshold)), an endpoint with
+// stale metrics or an invalid reading counting 1; 1 with no endpoints.
+// Below 1, some endpoint has room. It is the value of llm-d-router's
+// gauge flow_control_pool_saturation, where 1 is the point at which the
+// gate closes; band ceilings do not read it (see [SaturationGate.Saturation]).
+// It reads one atomic.
+func (g *SaturationGate) DetectorSaturation() float64 {
+	return math.Float64frombits(g.detector.Load())
+}
+
+// score is e's share of the detector's saturation: 1 unless its metrics
+// are fresh and valid. Called with mu held.
 func (g *SaturationGate) score(e *endpoint) float64 {
 	if !e.fresh() {
 		return 1
 	}
 	return min(1, max(float64(e.m.Waiting)/float64(g.qThr), e.m.KVCache/g.kvThr))
+}
+
+// used is what e uses of the pool: slots when they are declared, else its
+// share of its KV cache; all of it unless its metrics are fresh and valid.
+// Called with mu held.
+func (g *SaturationGate) used(e *endpoint) float64 {
+	if g.slots == 0 {
+		if !e.fresh() {
+			return 1
+		}
+		return e.m.KVCache
+	}
+	s := float64(g.slots)
+	if !e.fresh() {
+		return s
+	}
+	// In float64: Running + Waiting may pass math.MaxInt.
+	return s * min(1, max((float64(e.m.Running)+float64(e.m.Waiting))/s, e.m.KVCache))
 }

@@ -101,8 +101,11 @@ func TestSaturationHugeThresholdsDoNotWrap(t *testing.T) {
 	if !g.TryAcquire(0) {
 		t.Fatal("refused with a room of 3×MaxInt")
 	}
-	if s := g.Saturation(); s != 0.1/gate.DefaultKVCacheUtilThreshold {
-		t.Fatalf("Saturation() = %v, want the KV cache's 0.1/0.8", s)
+	if s := g.DetectorSaturation(); s != 0.1/gate.DefaultKVCacheUtilThreshold {
+		t.Fatalf("DetectorSaturation() = %v, want the KV cache's 0.1/0.8", s)
+	}
+	if s := g.Saturation(); math.Abs(s-0.1) > 1e-12 {
+		t.Fatalf("Saturation() = %v, want the KV cache's 0.1", s)
 	}
 }
 
@@ -159,6 +162,7 @@ func TestSaturationProperty(t *testing.T) {
 			Clock:                clock,
 			QueueDepthThreshold:  rapid.OneOf(rapid.IntRange(1, 10), rapid.Just(math.MaxInt)).Draw(t, "queueDepthThreshold"),
 			KVCacheUtilThreshold: rapid.OneOf(rapid.Float64Range(math.SmallestNonzeroFloat64, 1), rapid.Just(1.0)).Draw(t, "kvCacheUtilThreshold"),
+			SlotsPerEndpoint:     rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 64), rapid.Just(math.MaxInt)).Draw(t, "slotsPerEndpoint"),
 		}
 		hostile, err := gate.Saturation(cfg)
 		if err != nil {
@@ -196,6 +200,9 @@ func TestSaturationProperty(t *testing.T) {
 			}
 			if s := hostile.Saturation(); math.IsNaN(s) || s < 0 || s > 1 {
 				t.Fatalf("Saturation() = %v, want a number in [0, 1]", s)
+			}
+			if s := hostile.DetectorSaturation(); math.IsNaN(s) || s < 0 || s > 1 {
+				t.Fatalf("DetectorSaturation() = %v, want a number in [0, 1]", s)
 			}
 			got, want := hostile.Status().Budget, reference.Status().Budget
 			if got < 0 || got > want {

@@ -244,17 +244,103 @@ func TestSaturationUpdateNudgesTheController(t *testing.T) {
 	}
 }
 
-func TestSaturationGauge(t *testing.T) {
+// DetectorSaturation is llm-d-router's utilization-detector reading, for
+// its gauge: each endpoint's queue depth or KV cache against its
+// threshold, capped at 1, averaged.
+func TestSaturationDetectorGauge(t *testing.T) {
 	clock := newClock()
 	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, QueueDepthThreshold: 4, KVCacheUtilThreshold: 0.5})
-	if s := g.Saturation(); s != 1 {
+	if s := g.DetectorSaturation(); s != 1 {
 		t.Fatalf("no endpoints: %v, want 1", s)
 	}
 	g.Update("a", gate.Metrics{Waiting: 1, KVCache: 0.1})  // max(0.25, 0.2) = 0.25
 	g.Update("b", gate.Metrics{Waiting: 0, KVCache: 0.25}) // 0.5
 	g.Update("c", gate.Metrics{Waiting: 9, KVCache: 0.9})  // capped at 1
-	if s, want := g.Saturation(), (0.25+0.5+1)/3; math.Abs(s-want) > 1e-12 {
+	if s, want := g.DetectorSaturation(), (0.25+0.5+1)/3; math.Abs(s-want) > 1e-12 {
+		t.Fatalf("DetectorSaturation() = %v, want %v", s, want)
+	}
+	// The share of the pool in use is the KV cache's without declared
+	// slots, whatever the queues: (0.1 + 0.25 + 0.9) / 3.
+	if s, want := g.Saturation(), (0.1+0.25+0.9)/3; math.Abs(s-want) > 1e-12 {
 		t.Fatalf("Saturation() = %v, want %v", s, want)
+	}
+}
+
+// With SlotsPerEndpoint declared, the saturation band ceilings read is the
+// share of the servers' slots taken — running or queued for one — or of
+// their KV cache where that is fuller, stale and invalid endpoints full,
+// plus the starts no reading has seen yet; the queue-depth threshold,
+// which decides what the gate admits, plays no part in it.
+func TestSaturationCountsDeclaredSlots(t *testing.T) {
+	clock := newClock()
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 16, QueueDepthThreshold: 5})
+	if s := g.Saturation(); s != 1 {
+		t.Fatalf("no endpoints: %v, want 1", s)
+	}
+	g.Update("a", gate.Metrics{Running: 4})                // 4 slots
+	g.Update("b", gate.Metrics{Running: 6, Waiting: 2})    // 8 slots
+	g.Update("c", gate.Metrics{Running: 2, KVCache: 0.75}) // 12 of its 16: the KV cache is fuller
+	g.Update("d", gate.Metrics{Running: 16, Waiting: 9})   // all 16, not 25
+	if s, want := g.Saturation(), (4.0+8+12+16)/64; s != want {
+		t.Fatalf("Saturation() = %v, want %v", s, want)
+	}
+	if s := g.DetectorSaturation(); s == g.Saturation() {
+		t.Fatalf("DetectorSaturation() = %v, the same as the slots' share: it reads the queues", s)
+	}
+
+	// Three starts the next scrape has not seen count as three slots.
+	for range 3 {
+		if !g.TryAcquire(0) {
+			t.Fatal("refused with room at a, b and c")
+		}
+	}
+	if s, want := g.Saturation(), (4.0+8+12+16+3)/64; s != want {
+		t.Fatalf("after 3 starts: Saturation() = %v, want %v", s, want)
+	}
+	// A start handed back unused no longer counts.
+	g.Returned(gate.Usage{Unused: true})
+	if s, want := g.Saturation(), (4.0+8+12+16+2)/64; s != want {
+		t.Fatalf("after one start handed back: Saturation() = %v, want %v", s, want)
+	}
+	// Once every endpoint is scraped again, the readings hold the starts.
+	clock.Advance(time.Millisecond)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		g.Update(name, gate.Metrics{Running: 5})
+	}
+	if s, want := g.Saturation(), 20.0/64; s != want {
+		t.Fatalf("after a full scrape: Saturation() = %v, want %v", s, want)
+	}
+	// A stale endpoint is full.
+	clock.Advance(time.Millisecond)
+	g.Update("a", gate.Metrics{Running: 5})
+	g.Update("b", gate.Metrics{Running: 5})
+	g.Update("c", gate.Metrics{Running: 5})
+	clock.Advance(gate.DefaultMetricsStalenessThreshold - time.Millisecond)
+	if s, want := g.Saturation(), (5.0+5+5+16)/64; s != want {
+		t.Fatalf("with d stale: Saturation() = %v, want %v", s, want)
+	}
+	// Removed, it is no part of the pool.
+	g.Remove("d")
+	if s, want := g.Saturation(), 15.0/48; s != want {
+		t.Fatalf("with d removed: Saturation() = %v, want %v", s, want)
+	}
+}
+
+// A ceiling below 1 holds its band back once the declared slots are
+// taken, although the queues leave the gate room; a ceiling of 1 leaves
+// the decision to the gate, which admits into that room.
+func TestSaturationCeilingIsAShareOfTheSlots(t *testing.T) {
+	clock := newClock()
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 4, QueueDepthThreshold: 5, MetricsStalenessThreshold: time.Hour})
+	g.Update("a", gate.Metrics{Running: 4}) // every slot taken, the queue empty: room 5
+	for _, tc := range []struct {
+		ceiling float64
+		want    bool
+	}{{0.5, false}, {0.99, false}, {1, true}} {
+		c := gate.Ceiling(g, fixedPolicy{ceiling: tc.ceiling})
+		if got := c.TryAcquire(0); got != tc.want {
+			t.Errorf("ceiling %v with every slot taken: TryAcquire = %v, want %v", tc.ceiling, got, tc.want)
+		}
 	}
 }
 
@@ -268,6 +354,7 @@ func TestSaturationConfigErrorsNameTheField(t *testing.T) {
 		{gate.SaturationConfig{KVCacheUtilThreshold: -0.1}, "KVCacheUtilThreshold"},
 		{gate.SaturationConfig{KVCacheUtilThreshold: math.NaN()}, "KVCacheUtilThreshold"},
 		{gate.SaturationConfig{MetricsStalenessThreshold: -time.Second}, "MetricsStalenessThreshold (llm-d metricsStalenessThreshold) -1s"},
+		{gate.SaturationConfig{SlotsPerEndpoint: -1}, "SlotsPerEndpoint -1: negative"},
 		{gate.SaturationConfig{Replicas: -2}, "Replicas -2"},
 		{gate.SaturationConfig{Replicas: 2, Replica: 2}, "Replica 2"},
 		{gate.SaturationConfig{Replica: -1}, "Replica -1"},
@@ -316,35 +403,45 @@ func TestSaturationReady(t *testing.T) {
 	}
 }
 
-// TestSaturationIsTheSameForTheSameReadings: the saturation is a sum over
-// the endpoints taken in the order of their names, so the same readings
-// give the same bits whatever order they arrived in (a sum in map order
+// TestSaturationIsTheSameForTheSameReadings: each saturation — the KV
+// cache's, the detector's, the slots' — is a sum over the endpoints taken
+// in the order of their names, so the same readings give the same bits
+// whatever order they arrived in (a sum in map order
 // reads 0.30000000000000004 one time and 0.29999999999999999 the next).
 func TestSaturationIsTheSameForTheSameReadings(t *testing.T) {
 	readings := map[string]gate.Metrics{}
 	for i := range 12 {
-		readings[fmt.Sprintf("ep-%02d", i)] = gate.Metrics{Waiting: i % 5, KVCache: float64(i) / 17}
+		readings[fmt.Sprintf("ep-%02d", i)] = gate.Metrics{Waiting: i % 5, Running: i % 7, KVCache: float64(i) / 17}
 	}
 	var names []string
 	for n := range readings {
 		names = append(names, n)
 	}
-	var want uint64
+	var want [3]uint64
 	for round := range 50 {
 		clock := newClock()
 		g, err := gate.Saturation(gate.SaturationConfig{Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
+		slots, err := gate.Saturation(gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
 		rand.New(rand.NewPCG(uint64(round), 1)).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 		for _, n := range names {
 			g.Update(n, readings[n])
+			slots.Update(n, readings[n])
 		}
-		got := math.Float64bits(g.Saturation())
+		got := [3]uint64{math.Float64bits(g.Saturation()), math.Float64bits(g.DetectorSaturation()), math.Float64bits(slots.Saturation())}
 		if round == 0 {
 			want = got
 		} else if got != want {
-			t.Fatalf("round %d: saturation %v, round 0 read %v from the same readings", round, math.Float64frombits(got), math.Float64frombits(want))
+			t.Fatalf("round %d: saturations (KV cache, detector, slots) %v, round 0 read %v from the same readings", round, floats(got), floats(want))
 		}
 	}
+}
+
+func floats(bits [3]uint64) [3]float64 {
+	return [3]float64{math.Float64frombits(bits[0]), math.Float64frombits(bits[1]), math.Float64frombits(bits[2])}
 }

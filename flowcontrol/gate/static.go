@@ -9,14 +9,21 @@ const StaticUsageLimitPolicyName = "static-usage-limit-policy"
 // gates nothing the gate itself would not refuse; below 1 it keeps that
 // share of the gate's capacity unused by every band alike — a band ceiling
 // that tells no band from another, useful to leave the model servers
-// headroom rather than to protect one band.
+// headroom rather than to protect one band. Over several bands it holds
+// the highest back as much as the lowest: to keep room for a band, give
+// the bands below it lower ceilings ([PriorityHoldback]).
 //
 //	threshold 0.8:  every band starts while the saturation is below 0.8
 //
-// It fails for a threshold that is not a fraction in [0, 1] (llm-d
-// threshold), NaN included.
+// It fails for a threshold that is not a fraction in (0, 1] (llm-d
+// threshold), NaN included, and for 0, which would hold every band back
+// whatever the saturation: no request would ever start.
 func StaticUsageLimit(threshold float64) (UsageLimitPolicy, error) {
-	if err := checkFraction("StaticUsageLimit threshold", "threshold", threshold, 0, 1, false, false); err != nil {
+	if threshold == 0 {
+		return nil, configError("StaticUsageLimit threshold", "threshold", 0,
+			"every band would be held back whatever the saturation, and no request would ever start; 1, llm-d's default, holds none back")
+	}
+	if err := checkFraction("StaticUsageLimit threshold", "threshold", threshold, 0, 1, true, false); err != nil {
 		return nil, err
 	}
 	return staticUsageLimit{threshold}, nil

@@ -36,7 +36,7 @@ func near(a, b []float64) bool {
 }
 
 func TestStaticUsageLimitCeilings(t *testing.T) {
-	for _, threshold := range []float64{0, 0.5, 0.8, 1} {
+	for _, threshold := range []float64{math.SmallestNonzeroFloat64, 0.5, 0.8, 1} {
 		p, err := gate.StaticUsageLimit(threshold)
 		if err != nil {
 			t.Fatal(err)
@@ -51,10 +51,13 @@ func TestStaticUsageLimitCeilings(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []float64{-0.1, 1.1, math.NaN(), math.Inf(1)} {
+	for _, bad := range []float64{-0.1, 1.1, math.NaN(), math.Inf(1), 0} {
 		if _, err := gate.StaticUsageLimit(bad); err == nil || !strings.Contains(err.Error(), "threshold") {
 			t.Errorf("StaticUsageLimit(%v): error %v, want one naming threshold", bad, err)
 		}
+	}
+	if _, err := gate.StaticUsageLimit(0); err == nil || !strings.Contains(err.Error(), "no request would ever start") {
+		t.Errorf("StaticUsageLimit(0): error %v, want it to say no request would start", err)
 	}
 }
 
@@ -70,14 +73,14 @@ func TestPriorityHoldbackCeilings(t *testing.T) {
 		{"rank three", gate.PriorityHoldbackConfig{MinCeiling: 0.5}, []int{100, 50, 10}, []float64{1, 0.75, 0.5}},
 		{"rank four", gate.PriorityHoldbackConfig{Domain: gate.DomainRank, MinCeiling: 0.5, MaxCeiling: 1}, []int{100, 75, 50, 10}, []float64{1, 0.8333333, 0.6666667, 0.5}},
 		{"rank ignores values", gate.PriorityHoldbackConfig{MinCeiling: 0.5}, []int{1000, 2, 1}, []float64{1, 0.75, 0.5}},
-		{"rank boundary", gate.PriorityHoldbackConfig{MinCeiling: 0}, []int{10, 5, 1}, []float64{1, 0.5, 0}},
+		{"rank near the boundary", gate.PriorityHoldbackConfig{MinCeiling: 0.1}, []int{10, 5, 1}, []float64{1, 0.55, 0.1}},
 		{"rank narrow", gate.PriorityHoldbackConfig{Shape: gate.ShapeLinear, MinCeiling: 0.8, MaxCeiling: 0.9}, []int{10, 5, 1}, []float64{0.9, 0.85, 0.8}},
 		// llm-d's value (linear-proportional) examples.
 		{"value two", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0.5}, []int{100, 10}, []float64{1, 0.5}},
 		{"value even", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0.5}, []int{90, 50, 10}, []float64{1, 0.75, 0.5}},
 		{"value skewed low", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0.5}, []int{100, 50, 10}, []float64{1, 0.7222222, 0.5}},
 		{"value skewed", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0.5}, []int{100, 2, 1}, []float64{1, 0.5050505, 0.5}},
-		{"value boundary", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0}, []int{10, 5, 1}, []float64{1, 4.0 / 9, 0}},
+		{"value near the boundary", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0.1}, []int{10, 5, 1}, []float64{1, 0.1 + 4.0/9*0.9, 0.1}},
 		{"value converges with rank", gate.PriorityHoldbackConfig{Domain: gate.DomainValue, MinCeiling: 0.5}, []int{100, 55, 10}, []float64{1, 0.75, 0.5}},
 		// The godoc's example.
 		{"doc rank", gate.PriorityHoldbackConfig{MinCeiling: 0.4}, []int{10, 0, -5}, []float64{1, 0.7, 0.4}},
@@ -111,11 +114,13 @@ func TestPriorityHoldbackRefusesBadParameters(t *testing.T) {
 		{"unsupported shape", gate.PriorityHoldbackConfig{Shape: "sigmoid", MinCeiling: 0.5}, "shape"},
 		{"unsupported domain", gate.PriorityHoldbackConfig{Domain: "unknown", MinCeiling: 0.5}, "domain"},
 		{"explicit domain", gate.PriorityHoldbackConfig{Domain: "explicit", MinCeiling: 0.5}, "domain"},
+		{"zero value", gate.PriorityHoldbackConfig{}, "PriorityHoldbackConfig.MinCeiling (llm-d minCeiling) 0: unset or 0: the lowest band would be held back whatever the saturation"},
+		{"minCeiling 0", gate.PriorityHoldbackConfig{MinCeiling: 0, MaxCeiling: 0.9}, "its requests would never start"},
 		{"minCeiling negative", gate.PriorityHoldbackConfig{MinCeiling: -0.1}, "minCeiling"},
 		{"minCeiling 1", gate.PriorityHoldbackConfig{MinCeiling: 1}, "minCeiling"},
 		{"minCeiling NaN", gate.PriorityHoldbackConfig{MinCeiling: math.NaN()}, "minCeiling"},
 		{"maxCeiling above 1", gate.PriorityHoldbackConfig{MinCeiling: 0.5, MaxCeiling: 1.1}, "maxCeiling"},
-		{"maxCeiling negative", gate.PriorityHoldbackConfig{MinCeiling: 0, MaxCeiling: -0.5}, "maxCeiling"},
+		{"maxCeiling negative", gate.PriorityHoldbackConfig{MinCeiling: 0.1, MaxCeiling: -0.5}, "maxCeiling"},
 		{"maxCeiling NaN", gate.PriorityHoldbackConfig{MinCeiling: 0.5, MaxCeiling: math.NaN()}, "maxCeiling"},
 		{"min equals max", gate.PriorityHoldbackConfig{MinCeiling: 0.5, MaxCeiling: 0.5}, "not below MaxCeiling"},
 		{"min above max", gate.PriorityHoldbackConfig{MinCeiling: 0.8, MaxCeiling: 0.5}, "not below MaxCeiling"},
@@ -202,7 +207,7 @@ func TestUsageLimitCeilingsProperties(t *testing.T) {
 			}
 		}
 		s := rapid.Float64Range(0, 1).Draw(t, "saturation")
-		lo := rapid.Float64Range(0, 0.99).Draw(t, "minCeiling")
+		lo := rapid.Float64Range(math.SmallestNonzeroFloat64, 0.99).Draw(t, "minCeiling") // 0 is refused
 		hi := rapid.Float64Range(lo+0.005, 1).Draw(t, "maxCeiling")
 		domain := rapid.SampledFrom([]string{gate.DomainRank, gate.DomainValue}).Draw(t, "domain")
 

@@ -62,7 +62,7 @@ type Effective struct {
 // outputs is a diff of what two configurations run: the listeners, the
 // backends and how they are read, the grace period and drain delay of a
 // shutdown, which requests are inference requests and how they are
-// classified, the controller-wide capacities and TTLs, in-flight eviction
+// classified, the priority hand-off with the value each band carries, the controller-wide capacities and TTLs, in-flight eviction
 // with its defaults applied, each band as it runs (its capacities, its
 // queue-wait TTL with the default applied, its ordering, queue, fairness
 // and guarantee), the gate, and the warnings. Durations are Go durations
@@ -136,6 +136,12 @@ func (e Effective) Write(w io.Writer) error {
 		line(1, "cost: %s", quote(e.Cost))
 	}
 
+	bands := make([]int, len(e.Flow.Bands))
+	for i, bc := range e.Flow.Bands {
+		bands[i] = bc.Priority
+	}
+	writeHandoff(line, e.PriorityHandoff, bands)
+
 	f := e.Flow
 	line(0, "controller:")
 	line(1, "maxRequests: %s", limit(f.RequestCapacity))
@@ -188,6 +194,11 @@ func (e Effective) Write(w io.Writer) error {
 			line(2, "queueDepthThreshold: %d", s.QueueDepthThreshold)
 			line(2, "kvCacheUtilThreshold: %s", strconv.FormatFloat(s.KVCacheUtilThreshold, 'g', -1, 64))
 			line(2, "metricsStalenessThreshold: %s", s.MetricsStalenessThreshold)
+			if s.SlotsPerEndpoint > 0 {
+				line(2, "slotsPerEndpoint: %d # band ceilings, guarantees and eviction count the servers' slots", s.SlotsPerEndpoint)
+			} else {
+				line(2, "slotsPerEndpoint: none # band ceilings, guarantees and eviction count the servers' KV cache")
+			}
 		}
 		if c := g.Concurrency; c != nil {
 			line(1, "concurrency:")

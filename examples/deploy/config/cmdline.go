@@ -58,6 +58,11 @@ type Flags struct {
 	// Version is -version: [Flags.Parse] prints the build and returns
 	// flag.ErrHelp.
 	Version bool
+	// PriorityHandoff is -priority-handoff; PriorityHandoffSet says
+	// whether it was given. [Flags.Handoff] applies it to the file's
+	// gateway.priorityHandoff.
+	PriorityHandoff    bool
+	PriorityHandoffSet bool
 
 	logLevel string
 }
@@ -79,6 +84,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.DrainDelay, "drain-delay", DefaultDrainDelay, "after SIGTERM, how long to keep serving while readiness answers 503, before refusing new requests (0: none); overrides gateway.drainDelay")
 	f.InferenceRoutes = DefaultInferenceRoutes()
 	fs.Var(&InferenceRoutesFlag{Routes: &f.InferenceRoutes}, "inference-path", "`route` of inference requests, \"[METHOD] PATH\" such as \"POST /v1/rerank\" (a PATH ending in / covers its subtree): flow control admits them, every other request goes straight to a backend. Repeatable; the first replaces the default")
+	fs.BoolVar(&f.PriorityHandoff, PriorityHandoffFlag, false,
+		"set each admitted request's JSON body field priority (vLLM's, lower served first: run vLLM with --scheduling-policy priority) from the band that admitted it, replacing the client's; overrides gateway.priorityHandoff.enabled, whose map and bounds still apply (default: priority = -band)")
 	fs.BoolVar(&f.Version, "version", false, "print the version, VCS revision and Go version, and exit")
 }
 
@@ -130,6 +137,7 @@ func (f *Flags) check(fs *flag.FlagSet, given map[string]bool) error {
 		return fmt.Errorf("-%s %v: negative", GracePeriodFlag, f.GracePeriod)
 	}
 	f.DrainDelaySet = given["drain-delay"]
+	f.PriorityHandoffSet = given[PriorityHandoffFlag]
 	if f.DrainDelay < 0 {
 		return fmt.Errorf("-drain-delay %v: negative", f.DrainDelay)
 	}

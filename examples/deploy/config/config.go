@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
 // Form names which of the two accepted shapes a file has.
@@ -147,6 +148,12 @@ type Gateway struct {
 	// 0 for none. The orchestrator's kill deadline must cover it and the
 	// grace period.
 	DrainDelay time.Duration
+	// PriorityHandoff is gateway.priorityHandoff: whether the request
+	// body's priority field (vLLM's) is set from the band that admits the
+	// request, and how; off unless set. Its Map, Min and Max are kept when
+	// it is not Enabled, for -priority-handoff to turn on:
+	// [Flags.Handoff] gives what runs.
+	PriorityHandoff flowhttp.PriorityHandoff
 }
 
 // DynamicBand returns the band llm-d-router would provision for a priority
@@ -354,6 +361,7 @@ func (d *decoder) gateway(n *yaml.Node, path string, g *Gateway) {
 				g.DrainDelay = v
 			}
 		}},
+		{"priorityHandoff", func(n *yaml.Node, p string) { g.PriorityHandoff = d.priorityHandoff(n, p) }},
 	})
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -64,14 +66,36 @@ func drr(quantum int64, weights map[string]int64) flowcontrol.Fairness {
 	return flowcontrol.DeficitRoundRobin(flowcontrol.DRRConfig{Quantum: quantum, Weights: weights})
 }
 
-// mustNew checks that flowcontrol.New accepts the file's configuration.
+// mustNew checks that flowcontrol.New accepts the file's configuration,
+// with the gate a binary runs it behind (see newController).
 func mustNew(t *testing.T, f *File) {
 	t.Helper()
-	c, err := flowcontrol.New(f.Flow)
+	c, err := newController(f)
 	if err != nil {
 		t.Fatalf("flowcontrol.New refused the parsed configuration: %v", err)
 	}
 	c.Close()
+}
+
+// newController builds the file's controller as sluice-gateway does: with
+// the file's gate, or llm-d-router's saturation gate when the file sets
+// none, over one endpoint.
+func newController(f *File) (*flowcontrol.FlowController, error) {
+	g := f.Gate
+	if !g.hasGate() {
+		g.Saturation = &Saturation{
+			QueueDepthThreshold:       gate.DefaultQueueDepthThreshold,
+			KVCacheUtilThreshold:      gate.DefaultKVCacheUtilThreshold,
+			MetricsStalenessThreshold: gate.DefaultMetricsStalenessThreshold,
+		}
+	}
+	gs, err := g.Build(BuildOptions{Endpoints: 1})
+	if err != nil {
+		return nil, err
+	}
+	cfg := f.Flow
+	cfg.Gate = gs.Gate
+	return flowcontrol.New(cfg)
 }
 
 func TestSluiceFileMapsEveryField(t *testing.T) {
@@ -88,6 +112,8 @@ func TestSluiceFileMapsEveryField(t *testing.T) {
 			ScrapeTimeout:  20 * time.Millisecond,
 			GracePeriod:    20 * time.Second,
 			DrainDelay:     2 * time.Second,
+			PriorityHandoff: flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: -10, 0: 0, -5: 5},
+				Min: -100, Max: 100},
 		},
 		Flow: flowcontrol.Config{
 			RequestCapacity: capacity.Bounded(2000),
@@ -307,6 +333,16 @@ func TestFieldMapping(t *testing.T) {
 		{"gateway grace 0", "gateway: {gracePeriod: 0s}\n", func(f *File) any { return f.Gateway.GracePeriod }, time.Duration(0)},
 		{"gateway drain 0", "gateway: {drainDelay: 0}\n", func(f *File) any { return f.Gateway.DrainDelay }, time.Duration(0)},
 		{"gateway drain", "gateway: {drainDelay: 1500ms}\n", func(f *File) any { return f.Gateway.DrainDelay }, 1500 * time.Millisecond},
+		{"priority hand-off off by default", "gateway: {}\n", func(f *File) any { return f.Gateway.PriorityHandoff }, flowhttp.PriorityHandoff{}},
+		{"priority hand-off true", "gateway: {priorityHandoff: true}\n", func(f *File) any { return f.Gateway.PriorityHandoff },
+			flowhttp.PriorityHandoff{Enabled: true}},
+		{"priority hand-off mapping", "gateway:\n  priorityHandoff:\n    enabled: true\n    map: {10: 0, 0: 5, -1: 9}\n    min: 0\n    max: 9\n",
+			func(f *File) any { return f.Gateway.PriorityHandoff },
+			flowhttp.PriorityHandoff{Enabled: true, Map: map[int]int64{10: 0, 0: 5, -1: 9}, Min: 0, Max: 9}},
+		{"priority hand-off map kept while off", "gateway:\n  priorityHandoff: {enabled: false, map: {1: -1}}\n",
+			func(f *File) any { return f.Gateway.PriorityHandoff }, flowhttp.PriorityHandoff{Map: map[int]int64{1: -1}}},
+		{"priority hand-off with llm-d's form", "gateway: {priorityHandoff: {enabled: true}}\nflowControl: {}\n",
+			func(f *File) any { return f.Gateway.PriorityHandoff }, flowhttp.PriorityHandoff{Enabled: true}},
 
 		// llm-d-router's form.
 		{"llm-d band requests default", llmdBand("maxRequests: 0"), func(f *File) any { return f.Flow.Bands[0].RequestCapacity }, capacity.Bounded(5000)},
@@ -342,8 +378,8 @@ func TestFieldMapping(t *testing.T) {
 			func(f *File) any { return f.Gate.String() }, "[maxInFlight 4 usageLimit (soft-reflective-ceiling-policy)]"},
 		{"gate usage limit by name", "gate:\n  maxInFlight: 8\n  usageLimit: soft-reflective-ceiling-policy\n",
 			func(f *File) any { return f.Gate.UsageLimit.Type }, "soft-reflective-ceiling-policy"},
-		{"gate usage limit holdback", "gate:\n  maxInFlight: 8\n  usageLimit: {type: priority-holdback-policy, minCeiling: 0}\n",
-			func(f *File) any { return *f.Gate.UsageLimit }, UsageLimit{Type: "priority-holdback-policy", Threshold: 1, MinCeiling: 0, MaxCeiling: 1}},
+		{"gate usage limit holdback", "gate:\n  maxInFlight: 8\n  usageLimit: {type: priority-holdback-policy, minCeiling: 0.25}\n",
+			func(f *File) any { return *f.Gate.UsageLimit }, UsageLimit{Type: "priority-holdback-policy", Threshold: 1, MinCeiling: 0.25, MaxCeiling: 1}},
 		{"gate usage limit static", "gate:\n  concurrency: {}\n  usageLimit: {type: static-usage-limit-policy, threshold: 0.5}\n",
 			func(f *File) any { return f.Gate.UsageLimit.Threshold }, 0.5},
 		{"llm-d drr plugin with parameters", "plugins:\n- {name: d, type: deficit-round-robin-fairness-policy, parameters: {quantum: 64, weights: {x: 5}}}\n" + llmdBand("fairnessPolicyRef: d"),
@@ -555,6 +591,15 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"gateway:\n  backends: [127.0.0.1:8000]\n", []wantErr{{2, "gateway.backends[0]", "want an http or https URL"}}},
 		{"gateway:\n  backends: [\"http://a:1\", \"http://a:1\"]\n", []wantErr{{2, "gateway.backends[1]", "duplicates gateway.backends[0]"}}},
 		{"gateway:\n  scrapeTimeout: 0s\n", []wantErr{{2, "gateway.scrapeTimeout", "above zero"}}},
+		{"gateway:\n  priorityHandoff: yes please\n", []wantErr{{2, "gateway.priorityHandoff", "want true, false or a mapping of enabled, map, min and max"}}},
+		{"gateway:\n  priorityHandoff: {enable: true}\n", []wantErr{{2, "gateway.priorityHandoff.enable", `did you mean "enabled"`}}},
+		{"gateway:\n  priorityHandoff:\n    enabled: true\n    map:\n      10: 5\n      0: 3\n",
+			[]wantErr{{5, "gateway.priorityHandoff.map[10]", "band 10 maps to 5, above band 0's 3: vLLM serves the lower value first"}}},
+		{"gateway:\n  priorityHandoff:\n    map:\n      chat: 5\n", []wantErr{{4, "gateway.priorityHandoff.map", "want a band's priority, an integer"}}},
+		{"gateway:\n  priorityHandoff:\n    map:\n      1: high\n", []wantErr{{4, "gateway.priorityHandoff.map[1]", "want an integer"}}},
+		{"gateway:\n  priorityHandoff:\n    map:\n      1:\n", []wantErr{{4, "gateway.priorityHandoff.map[1]", "got null"}}},
+		{"gateway:\n  priorityHandoff:\n    min: 5\n    max: 1\n", []wantErr{{3, "gateway.priorityHandoff.min", "5 is above max 1"}}},
+		{"gateway:\n  priorityHandoff:\n    max: 10\n    map: {1: 11}\n", []wantErr{{4, "gateway.priorityHandoff.map[1]", "11 is outside [0, 10] (min, max)"}}},
 		{"kind: Deployment\n", []wantErr{{1, "kind", "want EndpointPickerConfig"}}},
 		{"controller: {}\nflowControl: {}\n", []wantErr{{1, "controller", "cannot be mixed with llm-d-router's (flowControl at line 2)"}}},
 
@@ -594,8 +639,12 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"plugins: [{type: soft-reflective-ceiling-policy, parameters: {threshold: 0.5}}]\nflowControl: {usageLimitPolicyPluginRef: soft-reflective-ceiling-policy}\n",
 			[]wantErr{{1, "plugins[0].parameters", "takes no parameters"}}},
 		{"plugins: [{type: static-usage-limit-policy, parameters: {threshold: 1.5}}]\nflowControl: {usageLimitPolicyPluginRef: static-usage-limit-policy}\n",
-			[]wantErr{{1, "plugins[0].parameters", "not a fraction in [0, 1]"}}},
+			[]wantErr{{1, "plugins[0].parameters", "not a fraction in (0, 1]"}}},
 		{"plugins:\n- type: priority-holdback-policy\n", []wantErr{{2, "plugins[0].parameters", "needs minCeiling"}}},
+		{"plugins:\n- type: priority-holdback-policy\n  parameters:\n    minCeiling: 0\n",
+			[]wantErr{{4, "plugins[0].parameters.minCeiling", "0 holds the lowest band back whatever the saturation: its requests would never start"}}},
+		{"gate:\n  maxInFlight: 2\n  usageLimit: {type: static-usage-limit-policy, threshold: 0}\n",
+			[]wantErr{{3, "gate.usageLimit.threshold", "0 holds every band back whatever the saturation: no request would ever start"}}},
 		{"plugins:\n- type: priority-holdback-policy\n  parameters: {minCeiling: 0.6, maxCeiling: 0.5}\n",
 			[]wantErr{{3, "plugins[0].parameters", "not below MaxCeiling"}}},
 		{"plugins:\n- type: priority-holdback-policy\n  parameters: {minCeiling: 0.5, shape: sigmoid}\n",

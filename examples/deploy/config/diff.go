@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/ordering"
 )
 
@@ -23,6 +24,8 @@ type Running struct {
 	ScrapeTimeout  time.Duration
 	GracePeriod    time.Duration
 	DrainDelay     time.Duration
+	// PriorityHandoff is the hand-off that runs ([Flags.Handoff]).
+	PriorityHandoff flowhttp.PriorityHandoff
 }
 
 // Change is what moving a running binary from one configuration to another
@@ -45,7 +48,8 @@ type Change struct {
 
 // Diff compares what a binary runs with what a reloaded file gives. Bands
 // may be added, their capacities and TTLs changed, and the backends and
-// the grace period and drain delay replaced while the binary runs; everything else — a
+// the grace period and drain delay replaced while the binary runs; everything else — the
+// priority hand-off, a
 // band removed, a band's ordering, queue, fairness or guarantee, the
 // controller-wide capacities and TTLs, the fallback, displacement,
 // in-flight eviction, the gate, the scrape interval and timeout, and the
@@ -67,6 +71,9 @@ func Diff(old, next Running) Change {
 	} else if cc := next.Gate.Concurrency; cc != nil && cc.PerEndpoint && len(old.Backends) != len(next.Backends) {
 		restartf("the number of backends %d → %d, by which the concurrency gate's per-endpoint budgets are multiplied",
 			len(old.Backends), len(next.Backends))
+	}
+	if !reflect.DeepEqual(old.PriorityHandoff, next.PriorityHandoff) {
+		restartf("gateway.priorityHandoff %s → %s", old.PriorityHandoff, next.PriorityHandoff)
 	}
 	c.Restart = append(restart, c.Restart...)
 	if !slices.Equal(old.Backends, next.Backends) {
@@ -234,8 +241,12 @@ func (g Gate) String() string {
 		parts = append(parts, fmt.Sprintf("maxInFlight %d", *g.MaxInFlight))
 	}
 	if s := g.Saturation; s != nil {
-		parts = append(parts, fmt.Sprintf("saturation (queueDepthThreshold %d, kvCacheUtilThreshold %v, metricsStalenessThreshold %s)",
-			s.QueueDepthThreshold, s.KVCacheUtilThreshold, s.MetricsStalenessThreshold))
+		slots := ""
+		if s.SlotsPerEndpoint > 0 {
+			slots = fmt.Sprintf(", slotsPerEndpoint %d", s.SlotsPerEndpoint)
+		}
+		parts = append(parts, fmt.Sprintf("saturation (queueDepthThreshold %d, kvCacheUtilThreshold %v, metricsStalenessThreshold %s%s)",
+			s.QueueDepthThreshold, s.KVCacheUtilThreshold, s.MetricsStalenessThreshold, slots))
 	}
 	if c := g.Concurrency; c != nil {
 		per := ""

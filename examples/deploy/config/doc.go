@@ -15,7 +15,12 @@
 //
 // Unknown keys, values of the wrong type or out of range, unknown policy
 // names, duplicate keys or priorities and references to nothing are all
-// errors; a file Parse accepts is one flowcontrol.New accepts.
+// errors; a file Parse accepts is one flowcontrol.New accepts, behind the
+// gate the file sets or the saturation gate sluice-gateway puts in its
+// place. What a file can only be judged on with the flags applied —
+// eviction that would never find a victim, band ceilings or eviction
+// behind a gate that cannot give them what they are for — [File.Check]
+// reports, an error or a [Warning], at the key.
 //
 // # Values
 //
@@ -41,6 +46,11 @@
 //	  scrapeTimeout: 100ms            # one read's bound; default 100ms
 //	  gracePeriod: 30s                # shutdown drain; default 30s
 //	  drainDelay: 5s                  # served after SIGTERM, not ready; default 5s
+//	  priorityHandoff:                # vLLM's body field priority from the band; default off
+//	    enabled: true                 # also -priority-handoff; true alone: the defaults
+//	    map: {10: -10, 0: 0, -5: 5}   # band → priority, lower served first; default -band
+//	    min: -100                     # bounds of the value; default 32-bit
+//	    max: 100
 //
 //	controller:
 //	  maxRequests: 2000               # RequestCapacity, all bands; default unbounded
@@ -79,6 +89,7 @@
 //	    queueDepthThreshold: 5
 //	    kvCacheUtilThreshold: 0.8
 //	    metricsStalenessThreshold: 200ms
+//	    slotsPerEndpoint: 16          # each server's slots (vLLM --max-num-seqs); default none: the KV cache
 //	  concurrency:                    # llm-d-router's concurrency-detector
 //	    concurrencyMode: requests     # requests, tokens or hybrid
 //	    maxConcurrency: 100
@@ -91,6 +102,16 @@
 //	    minCeiling: 0.5               # the lowest band's ceiling; required
 //	    maxCeiling: 1                 # the highest band's; default 1
 //
+// gateway.priorityHandoff hands each admitted request's band to the model
+// server ([flowhttp.PriorityHandoff]): the JSON body's top-level priority,
+// vLLM's field (lower is served first; run vLLM with --scheduling-policy
+// priority), is set from the band that admitted the request, −band by
+// default or by map, and a client's own is replaced. The map must be
+// monotone (a higher band never maps to a greater value) and within min
+// and max; a band it does not list takes the value of the nearest listed
+// band below it, else of the lowest. -priority-handoff turns it on or off
+// whatever enabled says; the map applies either way.
+//
 // Ordering policies are fcfs-ordering-policy, edf-ordering-policy and
 // slo-deadline-ordering-policy ([OrderingPolicies]); fairness policies are
 // global-strict-fairness-policy, round-robin-fairness-policy and
@@ -101,7 +122,10 @@
 //
 // usageLimit gives each band a ceiling on the saturation of that gate (the
 // largest of its parts' saturations: requests in flight ÷ maxInFlight, the
-// concurrency budget's use, the model servers' own): a band starts a
+// concurrency budget's use, the share of the model servers' slots in use
+// — running or queued ÷ slotsPerEndpoint, or their KV cache if fuller —
+// or, without slotsPerEndpoint, of their KV cache; never the depth of
+// their queues, which only decides what the saturation gate admits): a band starts a
 // request only while the saturation is below its ceiling, so a batch band
 // held to 0.5 leaves half the gate to the bands above it ([gate.Ceiling]).
 // It needs one of the other parts. Its policies are llm-d-router's usage-limit
@@ -203,7 +227,11 @@
 //     parameters), with llm-d-router's defaults. Unset, there are no
 //     ceilings: llm-d-router's default, a static threshold of 1, stops
 //     nothing the gate does not. The gate section may carry it instead,
-//     but not both.
+//     but not both. The ceilings are a share of the gate's capacity, and
+//     behind the utilization-detector that is the servers' KV-cache use:
+//     for a share of their slots, replace the detector with Sluice's gate
+//     section and its saturation.slotsPerEndpoint, which llm-d-router's
+//     utilization-detector has no key for.
 //   - enableEviction: true turns on in-flight eviction with
 //     llm-d-router's defaults ([flowcontrol.Eviction]'s zero value):
 //     when the gate refuses a band, the most recently dispatched requests

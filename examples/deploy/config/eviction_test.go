@@ -35,10 +35,10 @@ func TestEnableEvictionIsLLMDsDefaults(t *testing.T) {
 		yaml string
 		want *flowcontrol.Eviction
 	}{
-		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n", &flowcontrol.Eviction{}},
+		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n  priorityBands: [{priority: -1}]\n", &flowcontrol.Eviction{}},
 		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: false\n", nil},
 		{"featureGates: [flowControl]\nflowControl:\n  maxRequests: 10\n", nil},
-		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n  eviction:\n    maxRevocationsPerDecision: 1\n    confirmationGrace: 0s\n",
+		{"featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n  priorityBands: [{priority: -1}]\n  eviction:\n    maxRevocationsPerDecision: 1\n    confirmationGrace: 0s\n",
 			&flowcontrol.Eviction{MaxPerDecision: 1, Grace: -1}},
 	} {
 		f := parseEviction(t, tc.yaml, tc.want)
@@ -59,12 +59,12 @@ func TestEvictionKnobsAndGuarantees(t *testing.T) {
 		want       *flowcontrol.Eviction
 		guarantees map[int]float64
 	}{
-		{"controller:\n  eviction: true\n", &flowcontrol.Eviction{}, nil},
+		{"controller:\n  eviction: true\n  bands: [{priority: 0}, {priority: -1}]\n", &flowcontrol.Eviction{}, nil},
 		{"controller:\n  eviction: false\n", nil, nil},
-		{"controller:\n  eviction: {}\n", &flowcontrol.Eviction{}, nil},
-		{"controller:\n  eviction:\n    sheddableBelow: 5\n    maxRevocationsPerDecision: 3\n    confirmationGrace: 250ms\n    confirmationTimeout: 2s\n",
+		{"controller:\n  eviction: {}\n  bands: [{priority: 0}, {priority: -1}]\n", &flowcontrol.Eviction{}, nil},
+		{"controller:\n  eviction:\n    sheddableBelow: 5\n    maxRevocationsPerDecision: 3\n    confirmationGrace: 250ms\n    confirmationTimeout: 2s\n  bands: [{priority: 0}, {priority: -1}]\n",
 			&flowcontrol.Eviction{Below: 5, MaxPerDecision: 3, Grace: 250 * time.Millisecond, Timeout: 2 * time.Second}, nil},
-		{"controller:\n  eviction: {confirmationGrace: 0}\n", &flowcontrol.Eviction{Grace: -1}, nil},
+		{"controller:\n  eviction: {confirmationGrace: 0}\n  bands: [{priority: 0}, {priority: -1}]\n", &flowcontrol.Eviction{Grace: -1}, nil},
 		{"controller:\n  bands:\n  - {priority: 10, guarantee: 0.7}\n  - {priority: 0, guarantee: 0.2}\n  - {priority: -1, guarantee: 0.1}\n",
 			nil, map[int]float64{10: 0.7, 0: 0.2, -1: 0.1}},
 		{"flowControl:\n  enableEviction: true\n  priorityBands:\n  - {priority: 10, guarantee: 0.5}\n  - {priority: -1}\n",
@@ -255,10 +255,10 @@ func TestEffectiveWritesEviction(t *testing.T) {
 	}{
 		{"controller:\n  bands:\n  - {priority: 0, guarantee: 0.25}\n", []string{
 			"  eviction: none # a running request keeps its slot until it ends\n", "    guarantee: 0.25\n"}},
-		{"controller:\n  eviction: true\n", []string{
+		{"controller:\n  eviction: true\n  bands: [{priority: 0}, {priority: -1}]\n", []string{
 			"  eviction:\n    sheddableBelow: 0\n    maxRevocationsPerDecision: 2\n    confirmationGrace: gate # the gate's own lag",
 			"    confirmationTimeout: 10s\n", "    guarantee: 0\n"}},
-		{"controller:\n  eviction: {sheddableBelow: 1, confirmationGrace: 0, confirmationTimeout: 3s}\n", []string{
+		{"controller:\n  eviction: {sheddableBelow: 1, confirmationGrace: 0, confirmationTimeout: 3s}\n  bands: [{priority: 0}, {priority: -1}]\n", []string{
 			"    sheddableBelow: 1\n    maxRevocationsPerDecision: 2\n    confirmationGrace: none\n    confirmationTimeout: 3s\n"}},
 	} {
 		f, err := Parse([]byte(tc.yaml))

@@ -144,6 +144,18 @@ func (d *decoder) usageLimit(typ string, params, where *yaml.Node, path string, 
 		d.errorf(where, path, "%s needs minCeiling, the ceiling of the lowest band (llm-d-router has no default for it)", typ)
 		return nil
 	}
+	// A ceiling of 0 closes a band for good: the gate's constructors
+	// refuse it, and the file is told at the key.
+	switch {
+	case typ == gate.PriorityHoldbackPolicyName && u.MinCeiling == 0:
+		p := join(path, "minCeiling")
+		d.errorf(d.at[p], p, "0 holds the lowest band back whatever the saturation: its requests would never start; set the share of the gate it may use, above 0 (such as 0.5)")
+		return nil
+	case typ == gate.StaticUsageLimitPolicyName && u.Threshold == 0:
+		p := join(path, "threshold")
+		d.errorf(d.at[p], p, "0 holds every band back whatever the saturation: no request would ever start; 1, the default, holds none back")
+		return nil
+	}
 	if _, err := u.Policy(); err != nil {
 		d.errorf(where, path, "%s", strings.TrimPrefix(err.Error(), "gate: "))
 		return nil
@@ -204,6 +216,13 @@ type Saturation struct {
 	// MetricsStalenessThreshold is the age past which an endpoint's
 	// metrics are stale, and the endpoint counts as saturated; above 0.
 	MetricsStalenessThreshold time.Duration
+	// SlotsPerEndpoint declares each model server's slots (vLLM's
+	// --max-num-seqs), so that band ceilings, guarantees and eviction
+	// read the share of the servers' slots in use; 0, unset, reads their
+	// KV-cache use ([gate.SaturationConfig.SlotsPerEndpoint]). Sluice's
+	// key, gate.saturation.slotsPerEndpoint; llm-d-router's
+	// utilization-detector has none.
+	SlotsPerEndpoint int
 }
 
 // Concurrency configures the concurrency gate, with llm-d-router's
@@ -282,6 +301,12 @@ func (d *decoder) saturation(n *yaml.Node, path string, llmd bool) *Saturation {
 	}
 	if llmd {
 		fields = append(fields, d.headroomField())
+	} else {
+		fields = append(fields, field{"slotsPerEndpoint", func(n *yaml.Node, p string) {
+			if v, ok := d.intValue(n, p, 1, math.MaxInt); ok {
+				s.SlotsPerEndpoint = v
+			}
+		}})
 	}
 	d.mapping(n, path, fields)
 	return s
@@ -414,6 +439,7 @@ func (g Gate) Build(opts BuildOptions) (Gates, error) {
 			QueueDepthThreshold:       s.QueueDepthThreshold,
 			KVCacheUtilThreshold:      s.KVCacheUtilThreshold,
 			MetricsStalenessThreshold: s.MetricsStalenessThreshold,
+			SlotsPerEndpoint:          s.SlotsPerEndpoint,
 			Replicas:                  opts.Replicas,
 			Replica:                   opts.Replica,
 			Clock:                     opts.Clock,

@@ -81,7 +81,11 @@ func ParseInferenceRoute(s string) (InferenceRoute, error) {
 // "/v1/x/../chat/completions", which a backend may route to the same
 // handler, cannot slip past admission.
 func (r InferenceRoutes) Match(method, urlPath string) bool {
-	p := path.Clean("/" + urlPath)
+	return r.match(method, path.Clean("/"+urlPath))
+}
+
+// match is Match for p, a path already cleaned.
+func (r InferenceRoutes) match(method, p string) bool {
 	for _, rt := range r.routes {
 		if rt.Method != "" && rt.Method != method {
 			continue
@@ -104,11 +108,46 @@ func (r InferenceRoutes) Match(method, urlPath string) bool {
 // escapes): a target that does not parse is an inference request, so that
 // nothing a backend might still route passes unadmitted.
 func (r InferenceRoutes) MatchRequestTarget(method, target string) bool {
+	if isCleanPath(target) {
+		// What parsing and cleaning would give back unchanged: the
+		// common case, matched without allocating.
+		return r.match(method, target)
+	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
 		return true
 	}
 	return r.Match(method, u.Path)
+}
+
+// isCleanPath reports whether target is a path that url.ParseRequestURI
+// and path.Clean would both leave as it is: "/" or "/" followed by
+// segments of unreserved characters (RFC 3986: letters, digits, "-", ".",
+// "_", "~"), none empty, "." or "..", and no trailing "/". Anything else
+// (a query, a percent escape, "//") takes the long way.
+func isCleanPath(target string) bool {
+	if target == "/" {
+		return true
+	}
+	if len(target) < 2 || target[0] != '/' || target[len(target)-1] == '/' {
+		return false
+	}
+	start := 1 // of the current segment
+	for i := 1; i <= len(target); i++ {
+		if i == len(target) || target[i] == '/' {
+			switch seg := target[start:i]; seg {
+			case "", ".", "..":
+				return false
+			}
+			start = i + 1
+			continue
+		}
+		c := target[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+			return false
+		}
+	}
+	return true
 }
 
 // Routes returns the routes, in order; the slice is a fresh copy.

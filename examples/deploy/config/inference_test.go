@@ -1,6 +1,9 @@
 package config
 
 import (
+	"math/rand/v2"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
 )
@@ -97,5 +100,64 @@ func TestParseInferenceRouteErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseInferenceRoute(%q) = %v, want an error containing %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+// A target that isCleanPath lets through is one that parsing and cleaning
+// leave as it is, so MatchRequestTarget answers for every target what
+// parsing, cleaning and Match answer: over random targets drawn from the
+// characters that matter (separators, dots, escapes, a query, a space),
+// against routes with and without a method, exact and subtrees.
+func TestMatchRequestTargetFastPathAgrees(t *testing.T) {
+	routes := InferenceRoutes{routes: []InferenceRoute{
+		{"POST", "/v1/chat/completions"}, {"", "/v1/completions"}, {"GET", "/a/"}, {"POST", "/x.y/"},
+	}}
+	slow := func(method, target string) bool {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return true
+		}
+		return routes.Match(method, u.Path)
+	}
+	pieces := []string{"/", "/", "/", "v1", "chat", "completions", "a", "x.y", ".", "..", "-", "~", "_", "%2F", "%", "?q=1", "#f", " ", ":", ";", "A", "é"}
+	segments := []string{"v1", "chat", "completions", "a", "x.y", "-", "~", "_", "A", "", ".", ".."}
+	rng := rand.New(rand.NewPCG(33, 6))
+	fast := 0
+	for range 20000 {
+		var b strings.Builder
+		if rng.IntN(2) == 0 {
+			// Segments, most of them clean.
+			for range 1 + rng.IntN(4) {
+				b.WriteString("/")
+				b.WriteString(segments[rng.IntN(len(segments))])
+			}
+		} else {
+			for range 1 + rng.IntN(7) {
+				b.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+		}
+		target := b.String()
+		if isCleanPath(target) {
+			fast++
+			if u, err := url.ParseRequestURI(target); err != nil || u.Path != target || path.Clean("/"+target) != target {
+				t.Fatalf("isCleanPath(%q) but parsing and cleaning give %v, %v, %q", target, u, err, path.Clean("/"+target))
+			}
+		}
+		for _, method := range []string{"POST", "GET"} {
+			if got, want := routes.MatchRequestTarget(method, target), slow(method, target); got != want {
+				t.Fatalf("MatchRequestTarget(%s, %q) = %v; parsing, cleaning and Match say %v", method, target, got, want)
+			}
+		}
+	}
+	if fast < 1000 {
+		t.Fatalf("only %d of the targets were clean; the fast path is barely exercised", fast)
+	}
+	for _, target := range []string{"/", "/v1/chat/completions", "/v1/models"} {
+		if !isCleanPath(target) {
+			t.Errorf("isCleanPath(%q) = false, want true", target)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { routes.MatchRequestTarget("POST", "/v1/chat/completions") }); n != 0 {
+		t.Errorf("MatchRequestTarget of a clean path allocates %v times, want 0", n)
 	}
 }

@@ -200,6 +200,11 @@ func (d *decoder) controller(n *yaml.Node, path string) flowcontrol.Config {
 		}
 		d.errorf(d.pos(where), where, "%s", msg)
 	}
+	// Sluice's form lists every band the controller has, so eviction that
+	// finds no victim among them is known wrong now.
+	if where, msg := victimProblem(FormSluice, cfg, func(p string) bool { return d.at[p] != nil }); msg != "" {
+		d.errorf(d.pos(where), where, "%s", msg)
+	}
 	return cfg
 }
 

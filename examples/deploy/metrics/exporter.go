@@ -11,12 +11,14 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
-// SaturationGate makes every later scrape report g's saturation
-// ([Metrics.PoolSaturation]) and the endpoints it counts as saturated for
-// want of fresh metrics ([Metrics.StaleEndpoints]), under llm-d-router's
-// name of the saturation gate, utilization-detector.
+// SaturationGate makes every later scrape report g's saturation as
+// llm-d-router's utilization-detector computes it, from the queue depth and
+// the KV cache against their thresholds ([gate.SaturationGate.DetectorSaturation],
+// [Metrics.PoolSaturation]: 1 where the gate closes), and the endpoints it
+// counts as saturated for want of fresh metrics ([Metrics.StaleEndpoints]),
+// under llm-d-router's name of the saturation gate, utilization-detector.
 func (m *Metrics) SaturationGate(g *gate.SaturationGate) {
-	m.PoolSaturation(g.Saturation)
+	m.PoolSaturation(g.DetectorSaturation)
 	m.StaleEndpoints("utilization-detector", func() int {
 		st := g.Status()
 		return st.Endpoints - st.Fresh

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -35,13 +36,69 @@ type PoolConfig struct {
 	// KVCacheTokens, with ServerQueues, is each server's KV cache in
 	// tokens, paged as vLLM's is: a running request holds its prompt's
 	// tokens from its start and one more for each output token decoded.
-	// The head of a server's queue starts only when its prompt fits in
-	// what is free (or nothing runs). When the decoding requests outgrow
-	// the cache, the one started last is preempted: it loses its progress
-	// and goes back to the head of the queue, to start over (vLLM's
-	// recompute preemption; a first token it already sent stands). 0 means
-	// no KV-cache limit: only Slots bounds what runs.
+	// The head of a server's queue starts only when its context (prompt,
+	// and the output tokens a preemption kept) fits in what is free (or
+	// nothing runs). When the decoding requests outgrow the cache, one is
+	// preempted by recompute, as vLLM preempts: the one started last
+	// (FirstCome) or the one of lowest priority, latest arrival among
+	// ties (Priority). 0 means no KV-cache limit: only Slots bounds what
+	// runs.
+	//
+	// A preempted request frees its KV cache and keeps the output tokens
+	// it decoded: its output goes on from where it was, and a first token
+	// it already sent stands. It goes back to its server's queue (at the
+	// head with FirstCome, in its priority order with Priority), and when
+	// it runs again its prefill is recomputed over its prompt and the
+	// tokens it kept (Base + (prompt + kept) × PerPromptToken), after
+	// which it decodes what is left. Record.Preemptions and
+	// Record.RecomputedTokens count them.
 	KVCacheTokens int
+	// Scheduler is how each server picks the next request of its queue
+	// (with ServerQueues), as vLLM's --scheduling-policy: FirstCome, the
+	// zero value, or Priority.
+	Scheduler Scheduler
+	// PriorityOf, with the Priority scheduler, is the hand-off: the
+	// priority the router sets on each admitted attempt (vLLM's request
+	// "priority", lower runs first) from the band it was admitted from
+	// (flowcontrol.Admission.Effective). nil hands nothing: every request
+	// has priority 0, and the Priority scheduler then orders by arrival
+	// alone and preempts nothing for a waiting request.
+	PriorityOf func(band int) int
+}
+
+// Scheduler is a model server's scheduling policy: which waiting request
+// runs next, and which running request a preemption takes. Both follow
+// vLLM's (its --scheduling-policy fcfs and priority).
+type Scheduler int
+
+const (
+	// FirstCome runs a server's queue in arrival order; a request
+	// preempted for KV cache goes back to the head of the queue, and the
+	// request a KV-cache overflow preempts is the one started last. A
+	// waiting request never preempts a running one.
+	FirstCome Scheduler = iota
+	// Priority orders a server's queue by (priority, arrival at the
+	// server): lower priority values first, ties first come (see
+	// PoolConfig.PriorityOf). When the head of the queue cannot start —
+	// no free slot, or no room in the KV cache for its context — and a
+	// running request has a higher priority value, the running request
+	// of the highest value, the latest arrival among ties, is preempted
+	// by recompute (see PoolConfig.KVCacheTokens) and goes back to the
+	// queue in its order; this repeats until the head starts or no
+	// running request has a higher value. A KV-cache overflow preempts
+	// the same victim.
+	Priority
+)
+
+// String returns "fcfs" or "priority", vLLM's names for the policy.
+func (s Scheduler) String() string {
+	switch s {
+	case FirstCome:
+		return "fcfs"
+	case Priority:
+		return "priority"
+	}
+	return fmt.Sprintf("Scheduler(%d)", int(s))
 }
 
 // Failure takes Server down at At for For: the requests it is running fail
@@ -63,6 +120,12 @@ func (pc PoolConfig) validate() error {
 			pc.Base, pc.PerPromptToken, pc.PerOutputToken)
 	case pc.KVCacheTokens < 0 || (pc.KVCacheTokens > 0 && !pc.ServerQueues):
 		return fmt.Errorf("sim: Pool.KVCacheTokens %d: want 0, or a positive size with ServerQueues", pc.KVCacheTokens)
+	case pc.Scheduler != FirstCome && pc.Scheduler != Priority:
+		return fmt.Errorf("sim: Pool.Scheduler %v: want FirstCome or Priority", pc.Scheduler)
+	case pc.Scheduler == Priority && !pc.ServerQueues:
+		return errors.New("sim: Pool.Scheduler is Priority without ServerQueues: only a server's own queue has a scheduler")
+	case pc.PriorityOf != nil && pc.Scheduler != Priority:
+		return errors.New("sim: Pool.PriorityOf is set but Pool.Scheduler is FirstCome, which ignores request priorities")
 	}
 	for i, f := range pc.Failures {
 		if f.Server < 0 || f.Server >= pc.Servers || f.At < 0 || f.For <= 0 {
@@ -76,7 +139,8 @@ func (pc PoolConfig) validate() error {
 // while a healthy server has a free slot; requests admitted beyond that (by
 // another gate) wait in the pool's own FIFO queue, as they would in a model
 // server's waiting queue — or, with [PoolConfig.ServerQueues], in the queue
-// of the server they were sent to.
+// of the server they were sent to, in the order of its
+// [PoolConfig.Scheduler].
 type Pool struct {
 	cfg     PoolConfig
 	clock   *Clock
@@ -93,8 +157,12 @@ type Pool struct {
 	// firstToken makes the pool report each request's first token to its
 	// admission, at that virtual instant (for a metered gate).
 	firstToken bool
-	// preemptions counts the requests preempted for KV cache.
+	// preemptions counts the preemptions, for KV cache or for a waiting
+	// request of higher priority.
 	preemptions int
+	// arrivals numbers the attempts in the order they reach a server, to
+	// break ties of arrival time.
+	arrivals uint64
 	// held lists the attempts the pool holds, admitted and not yet ended,
 	// for Abort: each record names its attempt's place (Record.held), and
 	// unused places are in vacant, to be used again.
@@ -137,8 +205,18 @@ type job struct {
 	sent    bool
 	// decoding is set while it runs past its prefill (with KVCacheTokens).
 	decoding bool
-	done     flowcontrol.Timer // the completion event
-	first    flowcontrol.Timer // the first-token event, when it is scheduled
+	// priority is the priority handed to its server (PoolConfig.PriorityOf);
+	// arrived is when it reached the server, and seq its place in the order
+	// of arrivals, which breaks ties.
+	priority int
+	arrived  time.Duration
+	seq      uint64
+	// kept counts the output tokens decoded in runs a preemption ended,
+	// which it keeps; context is what its current run prefilled (its
+	// prompt and kept), and runs how many runs it started.
+	kept, context, runs int
+	done                flowcontrol.Timer // the completion event
+	first               flowcontrol.Timer // the first-token event, when it is scheduled
 }
 
 func newPool(cfg PoolConfig, clock *Clock) *Pool {
@@ -232,16 +310,12 @@ func (p *Pool) ResetMaxWaiting() {
 // HealthySlots returns the slots of the servers that are up.
 func (p *Pool) HealthySlots() int { return p.healthySlots }
 
-// serviceTimes returns a request's time to first token and its whole
-// service time.
-func (p *Pool) serviceTimes(r *Record) (ttft, service time.Duration) {
-	ttft = p.cfg.Base + time.Duration(r.PromptTokens)*p.cfg.PerPromptToken
-	return ttft, ttft + time.Duration(r.OutputTokens)*p.cfg.PerOutputToken
-}
-
 // take is an attempt the controller admitted reaching the pool: it holds
 // it until it ends, and starts it.
 func (p *Pool) take(j *job) {
+	if p.cfg.PriorityOf != nil {
+		j.priority = p.cfg.PriorityOf(j.adm.Effective().Priority)
+	}
 	if n := len(p.vacant); n > 0 {
 		p.held[p.vacant[n-1]] = j
 		j.rec.held = p.vacant[n-1] + 1
@@ -281,10 +355,16 @@ func (p *Pool) start(j *job) {
 func (p *Pool) run(i int, j *job) {
 	s := &p.servers[i]
 	now := p.clock.Elapsed()
-	ttft, service := p.serviceTimes(j.rec)
+	j.context = j.rec.PromptTokens + j.kept
+	if j.runs > 0 {
+		j.rec.RecomputedTokens += j.context
+	}
+	j.runs++
+	ttft := p.cfg.Base + time.Duration(j.context)*p.cfg.PerPromptToken
+	service := ttft + time.Duration(j.rec.OutputTokens-j.kept)*p.cfg.PerOutputToken
 	j.server, j.index, j.started, j.decodeAt = i, len(s.running), now, now+ttft
 	s.running = append(s.running, j)
-	s.prompts += int64(j.rec.PromptTokens)
+	s.prompts += int64(j.context)
 	if p.firstToken || p.cfg.KVCacheTokens > 0 {
 		j.first = p.clock.AfterFunc(ttft, func() { p.firstTokenOf(j) })
 	}
@@ -307,7 +387,7 @@ func (p *Pool) firstTokenOf(j *job) {
 		j.decoding = true
 		s.decoding++
 		s.decodeSince += int64(j.decodeAt)
-		s.outputs += int64(j.rec.OutputTokens)
+		s.outputs += int64(j.rec.OutputTokens - j.kept)
 		p.watchKV(j.server)
 	}
 }
@@ -353,41 +433,108 @@ func (p *Pool) watchKV(i int) {
 	s.overflow = p.clock.AfterFunc(max(wait, time.Nanosecond), func() { p.checkKV(i) })
 }
 
-// checkKV preempts the requests started last on server i while its KV
-// cache overflows, then starts what fits.
+// checkKV preempts requests of server i while its KV cache overflows —
+// the one started last (FirstCome) or the lowest in priority (Priority) —
+// then starts what fits.
 func (p *Pool) checkKV(i int) {
 	s := &p.servers[i]
 	s.overflow = nil
 	for len(s.running) > 1 && p.kvUsed(s) > p.cfg.KVCacheTokens {
-		last := 0
-		for k, j := range s.running {
-			if j.started >= s.running[last].started {
-				last = k
+		v := s.running[0]
+		for _, j := range s.running[1:] {
+			if p.cfg.Scheduler == Priority && later(j, v) || p.cfg.Scheduler == FirstCome && j.started >= v.started {
+				v = j
 			}
 		}
-		j := s.running[last]
-		p.remove(j)
-		j.done.Stop()
-		if j.first != nil {
-			j.first.Stop()
-			j.first = nil
-		}
-		s.queue = append([]*job{j}, s.queue...)
-		p.preemptions++
+		p.preempt(v)
 	}
 	p.admit(i)
 	p.watchKV(i)
 }
 
+// later reports whether a comes after b in a Priority queue: a higher
+// priority value, or the same and a later arrival.
+func later(a, b *job) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if a.arrived != b.arrived {
+		return a.arrived > b.arrived
+	}
+	return a.seq > b.seq
+}
+
+// decodedInRun returns the output tokens j has decoded in its current run
+// by now.
+func (p *Pool) decodedInRun(j *job, now time.Duration) int {
+	if now < j.decodeAt {
+		return 0
+	}
+	left := j.rec.OutputTokens - j.kept
+	if per := p.cfg.PerOutputToken; per > 0 {
+		return min(int((now-j.decodeAt)/per), left)
+	}
+	return left
+}
+
+// preempt stops running j by recompute, as vLLM preempts: its KV cache is
+// freed, the output tokens it decoded are kept (and a first token it sent
+// stands), and it goes back to its server's queue, to prefill its prompt
+// and those tokens again when it runs next.
+func (p *Pool) preempt(j *job) {
+	now := p.clock.Elapsed()
+	if !j.sent && now >= j.decodeAt {
+		// Its prefill ended at this instant, or did with no event to
+		// tell it: its first token came.
+		if j.first != nil {
+			j.first.Stop()
+			p.firstTokenOf(j)
+		} else {
+			j.sent, j.firstAt = true, j.decodeAt
+		}
+	}
+	decoded := p.decodedInRun(j, now)
+	p.remove(j)
+	j.done.Stop()
+	if j.first != nil {
+		j.first.Stop()
+		j.first = nil
+	}
+	j.kept += decoded
+	j.rec.Preemptions++
+	p.preemptions++
+	p.enqueue(j, true)
+}
+
+// enqueue puts j in its server's queue: with FirstCome at the tail, or at
+// the head if it was preempted; with Priority in its order.
+func (p *Pool) enqueue(j *job, preempted bool) {
+	s := &p.servers[j.server]
+	switch {
+	case p.cfg.Scheduler == Priority:
+		k, _ := slices.BinarySearchFunc(s.queue, j, func(q, j *job) int {
+			if later(q, j) {
+				return 1
+			}
+			return -1
+		})
+		s.queue = slices.Insert(s.queue, k, j)
+	case preempted:
+		s.queue = slices.Insert(s.queue, 0, j)
+	default:
+		s.queue = append(s.queue, j)
+	}
+}
+
 // remove takes j out of its server's running list.
 func (p *Pool) remove(j *job) {
 	s := &p.servers[j.server]
-	s.prompts -= int64(j.rec.PromptTokens)
+	s.prompts -= int64(j.context)
 	if j.decoding {
 		j.decoding = false
 		s.decoding--
 		s.decodeSince -= int64(j.decodeAt)
-		s.outputs -= int64(j.rec.OutputTokens)
+		s.outputs -= int64(j.rec.OutputTokens - j.kept)
 	}
 	last := len(s.running) - 1
 	s.running[j.index] = s.running[last]
@@ -419,24 +566,49 @@ func (p *Pool) send(j *job) {
 		p.failQueued(j)
 		return
 	}
-	j.server = best
+	j.server, j.arrived, j.seq = best, p.clock.Elapsed(), p.arrivals
+	p.arrivals++
 	s := &p.servers[best]
-	s.queue = append(s.queue, j)
+	p.enqueue(j, false)
 	p.admit(best)
 	p.maxWaiting = max(p.maxWaiting, len(s.queue))
 }
 
-// admit runs the head of server i's queue while it fits.
+// admit runs the head of server i's queue while it fits: a free slot,
+// and room in the KV cache for its context (or nothing running). With the
+// Priority scheduler, a head that does not fit preempts the running
+// request latest in priority order while that one has a higher priority
+// value.
 func (p *Pool) admit(i int) {
 	s := &p.servers[i]
-	for len(s.queue) > 0 && s.healthy && len(s.running) < p.cfg.Slots {
+	preempted := false
+	for len(s.queue) > 0 && s.healthy {
 		j := s.queue[0]
-		if kv := p.cfg.KVCacheTokens; kv > 0 && len(s.running) > 0 && p.kvUsed(s)+j.rec.PromptTokens > kv {
-			return
+		kv := p.cfg.KVCacheTokens
+		if len(s.running) >= p.cfg.Slots || kv > 0 && len(s.running) > 0 && p.kvUsed(s)+j.rec.PromptTokens+j.kept > kv {
+			if p.cfg.Scheduler != Priority || len(s.running) == 0 {
+				break
+			}
+			v := s.running[0]
+			for _, r := range s.running[1:] {
+				if later(r, v) {
+					v = r
+				}
+			}
+			if v.priority <= j.priority {
+				break
+			}
+			p.preempt(v)
+			preempted = true
+			continue
 		}
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		p.run(i, j)
+	}
+	if preempted {
+		p.maxWaiting = max(p.maxWaiting, len(s.queue))
+		p.watchKV(i)
 	}
 }
 
@@ -466,10 +638,9 @@ func (p *Pool) finish(j *job, failed bool) {
 	if failed {
 		r.Failures++
 	} else {
-		ttft, _ := p.serviceTimes(r)
 		r.Served = true
 		r.QueueTime = j.adm.QueueTime()
-		r.FirstToken = j.started + ttft
+		r.FirstToken = j.decodeAt
 		if j.sent {
 			r.FirstToken = j.firstAt
 		}
@@ -513,9 +684,9 @@ func (p *Pool) unhold(j *job) {
 // Retry-After that comes with it; Record.Drops counts it); its admission
 // is released (Done), which confirms a revocation and lets the controller
 // dispatch. The work already done is lost: r counts the output tokens
-// decoded so far in WastedTokens (those of its current run: a run lost
-// earlier to a KV-cache preemption is not counted) and the time its
-// prefill ran in WastedPrefill. Abort
+// decoded so far in WastedTokens (those a preemption kept included, and
+// those of an attempt waiting after a preemption) and the time its
+// current run's prefill ran in WastedPrefill. Abort
 // returns false, and does nothing, when the pool holds no attempt of r
 // (it was not admitted yet, or has ended).
 func (p *Pool) Abort(r *Record) bool {
@@ -531,6 +702,7 @@ func (p *Pool) Abort(r *Record) bool {
 	}
 	resp.Aborted, resp.QueueTime, resp.Effective = true, j.adm.QueueTime(), j.adm.Effective().Priority
 	if !p.running(j) {
+		r.WastedTokens += j.kept
 		p.unqueue(j)
 		j.respond(resp)
 		j.adm.Done()
@@ -538,13 +710,7 @@ func (p *Pool) Abort(r *Record) bool {
 	}
 	now := p.clock.Elapsed()
 	r.WastedPrefill += min(now, j.decodeAt) - j.started
-	if now >= j.decodeAt {
-		decoded := r.OutputTokens
-		if per := p.cfg.PerOutputToken; per > 0 {
-			decoded = min(int((now-j.decodeAt)/per), r.OutputTokens)
-		}
-		r.WastedTokens += decoded
-	}
+	r.WastedTokens += j.kept + p.decodedInRun(j, now)
 	p.remove(j)
 	j.done.Stop()
 	if j.first != nil {

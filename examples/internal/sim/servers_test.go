@@ -95,9 +95,11 @@ func TestServerQueuesRouteAndReportFirstTokens(t *testing.T) {
 	}
 }
 
-// A paged KV cache: the head of a queue starts only when its prompt fits;
-// when decoding outgrows the cache, the request started last is preempted
-// and starts over, keeping the first token it already sent.
+// A paged KV cache: the head of a queue starts only when its context
+// fits; when decoding outgrows the cache, the request started last is
+// preempted by recompute: it keeps the tokens it decoded and its first
+// token, waits at the head of the queue, and when it runs again prefills
+// its prompt and those tokens before decoding the rest.
 func TestKVCachePagesAndPreempts(t *testing.T) {
 	s, err := New(serverScenario(PoolConfig{Servers: 1, Slots: 8, KVCacheTokens: 100, PerOutputToken: time.Millisecond},
 		func(*Pool, int) gate.Gate { return openGate{} }))
@@ -107,34 +109,44 @@ func TestKVCachePagesAndPreempts(t *testing.T) {
 	a := send(s, 0, 40, 30)                  // no prefill time: holds 40, then one more per ms, to 70 at 30ms
 	b := send(s, 5*time.Millisecond, 40, 30) // fits (45+40): holds 40 from 5ms
 	c := send(s, 6*time.Millisecond, 30, 10) // 46+41 = 87 held: 30 more do not fit; c waits
-	var kv [2]ServerMetrics
+	var kv [3]ServerMetrics
 	var preempted int
 	s.Clock().At(6*time.Millisecond, func() { kv[0] = s.Pool().Metrics(0) })
 	// At 13ms a holds 53 and b 48: 101 overflows the cache, and b, started
-	// last, is preempted; its prompt fits again at once (53+40), so it
-	// starts over, and c still waits.
+	// last, is preempted with its 8 tokens kept; its context (48) does not
+	// fit beside a (54 at 14ms), so it waits at the head, c behind it.
 	s.Clock().At(14*time.Millisecond, func() { kv[1], preempted = s.Pool().Metrics(0), s.Pool().Preemptions() })
+	// At 30ms a ends: b runs again (48, recomputed) and c beside it (30).
+	s.Clock().At(31*time.Millisecond, func() { kv[2] = s.Pool().Metrics(0) })
 	s.Run()
 	if kv[0] != (ServerMetrics{Healthy: true, Running: 2, Waiting: 1, KVCache: 0.87}) {
 		t.Fatalf("at 6ms: %+v, want 2 running holding 87%%, c waiting", kv[0])
 	}
-	if kv[1] != (ServerMetrics{Healthy: true, Running: 2, Waiting: 1, KVCache: 0.95}) || preempted != 1 {
-		t.Fatalf("at 14ms: %+v after %d preemptions, want a (54) and b started over (41), c waiting, after 1", kv[1], preempted)
+	if kv[1] != (ServerMetrics{Healthy: true, Running: 1, Waiting: 2, KVCache: 0.54}) || preempted != 1 {
+		t.Fatalf("at 14ms: %+v after %d preemptions, want a alone (54), b and c waiting, after 1", kv[1], preempted)
 	}
-	if s.Pool().Preemptions() == 0 {
-		t.Fatal("no preemption")
+	// b: 48 + 1 decoded; c: 30 + 1.
+	if kv[2] != (ServerMetrics{Healthy: true, Running: 2, Waiting: 0, KVCache: 0.80}) {
+		t.Fatalf("at 31ms: %+v, want b (49) and c (31) running", kv[2])
 	}
 	for _, r := range []*Record{a, b, c} {
 		if !r.Served {
 			t.Fatalf("%+v not served", *r)
 		}
 	}
-	// b's first token came at 5ms, before its preemption, and stands.
-	if ttft, _ := b.TTFT(); ttft != 0 {
-		t.Fatalf("b's TTFT %v, want 0 (no prefill time, sent before the preemption)", ttft)
+	// b's first token came at 5ms, before its preemption, and stands; it
+	// decodes its 22 tokens left from 30ms, after a prefill of 48 tokens
+	// (no prefill time here), and ends at 52ms.
+	if ttft, _ := b.TTFT(); ttft != 0 || b.End != 52*time.Millisecond || b.Preemptions != 1 || b.RecomputedTokens != 48 {
+		t.Fatalf("b: TTFT %v, end %v, %d preemptions, %d tokens recomputed; want 0, 52ms, 1, 48", ttft, b.End, b.Preemptions, b.RecomputedTokens)
 	}
-	if b.End <= a.End {
-		t.Fatalf("b ended at %v, before a at %v: it should have started over", b.End, a.End)
+	if a.End != 30*time.Millisecond || c.End != 40*time.Millisecond || a.Preemptions+c.Preemptions != 0 {
+		t.Fatalf("a ended at %v, c at %v, %d and %d preemptions; want 30ms and 40ms, none", a.End, c.End, a.Preemptions, c.Preemptions)
+	}
+	sum := Summarize(s.Records(), nil)
+	if sum.Preemptions != 1 || sum.RecomputedTokens != 48 || sum.ServedTokens != 70 || sum.GoodTokens != 70 || sum.WastedTokens != 0 {
+		t.Fatalf("summary: %d preemptions, %d recomputed, %d served tokens, %d good, %d wasted; want 1, 48, 70, 70, 0",
+			sum.Preemptions, sum.RecomputedTokens, sum.ServedTokens, sum.GoodTokens, sum.WastedTokens)
 	}
 }
 

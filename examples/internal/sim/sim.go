@@ -130,6 +130,13 @@ type Record struct {
 	Aborts        int
 	WastedTokens  int
 	WastedPrefill time.Duration
+	// Preemptions counts the times a server preempted its attempts by
+	// recompute (PoolConfig.KVCacheTokens, Scheduler), and
+	// RecomputedTokens the tokens their prefills computed again when they
+	// ran after it: each resumed run's prompt and the output tokens the
+	// attempt kept.
+	Preemptions      int
+	RecomputedTokens int
 	// held is, while the pool holds an attempt of it, that attempt's
 	// place in the pool's list plus one (for Pool.Abort); 0 otherwise. An
 	// index, not a pointer, so that a record prints the same on every run.

@@ -34,6 +34,14 @@ type Summary struct {
 	Aborts        int
 	WastedTokens  int
 	WastedPrefill time.Duration
+	// Tokens measure the work. ServedTokens sums the output tokens of the
+	// served requests, and GoodTokens those of the Good ones (goodput in
+	// tokens: within the SLO, or served if none); a request that is not
+	// served counts nothing, whatever it decoded. Preemptions and
+	// RecomputedTokens sum the records' (prefill tokens computed again
+	// after a preemption by a server).
+	ServedTokens, GoodTokens      int
+	Preemptions, RecomputedTokens int
 	// Latency holds the end-to-end latencies of the served requests, from
 	// the first attempt to the end of the last, sorted; QueueTimes their
 	// served attempts' queue times, sorted.
@@ -57,6 +65,8 @@ func Summarize(records []*Record, keep func(*Record) bool) Summary {
 		s.Aborts += r.Aborts
 		s.WastedTokens += r.WastedTokens
 		s.WastedPrefill += r.WastedPrefill
+		s.Preemptions += r.Preemptions
+		s.RecomputedTokens += r.RecomputedTokens
 		for o, n := range r.Drops {
 			s.Drops[o] += n
 		}
@@ -74,11 +84,13 @@ func Summarize(records []*Record, keep func(*Record) bool) Summary {
 		}
 		if r.Served {
 			s.Served++
+			s.ServedTokens += r.OutputTokens
 			s.Latency = append(s.Latency, r.Latency())
 			s.QueueTimes = append(s.QueueTimes, r.QueueTime)
 		}
 		if good {
 			s.Good++
+			s.GoodTokens += r.OutputTokens
 		}
 	}
 	slices.Sort(s.Latency)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,4 +82,36 @@ func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
 		{Args: []string{"-config", "../../config/testdata/bad-plugin-type.yaml"}, Want: "bad-plugin-type.yaml:12:24: flowControl.priorityBands[0].fairnessPolicyRef"},
 		{Args: []string{"-max-tokens", "0"}, Want: "-max-tokens 0"},
 	})
+}
+
+// Eviction the gateway would run behind its default saturation gate is
+// a warning at the file's key, printed by -check-config; -max-inflight,
+// a gate that counts slots, removes it. Eviction with no band to take
+// victims from, over the bands the gateway provisions, is refused at the
+// key.
+func TestBinaryCheckConfigJudgesEvictionBehindItsGate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	evict := write("evict.yaml", "controller:\n  eviction: true\n  bands: [{priority: 10}, {priority: 0}, {priority: -1}]\n")
+	stdout := clitest.CheckPrints(t, runCheck, "-check-config", "-config", evict, "-backend", "http://127.0.0.1:8001")
+	clitest.Holds(t, "eviction behind the default gate", stdout,
+		"evict.yaml:2:3: controller.eviction: in-flight eviction behind the saturation gate alone, which counts no slots")
+	stdout = clitest.CheckPrints(t, runCheck, "-check-config", "-config", evict, "-backend", "http://127.0.0.1:8001", "-max-inflight", "64")
+	if strings.Contains(stdout, "controller.eviction") {
+		t.Errorf("behind -max-inflight 64 the eviction warning stays:\n%s", stdout)
+	}
+
+	llmd := write("llmd.yaml", "featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n")
+	clitest.CheckRefuses(t, runCheck, []clitest.Refusal{
+		{Args: []string{"-config", llmd, "-max-inflight", "8"}, Want: "llmd.yaml:3:3: flowControl.enableEviction: in-flight eviction over one band (priority 0) never revokes"},
+	})
+	// A classifier that gives priority -1 makes the gateway provision its
+	// band, from which eviction can take victims.
+	clitest.CheckPrints(t, runCheck, "-check-config", "-config", llmd, "-max-inflight", "8", "-backend", "http://127.0.0.1:8001", "-default-priority", "-1")
 }

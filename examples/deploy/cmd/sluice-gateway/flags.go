@@ -46,6 +46,9 @@ type options struct {
 	maxTokens int64
 	// checkConfig is -check-config.
 	checkConfig bool
+	// priorityHandoff is -priority-handoff; nil when the flag is not
+	// given, and gateway.priorityHandoff decides.
+	priorityHandoff *bool
 	// consecutive5xx, baseEjectionTime and maxEjectionPercent are
 	// -outlier-consecutive-5xx (0: off), -outlier-base-ejection-time and
 	// -outlier-max-ejection-percent; zero values are off, then the
@@ -83,6 +86,10 @@ x-llm-d-inference-ttl (a Go duration that can only shorten the queue wait).
 A request's cost (what a concurrency gate in tokens mode, a cost capacity
 and deficit round robin count) is its estimated tokens: the body's bytes / 4
 plus its max_completion_tokens or max_tokens, at most -max-tokens.
+With -priority-handoff (or gateway.priorityHandoff), each admitted request's
+JSON body field priority, which vLLM run with --scheduling-policy priority
+serves lowest first, is set from the band that admitted it (minus the band's
+priority unless the file maps it), replacing the client's own.
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,
@@ -134,6 +141,7 @@ drops a request that is admitted or queued.
     the controller-wide capacities, defaultTTL, noEndpointsTTL,
       fallbackPriority, neverPromote and displacement
     the gate: which gates there are and their thresholds
+    gateway.priorityHandoff
     the flags (which win over the file), among them -log-level
 
 Flags:
@@ -193,6 +201,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		o.drainDelay = &shared.DrainDelay
 	}
 	o.inference = shared.InferenceRoutes
+	if shared.PriorityHandoffSet {
+		o.priorityHandoff = &shared.PriorityHandoff
+	}
 	fail := func(err error) (options, error) { return o, config.Fail(stderr, fs.Name(), err) }
 	if set["listen"] {
 		if err := config.CheckListen(listen); err != nil {

@@ -159,6 +159,7 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 		MaxBodyBytes:            opts.maxBodyBytes,
 		BodyReadTimeout:         bodyReadTimeout,
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
+		PriorityHandoff:         s.handoff,
 	}, backends)
 	if err != nil {
 		g.fc.Close()

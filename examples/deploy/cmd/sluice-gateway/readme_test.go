@@ -8,11 +8,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+	"github.com/sluicegate/sluice/internal/clocktest"
 )
 
 // readmeEviction returns the README's eviction file and the arguments of
@@ -57,6 +62,45 @@ func TestREADMEEvictionExample(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// As written, the command gates on the servers' slots, so eviction
+	// frees running slots and the gateway has nothing to warn of; without
+	// -max-inflight, behind the default saturation gate, it warns.
+	written, err := parseFlags(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := load(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.gate.MaxInFlight == nil || *ws.gate.MaxInFlight != 16 || ws.gate.Saturation != nil {
+		t.Errorf("the README's command runs the gate %s, want maxInFlight 16: the two servers' 8 slots each", ws.gate)
+	}
+	for _, w := range ws.warnings {
+		if strings.Contains(w, "eviction") {
+			t.Errorf("the README's command warns %q", w)
+		}
+	}
+	var bare []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-max-inflight" {
+			i++
+			continue
+		}
+		bare = append(bare, args[i])
+	}
+	if written, err = parseFlags(bare, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err = load(written); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(ws.warnings, func(w string) bool {
+		return strings.Contains(w, "flowControl.enableEviction: in-flight eviction behind the saturation gate alone")
+	}) {
+		t.Errorf("without -max-inflight: warnings %q, want the one on eviction behind the saturation gate", ws.warnings)
+	}
+
 	// One slot, so that the batch request fills the pool without model
 	// servers to saturate: the file's eviction is what is tested.
 	opts, err := parseFlags(append(args, "-max-inflight", "1"), io.Discard, io.Discard)
@@ -136,4 +180,63 @@ func gathered(t *testing.T, g *gateway, name, label, value string) float64 {
 		}
 	}
 	return -1
+}
+
+// The README's file for servers that preempt (preempt.yaml) loads with
+// nothing to warn of, and runs as it says: behind the saturation gate,
+// batch starts only while fewer than 14 of the two servers' 16 declared
+// slots are taken, and interactive requests go on to the gate's own
+// queue rule.
+func TestREADMEPreemptExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## Interactive traffic beside a batch dispatcher\n")
+	_, rest, ok := strings.Cut(section, "```yaml\n# preempt.yaml")
+	if !ok {
+		t.Fatal("the section has no preempt.yaml")
+	}
+	file, _, _ := strings.Cut(rest, "```")
+	f, err := config.Parse([]byte("# preempt.yaml" + file))
+	if err != nil {
+		t.Fatalf("preempt.yaml: %v", err)
+	}
+	if ws, err := f.Check(config.Running{Flow: f.Flow, Gate: f.Gate}); err != nil || len(ws) != 0 || len(f.Warnings) != 0 {
+		t.Fatalf("preempt.yaml: %v, warnings %q %q; want none", err, f.Warnings, config.WarningStrings(ws))
+	}
+	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg, gs, err := f.Controller(config.BuildOptions{Endpoints: 2, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := flowcontrol.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	gs.Saturation.Update("a", gate.Metrics{Running: 7})
+	gs.Saturation.Update("b", gate.Metrics{Running: 5})
+	var admissions []*flowcontrol.Admission
+	submit := func(priority, n int) {
+		for range n {
+			fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{Priority: priority}},
+				func(a *flowcontrol.Admission, err error) {
+					if err == nil {
+						admissions = append(admissions, a)
+					}
+				})
+		}
+	}
+	submit(-1, 5)
+	if got := fc.InFlight(); got != 2 {
+		t.Errorf("batch beside 12 of 16 slots taken: %d started, want 2 (to 14)", got)
+	}
+	submit(10, 3)
+	if got := fc.InFlight(); got != 5 {
+		t.Errorf("interactive: %d in flight, want the 3 started beside batch's 2", got)
+	}
+	for _, a := range admissions {
+		a.Done()
+	}
 }

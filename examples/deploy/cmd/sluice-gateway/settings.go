@@ -9,6 +9,7 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
@@ -33,8 +34,13 @@ type settings struct {
 	// the file's, plus a band for each priority the classifier can give
 	// that llm-d-router's form would provision on first sight.
 	flow flowcontrol.Config
+	// handoff is the priority hand-off: gateway.priorityHandoff, turned on
+	// or off by -priority-handoff.
+	handoff flowhttp.PriorityHandoff
 	// warnings are the file's, then what the gateway runs that works
-	// against the file or the flags (no backend), formatted for a log.
+	// against the file or the flags (no backend; eviction, guarantees or
+	// band ceilings behind a gate that cannot serve them: config's
+	// File.Check), formatted for a log.
 	warnings []string
 }
 
@@ -98,6 +104,14 @@ func load(o options) (*settings, error) {
 			s.backends = append(s.backends, u)
 		}
 	}
+	flags := config.Flags{PriorityHandoffSet: o.priorityHandoff != nil}
+	if o.priorityHandoff != nil {
+		flags.PriorityHandoff = *o.priorityHandoff
+	}
+	if s.handoff = flags.Handoff(f.Gateway.PriorityHandoff); s.handoff.Enabled && o.maxBodyBytes < 0 {
+		return nil, fmt.Errorf("-max-body-bytes %d is negative, so bodies are not read, but the priority hand-off (-%s or gateway.priorityHandoff) rewrites them",
+			o.maxBodyBytes, config.PriorityHandoffFlag)
+	}
 	s.warnings = config.WarningStrings(f.Warnings)
 	if len(s.backends) == 0 {
 		s.warnings = append(s.warnings, noBackend(o, f))
@@ -128,6 +142,14 @@ func load(o options) (*settings, error) {
 			s.flow.Bands = append(s.flow.Bands, bc)
 		}
 	}
+	// What the file asks for, judged behind the gate and over the bands
+	// the gateway runs: an error at the file's key, or warnings logged at
+	// start and printed by -check-config.
+	ws, err := f.Check(s.running())
+	if err != nil {
+		return nil, err
+	}
+	s.warnings = append(s.warnings, config.WarningStrings(ws)...)
 	return s, nil
 }
 
@@ -166,6 +188,8 @@ func (s *settings) running() config.Running {
 		ScrapeTimeout:  s.file.Gateway.ScrapeTimeout,
 		GracePeriod:    s.grace,
 		DrainDelay:     s.drain,
+
+		PriorityHandoff: s.handoff,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
+	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
 )
 
@@ -40,18 +41,10 @@ func checkConfig(opts options, stdout, stderr io.Writer) int {
 		ConfigPath: opts.configPath,
 		Form:       opts.form,
 		Listen:     [][2]string{{"grpc", opts.listen}, {"metrics", metricsListen}},
-		Running: config.Running{
-			Flow:           opts.controller,
-			Gate:           opts.gate,
-			Backends:       backendNames(opts),
-			ScrapeInterval: opts.scrapeInterval,
-			ScrapeTimeout:  opts.scrapeTimeout,
-			GracePeriod:    opts.gracePeriod,
-			DrainDelay:     opts.drainDelay,
-		},
+		Running:    running(opts),
 		Inference:  opts.inference,
 		Classifier: opts.classifier,
-		Cost:       "1 per request: Envoy sends the adapter no body",
+		Cost:       costOf(opts),
 		Warnings:   opts.warnings,
 	}
 	if err := e.Write(stdout); err != nil {
@@ -59,4 +52,13 @@ func checkConfig(opts options, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return config.CheckOK
+}
+
+// costOf says what a request costs, for -check-config: 1, since the
+// adapter admits on the request headers, before any body.
+func costOf(opts options) string {
+	if opts.handoff.Enabled && extproc.HandoffWorks(opts.requestBodyMode) {
+		return "1 per request: admission comes before the body, which Envoy sends only for the priority hand-off"
+	}
+	return "1 per request: Envoy sends the adapter no body"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sluicegate/sluice/internal/clitest"
@@ -43,5 +44,28 @@ func TestBinaryCheckConfigExits2OnAnError(t *testing.T) {
 		{Args: []string{"-config", "../../../deploy/config/testdata/bad-duration.yaml"}, Want: "bad-duration.yaml:4:15: controller.defaultTTL"},
 		{Args: []string{"-config", "../../../deploy/config/testdata/llmd-probabilistic-admitter.yaml"}, Want: "no backend is known"},
 		{Args: []string{"-band", "priority=1"}, Want: "FallbackPriority 0: no band"},
+	})
+}
+
+// The hand-off in -check-config: the mapping and each band's value, with
+// a warning when the filter's body mode (-request-body-mode) cannot carry
+// it; a mode that is not Envoy's is refused.
+func TestBinaryCheckConfigPrintsHandoff(t *testing.T) {
+	addrs := clitest.Taken(t, 2)
+	base := []string{"-check-config", "-listen", addrs[0], "-metrics-listen", addrs[1],
+		"-band", "priority=10", "-band", "priority=0", "-band", "priority=-1", "-priority-handoff"}
+	const warning = "the priority hand-off is on, but Envoy sends the request body in mode NONE"
+	stdout := clitest.CheckPrints(t, runCheck, base...)
+	clitest.Holds(t, "the output", stdout,
+		"priorityHandoff: # the body's top-level priority",
+		"  map: default # priority = -band",
+		"  bands: # the priority each band's requests carry to the model server\n    10: -10\n    0: 0\n    -1: 1\n",
+		warning)
+	stdout = clitest.CheckPrints(t, runCheck, append(base, "-request-body-mode", "BUFFERED")...)
+	if strings.Contains(stdout, warning) || !strings.Contains(stdout, "    10: -10\n") {
+		t.Errorf("-request-body-mode BUFFERED: the output warns, or lacks the mapping:\n%s", stdout)
+	}
+	clitest.CheckRefuses(t, runCheck, []clitest.Refusal{
+		{Args: []string{"-request-body-mode", "buffered"}, Want: `-request-body-mode "buffered": want NONE, STREAMED, BUFFERED, BUFFERED_PARTIAL or FULL_DUPLEX_STREAMED`},
 	})
 }

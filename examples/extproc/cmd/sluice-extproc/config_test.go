@@ -341,3 +341,40 @@ func TestReadyzFollowsSaturationGateAndShutdown(t *testing.T) {
 		}
 	})
 }
+
+// The adapter judges the file behind the gate it runs, as sluice-gateway
+// does (config's File.Check): eviction behind the saturation gate alone
+// is a warning at the file's key, gone behind -max-inflight; eviction
+// with no band to take victims from is refused at the key.
+func TestFileIsJudgedBehindTheAdaptersGate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	evict := write("evict.yaml", "controller:\n  eviction: true\n  bands: [{priority: 10}, {priority: 0}, {priority: -1}]\ngate:\n  saturation: {}\n")
+	o, err := parseFlags([]string{"-config", evict, "-backend", "http://127.0.0.1:8002"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(o.warnings, func(w string) bool {
+		return strings.Contains(w, "evict.yaml:2:3: controller.eviction: in-flight eviction behind the saturation gate alone")
+	}) {
+		t.Errorf("warnings %q, want the eviction's at its key", o.warnings)
+	}
+	if o, err = parseFlags([]string{"-config", evict, "-backend", "http://127.0.0.1:8002", "-max-inflight", "64"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(o.warnings, func(w string) bool { return strings.Contains(w, "controller.eviction") }) {
+		t.Errorf("behind -max-inflight 64: warnings %q, want none about eviction", o.warnings)
+	}
+
+	llmd := write("llmd.yaml", "featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n")
+	_, err = parseFlags([]string{"-config", llmd, "-max-inflight", "8"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "llmd.yaml:3:3: flowControl.enableEviction: in-flight eviction over one band (priority 0) never revokes") {
+		t.Errorf("eviction over band 0 alone: %v, want it refused at its key", err)
+	}
+}

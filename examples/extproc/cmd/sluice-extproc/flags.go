@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicegate/sluice/examples/deploy/config"
+	"github.com/sluicegate/sluice/examples/extproc"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
@@ -72,6 +74,12 @@ type options struct {
 	// enqueued, if set, hears each classified request's flow key just
 	// before it is enqueued (metrics.Metrics.Enqueued).
 	enqueued func(flowcontrol.FlowKey)
+	// handoff is the priority hand-off: gateway.priorityHandoff, turned
+	// on or off by -priority-handoff. requestBodyMode is
+	// -request-body-mode, the ext_proc filter's request_body_mode it
+	// needs.
+	handoff         flowhttp.PriorityHandoff
+	requestBodyMode extproc.BodyMode
 }
 
 const usageHeader = `Usage: sluice-extproc [flags]
@@ -82,7 +90,8 @@ headers, and stamps x-llm-d-flow-band-headroom-requests and
 x-llm-d-flow-queue-duration-ms on its response headers. Configure Envoy's
 ext_proc filter with request_header_mode SEND, response_header_mode SEND,
 response_trailer_mode SEND (so backend trailers cannot carry the router's
-headers) and no bodies (see examples/extproc/envoy.yaml).
+headers) and no bodies (see examples/extproc/envoy.yaml), unless the
+priority hand-off is on.
 
 Requests are classified by x-llm-d-inference-fairness-id (the flow),
 -priority-header or the objective header with -objective (the band), and
@@ -94,8 +103,17 @@ Only inference requests (-inference-path; by default POST /v1/completions,
 and :path) go through flow control; any other request (GET /v1/models,
 /health, ...) is answered CONTINUE at once, neither queued nor gated.
 
-Envoy sends no bodies, so every request costs 1 (a concurrency gate in
-tokens mode counts requests).
+Admission comes before any body, so every request costs 1 (a concurrency
+gate in tokens mode counts requests).
+
+-priority-handoff (or gateway.priorityHandoff) sets each admitted request's
+JSON body field priority, which vLLM run with --scheduling-policy priority
+serves lowest first, from the band that admitted it (minus the band's
+priority unless the file maps it), replacing the client's own. It needs the
+body: set the filter's
+request_body_mode to BUFFERED (or BUFFERED_PARTIAL, where a body longer than
+Envoy's buffer is answered 413) and tell the adapter with -request-body-mode.
+In NONE or STREAMED bodies pass as they are, with a warning at start.
 
 -config reads the YAML file sluice-gateway reads (Sluice's form, or
 llm-d-router's EndpointPickerConfig with its flowControl section): its
@@ -200,6 +218,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.controller.FallbackPriority, "fallback-priority", 0, "band for requests whose own band is not configured")
 	fs.BoolVar(&neverPromote, "never-promote", false, "fall back only to the nearest band at or below the requested priority")
 	fs.DurationVar(&o.controller.DefaultTTL, "default-ttl", 0, "queue-wait TTL for bands without their own; 0 means none")
+	bodyMode := "NONE"
+	fs.StringVar(&bodyMode, "request-body-mode", bodyMode,
+		"the ext_proc filter's processing_mode.request_body_mode (`mode`: NONE, STREAMED, BUFFERED, BUFFERED_PARTIAL, FULL_DUPLEX_STREAMED); the priority hand-off needs BUFFERED or BUFFERED_PARTIAL. Envoy's protocol_config, when it sends one, wins")
 	fs.StringVar(&shared.Classifier.ObjectiveHeader, "objective-header", flowhttp.DefaultObjectiveHeader,
 		"request `header` naming the inference objective (the default also reads "+flowhttp.DeprecatedObjectiveHeader+")")
 
@@ -229,6 +250,11 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if o.controller.RequestCapacity, err = config.ParseLimit(globalCap); err != nil {
 		return fail(fmt.Errorf("-capacity %q: %w", globalCap, err))
 	}
+	mode, ok := extprocfilterv3.ProcessingMode_BodySendMode_value[bodyMode]
+	if !ok || mode == int32(extprocfilterv3.ProcessingMode_GRPC) {
+		return fail(fmt.Errorf("-request-body-mode %q: want NONE, STREAMED, BUFFERED, BUFFERED_PARTIAL or FULL_DUPLEX_STREAMED", bodyMode))
+	}
+	o.requestBodyMode = extproc.BodyMode(mode)
 	if h := o.classifier.ObjectiveHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		return fail(fmt.Errorf("-objective-header %q: not a valid header name", h))
 	}
@@ -245,18 +271,23 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	o.scrapeInterval, o.scrapeTimeout = config.DefaultScrapeInterval, config.DefaultScrapeTimeout
 
+	var fileHandoff flowhttp.PriorityHandoff
 	gateCfg := config.Gate{}
 	if maxInFlight > 0 {
 		gateCfg.MaxInFlight = &maxInFlight
 	}
 	if o.configPath != "" {
-		if gateCfg, err = applyFile(&o, set, gateCfg); err != nil {
+		if gateCfg, fileHandoff, err = applyFile(&o, set, gateCfg); err != nil {
 			return fail(err)
 		}
 	}
 	o.gate = gateCfg
 	if err := buildGate(&o, gateCfg); err != nil {
 		return fail(fmt.Errorf("%s%w", where(o.configPath), err))
+	}
+	o.handoff = shared.Handoff(fileHandoff)
+	if w := extproc.HandoffWarning(o.handoff, o.requestBodyMode); w != "" {
+		o.warnings = append(o.warnings, w+" (and -request-body-mode)")
 	}
 	return o, nil
 }
@@ -270,11 +301,11 @@ const defaultMetricsListen = "127.0.0.1:9003"
 
 // applyFile reads the -config file into o, under the flags given (set names
 // them), and returns the file's gate unless -max-inflight replaces it with
-// flagGate. Errors name the file, and the line and path within it.
-func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Gate, error) {
+// flagGate, and the file's gateway.priorityHandoff. Errors name the file, and the line and path within it.
+func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Gate, flowhttp.PriorityHandoff, error) {
 	f, err := config.Load(o.configPath)
 	if err != nil {
-		return config.Gate{}, err
+		return config.Gate{}, flowhttp.PriorityHandoff{}, err
 	}
 	// The file's warnings say what sluice-gateway does instead of
 	// llm-d-router's scheduling; behind Envoy, Envoy routes.
@@ -329,10 +360,19 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 			}
 		}
 	}
+	g := f.Gate
 	if set["max-inflight"] {
-		return flagGate, nil
+		g = flagGate
 	}
-	return f.Gate, nil
+	// What the file asks for, judged behind the gate and over the bands
+	// the adapter runs (config's File.Check): an error at the file's key,
+	// or warnings.
+	ws, err := f.Check(config.Running{Flow: o.controller, Gate: g})
+	if err != nil {
+		return config.Gate{}, flowhttp.PriorityHandoff{}, err
+	}
+	o.warnings = append(o.warnings, config.WarningStrings(ws)...)
+	return g, f.Gateway.PriorityHandoff, nil
 }
 
 // buildGate builds the gate g describes into o.controller.Gate, with the

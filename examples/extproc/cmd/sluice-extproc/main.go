@@ -71,10 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	m := metrics.New(metrics.Options{InferencePool: opts.pool, Logger: logger})
-	opts.enqueued = m.Enqueued
-	cfg := opts.controller
-	cfg.Observer, cfg.Waiting, cfg.Revocations = m.Observe, m.Waiting, m.Revocations
-	fc, err := flowcontrol.New(cfg)
+	fc, cfg, err := newController(&opts, m)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s%v\nRun sluice-extproc -h for usage.\n", where(opts.configPath), err)
 		return 2
@@ -123,6 +120,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// newController builds the controller of opts with m's hooks, and has
+// opts's classifier tell m of each request's flow key (opts.enqueued). It
+// returns the configuration it used, the one m's Watch needs.
+func newController(opts *options, m *metrics.Metrics) (*flowcontrol.FlowController, flowcontrol.Config, error) {
+	opts.enqueued = m.Enqueued
+	cfg := opts.controller
+	cfg.Observer, cfg.Waiting, cfg.Revocations = m.Observe, m.Waiting, m.Revocations
+	fc, err := flowcontrol.New(cfg)
+	return fc, cfg, err
+}
+
 // serve runs the ext_proc server over fc on lis until ctx is done, then
 // shuts down as Kubernetes expects: grpc.health.v1 turns NOT_SERVING at
 // once (and /readyz 503, which telemetry reads from ctx), and for
@@ -150,6 +158,8 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, dr
 		},
 
 		EmitProvisionalHeadroom: opts.emitProvisionalHeadroom,
+		PriorityHandoff:         opts.handoff,
+		RequestBodyMode:         opts.requestBodyMode,
 	})
 	if err != nil {
 		lis.Close()

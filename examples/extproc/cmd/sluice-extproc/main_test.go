@@ -40,7 +40,14 @@ const beMain = "SLUICE_EXTPROC_TEST_BE_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(beMain) == "1" {
+		if os.Getenv(answerCPU) == "1" {
+			go answerCPUTime(os.Stdin, os.Stdout)
+		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(beNoop) == "1" {
+		go answerCPUTime(os.Stdin, os.Stdout)
+		os.Exit(serveNoop(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

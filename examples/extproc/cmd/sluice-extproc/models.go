@@ -18,9 +18,14 @@ import (
 func headerModels(classify func(http.Header) (flowhttp.Classification, error)) func(http.Header) (flowhttp.Classification, error) {
 	return func(h http.Header) (flowhttp.Classification, error) {
 		class, err := classify(h)
-		if model := h.Get(flowhttp.ModelNameHeader); model != "" {
+		if model := h.Get(modelNameKey); model != "" {
 			class.Tag = metrics.RequestLabels{ModelName: model, TargetModelName: model}
 		}
 		return class, err
 	}
 }
+
+// modelNameKey is flowhttp.ModelNameHeader in canonical form, the key
+// http.Header.Get looks up: given it, Get has nothing to rewrite, and so
+// nothing to allocate.
+var modelNameKey = http.CanonicalHeaderKey(flowhttp.ModelNameHeader)

@@ -89,6 +89,8 @@ func running(o options) config.Running {
 		ScrapeTimeout:  o.scrapeTimeout,
 		GracePeriod:    o.gracePeriod,
 		DrainDelay:     o.drainDelay,
+
+		PriorityHandoff: o.handoff,
 	}
 }
 

@@ -5,6 +5,7 @@
 //	go run ./examples/modelserver/cmd/fake-vllm -n 3 -listen 127.0.0.1:8001
 //	curl -sS http://127.0.0.1:8001/v1/completions -d '{"prompt":"hello","max_tokens":8}'
 //	curl -sS http://127.0.0.1:8001/metrics
+//	go run ./examples/modelserver/cmd/fake-vllm -scheduling-policy priority  # vLLM's priority scheduling
 //
 // The n servers listen on consecutive ports from -listen's. It prints their
 // URLs, then serves until interrupted.
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- []st
 	cfg := modelserver.Config{}
 	fs.StringVar(&cfg.Model, "model", modelserver.DefaultModel, "served model name")
 	fs.IntVar(&cfg.Slots, "slots", modelserver.DefaultSlots, "requests each server runs at once (vLLM's --max-num-seqs)")
+	fs.StringVar(&cfg.SchedulingPolicy, "scheduling-policy", modelserver.PolicyFCFS,
+		`vLLM's scheduling policy: "fcfs", or "priority" (by the request body's "priority", lower first, with preemption by recompute)`)
 	fs.IntVar(&cfg.KVCacheTokens, "kv-cache-tokens", modelserver.DefaultKVCacheTokens, "KV cache of each server, in tokens")
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", modelserver.DefaultMaxModelLen, "context length, in tokens")
 	fs.IntVar(&cfg.ReplyTokens, "reply-tokens", 0, "length of the model's natural answer (0: every answer runs to max_tokens)")
@@ -111,7 +114,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- []st
 		serving.Go(func() { _ = srv.Serve(l) })
 		url := "http://" + l.Addr().String()
 		urls = append(urls, url)
-		fmt.Fprintf(stdout, "%s  model %s, %d slots, %d KV tokens\n", url, ms.Config().Model, ms.Config().Slots, ms.Config().KVCacheTokens)
+		fmt.Fprintf(stdout, "%s  model %s, %d slots, %d KV tokens, scheduling %s\n", url, ms.Config().Model, ms.Config().Slots, ms.Config().KVCacheTokens, ms.Config().SchedulingPolicy)
 	}
 	if ready != nil {
 		ready <- urls

@@ -55,6 +55,7 @@ func TestFlags(t *testing.T) {
 		{"-slots", "0"},
 		{"-speed", "0"},
 		{"-max-model-len", "100", "-kv-cache-tokens", "50"},
+		{"-scheduling-policy", "lifo"},
 		{"extra"},
 	} {
 		if err := run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), io.Discard, nil); err == nil {
