@@ -57,6 +57,7 @@ func TestEstimateTokens(t *testing.T) {
 		{"the last of a repeated key", chat + `,"max_tokens":99999,"max_tokens":8}`, prompt(chat+`,"max_tokens":99999,"max_tokens":8}`) + 8},
 		{"truncated", chat + `,"max_tokens":99999`, prompt(chat + `,"max_tokens":99999`)},
 		{"two values", chat + `,"max_tokens":99999} {}`, prompt(chat + `,"max_tokens":99999} {}`)},
+		{"trailing bytes", chat + `,"max_tokens":99999}x`, prompt(chat + `,"max_tokens":99999}x`)},
 		{"an array", `[{"max_tokens":99999}]`, prompt(`[{"max_tokens":99999}]`)},
 		{"deeply nested", `{"a":` + strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000) + `,"max_tokens":5}`,
 			prompt(`{"a":`+strings.Repeat(`[`, 20000)+strings.Repeat(`]`, 20000)+`,"max_tokens":5}`) + 0},
