@@ -87,10 +87,3 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-
-// replayBody serves a body that was read before queueing, and closes the
-// original.
-type replayBody struct {
-	io.Reader
-	io.Closer
-}

@@ -1,10 +1,5 @@
 package flowhttp
 
-import (
-	"bytes"
-	"encoding/json"
-)
-
 // ModelNameHeader is the request header that llm-d's body-based routing
 // (and the Gateway API inference extension) sets to the model an
 // OpenAI-style request body names, so that routes can match on it. A
@@ -17,33 +12,6 @@ const ModelNameHeader = "x-gateway-model-name"
 // model server reads it), matched exactly. It returns "" for a body that
 // is not one JSON object, or whose model is absent or not a string. The
 // body is a client's: the value is not checked against any served model,
-// so a caller that makes a label of it must bound it. The work is one pass
-// over the body, which the caller has bounded in size.
-func Model(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
-	}
-	var model string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return ""
-		}
-		if key, _ := tok.(string); key == "model" {
-			model = ""
-			_ = json.Unmarshal(value, &model) // not a string: no model
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return ""
-	}
-	if _, err := dec.Token(); err == nil {
-		return "" // something after the object: not one JSON value
-	}
-	return model
-}
+// so a caller that makes a label of it must bound it. The work is linear
+// in the body's size, which the caller has bounded.
+func Model(body []byte) string { return readFields(body).modelName() }

@@ -21,6 +21,7 @@ func TestModel(t *testing.T) {
 		`{"model":"\u00e9t\u00e9"}`:                    "été",
 		`{"messages":[]}`:                              "",
 		`{"model":"m"} {"model":"n"}`:                  "",
+		`{"model":"m"}x`:                               "",
 		`{"model":"m"`:                                 "",
 		`["model","m"]`:                                "",
 		``:                                             "",

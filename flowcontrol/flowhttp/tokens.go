@@ -1,7 +1,6 @@
 package flowhttp
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -40,56 +39,29 @@ const DefaultMaxTokens = 1 << 17
 //     deeper than encoding/json allows — costs its bytes ÷ 4 alone: the
 //     model server refuses it, so it generates nothing.
 //
-// Every sum saturates, and the work is one pass over the body, which the
-// caller has bounded in size ([Config.MaxBodyBytes]).
+// Every sum saturates, and the work is linear in the body's size, which
+// the caller has bounded ([Config.MaxBodyBytes]).
 func EstimateTokens(body []byte, maxTokens int64) int64 {
+	return estimate(len(body), readFields(body).outputLimit(), maxTokens)
+}
+
+// EstimateTokensAndModel returns what [EstimateTokens] and [Model] return
+// for body, from a single read of it, for a classifier that wants both.
+func EstimateTokensAndModel(body []byte, maxTokens int64) (tokens int64, model string) {
+	f := readFields(body)
+	return estimate(len(body), f.outputLimit(), maxTokens), f.modelName()
+}
+
+// estimate is EstimateTokens for a body of size bytes that asks for
+// output tokens.
+func estimate(size int, output, maxTokens int64) int64 {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	// len(body) ≤ MaxInt, so the rounding up cannot overflow an int64.
-	prompt := int64(len(body))/4 + min(int64(len(body))%4, 1)
-	cost := satAdd(prompt, outputLimit(body))
+	// size ≤ MaxInt, so the rounding up cannot overflow an int64.
+	prompt := int64(size)/4 + min(int64(size)%4, 1)
+	cost := satAdd(prompt, output)
 	return min(max(cost, 1), maxTokens)
-}
-
-// outputLimit returns the output limit body asks for, 0 if none; see
-// EstimateTokens.
-func outputLimit(body []byte) int64 {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return 0
-	}
-	var maxTokens, maxCompletionTokens json.RawMessage
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return 0
-		}
-		key, _ := tok.(string) // an object's keys are strings
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return 0
-		}
-		switch key {
-		case "max_tokens":
-			maxTokens = value
-		case "max_completion_tokens":
-			maxCompletionTokens = value
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return 0
-	}
-	if _, err := dec.Token(); err == nil {
-		return 0 // something after the object: not one JSON value
-	}
-	if n, ok := tokenCount(maxCompletionTokens); ok {
-		return n
-	}
-	if n, ok := tokenCount(maxTokens); ok {
-		return n
-	}
-	return 0
 }
 
 // tokenCount reads an output limit: a JSON number or a string holding

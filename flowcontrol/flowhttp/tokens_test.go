@@ -57,6 +57,7 @@ func TestEstimateTokens(t *testing.T) {
 		{"the last of a repeated key", chat + `,"max_tokens":99999,"max_tokens":8}`, prompt(chat+`,"max_tokens":99999,"max_tokens":8}`) + 8},
 		{"truncated", chat + `,"max_tokens":99999`, prompt(chat + `,"max_tokens":99999`)},
 		{"two values", chat + `,"max_tokens":99999} {}`, prompt(chat + `,"max_tokens":99999} {}`)},
+		{"trailing bytes", chat + `,"max_tokens":99999}x`, prompt(chat + `,"max_tokens":99999}x`)},
 		{"an array", `[{"max_tokens":99999}]`, prompt(`[{"max_tokens":99999}]`)},
 		{"deeply nested", `{"a":` + strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000) + `,"max_tokens":5}`,
 			prompt(`{"a":`+strings.Repeat(`[`, 20000)+strings.Repeat(`]`, 20000)+`,"max_tokens":5}`) + 0},
@@ -143,4 +144,18 @@ func FuzzEstimateTokens(f *testing.F) {
 			t.Fatalf("EstimateTokens(%q, %d) = %d, then %d", body, maxTokens, got, again)
 		}
 	})
+}
+
+// EstimateTokensAndModel is EstimateTokens and Model at once.
+func TestEstimateTokensAndModel(t *testing.T) {
+	for _, body := range []string{
+		``, `not json`, `{"model":"m","max_tokens":32}`, `{"model":"m","max_completion_tokens":16,"max_tokens":32}`,
+		`{"model":7,"max_tokens":"64"}`, `{"model":"a","model":"b","max_tokens":1e300}`, `[{"model":"m"}]`,
+	} {
+		for _, maxTokens := range []int64{0, 10, -1} {
+			tokens, model := flowhttp.EstimateTokensAndModel([]byte(body), maxTokens)
+			require.Equal(t, flowhttp.EstimateTokens([]byte(body), maxTokens), tokens, "body %s, maxTokens %d", body, maxTokens)
+			require.Equal(t, flowhttp.Model([]byte(body)), model, "body %s", body)
+		}
+	}
 }

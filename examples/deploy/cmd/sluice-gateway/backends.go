@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -81,6 +82,22 @@ type poolConfig struct {
 	// outlier configures outlier detection (see outlier.go); the zero
 	// value turns it off.
 	outlier outlierConfig
+	// maxInFlight is the most requests the gate lets be in flight, which
+	// sizes the idle connections kept to the backends; 0 when the gate
+	// sets no such limit.
+	maxInFlight int
+}
+
+// idleConns returns the transport's MaxIdleConns and MaxIdleConnsPerHost
+// for a gate that lets at most maxInFlight requests be in flight (0: no
+// limit): that many in all and per backend, since they may all go to one;
+// without a limit, as many as the load opens (0 is net/http's "no limit"
+// in all, but its default of 2 per host).
+func idleConns(maxInFlight int) (total, perHost int) {
+	if maxInFlight <= 0 {
+		return 0, math.MaxInt32
+	}
+	return maxInFlight, maxInFlight
 }
 
 func newPool(urls []*url.URL, cfg poolConfig) *pool {
@@ -103,10 +120,13 @@ func newPool(urls []*url.URL, cfg poolConfig) *pool {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// One gateway sends everything to a handful of hosts; the default of 2
-	// idle connections per host would dial a new connection for most
-	// requests under load.
-	tr.MaxIdleConnsPerHost = 256
+	// Keep as many idle connections as there can be requests in flight,
+	// so that a request never waits for a dial once the load has been
+	// seen: net/http's defaults (2 per host, 100 in all) would close most
+	// connections a burst opened and dial again for the next one, which
+	// under overload spends the CPU the requests need (and leaves sockets
+	// in TIME-WAIT). Idle connections still close after IdleConnTimeout.
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = idleConns(cfg.maxInFlight)
 	p := &pool{transport: tr, poolConfig: cfg, wake: make(chan struct{}, 1)}
 	tr.DialContext = markDialErrors(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return p.dial(ctx, network, addr) // read at each dial, so that a test can swap it
@@ -161,11 +181,14 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&target)
 			pr.SetXForwarded()
+			sendInMemory(pr)
 		},
 		Transport: p.transport,
-		// Flush every write at once: a streamed completion's events must
-		// reach the client as the model produces them.
-		FlushInterval: -1,
+		// No FlushInterval: the proxy flushes every write of a streamed
+		// completion (text/event-stream) and of any response of unknown
+		// length at once, so that events reach the client as the model
+		// produces them; a response of known length (a completion that is
+		// not streamed) is written whole, without a flush per write.
 		ModifyResponse: func(resp *http.Response) error {
 			p.reach(b) // it answered
 			p.record(b, resp.StatusCode, resp.Request.URL.Path)
@@ -252,7 +275,9 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
-	noteBackend(r.Context(), b.name) // for the log of a response cut off: see streamGuard
+	if sw, ok := w.(*sseWriter); ok {
+		sw.backend = b.name // for the log of a response cut off: see streamGuard
+	}
 	b.proxy.ServeHTTP(w, r)
 }
 
@@ -280,4 +305,22 @@ func (p *pool) closeIdle() {
 	if tr, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		tr.CloseIdleConnections()
 	}
+}
+
+// sendInMemory gives the outbound request of an admitted request the
+// body flowhttp read before queueing, from its GetBody: the proxy wraps
+// the body it forwards in a type of its own, which net/http's Transport
+// cannot tell is in memory, so it would write the request's header and
+// body in two writes (two packets) rather than one. The outbound request
+// keeps no GetBody, so the Transport retries it no more than before. A
+// request passed straight through has no GetBody and keeps its body, read
+// as it arrives.
+func sendInMemory(pr *httputil.ProxyRequest) {
+	if pr.In.GetBody == nil || pr.Out.Body == nil {
+		return
+	}
+	if body, err := pr.In.GetBody(); err == nil {
+		pr.Out.Body = body
+	}
+	pr.Out.GetBody = nil
 }

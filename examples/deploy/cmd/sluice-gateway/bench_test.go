@@ -2,13 +2,12 @@ package main
 
 import (
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -16,7 +15,11 @@ import (
 // gateway (flow control, headroom stamping, the balancer, the proxy) on
 // loopback. The baseline, direct-reverseproxy, is a bare
 // httputil.ReverseProxy in front of the same backend: the difference is
-// what the gateway adds to a request.
+// what the gateway adds to a request. The gateway is served as the
+// program serves it (it probes its backend before admitting), with a
+// -max-inflight gate that never queues; every request must end 200.
+// cmd/sluice-loadbench measures the same at fixed rates, process by
+// process.
 func BenchmarkProxy(b *testing.B) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -37,29 +40,23 @@ func BenchmarkProxy(b *testing.B) {
 		runRequests(b, srv.URL)
 	})
 	b.Run("impl=sluice-gateway", func(b *testing.B) {
-		maxInFlight := 1 << 20
-		g, err := newGateway(options{backends: []*url.URL{u}, maxInFlight: &maxInFlight, maxBodyBytes: 4 << 20},
-			slog.New(slog.DiscardHandler))
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv := &http.Server{Handler: g.handler}
-		go srv.Serve(l)
-		b.Cleanup(func() { srv.Close(); g.fc.Close(); g.pool.closeIdle() })
-		runRequests(b, "http://"+l.Addr().String())
+		opts := testOptions()
+		opts.backends = []*url.URL{u}
+		opts.maxInFlight = intp(1 << 20)
+		g := startGateway(b, opts)
+		waitFor(b, "the backend to be up", func() bool { return g.readiness() == nil })
+		runRequests(b, g.url)
 	})
 }
 
-// runRequests posts b.N completions to base from parallel clients.
+// runRequests posts b.N completions to base from parallel clients, and
+// fails the benchmark unless every one is answered 200.
 func runRequests(b *testing.B, base string) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	b.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
+	var ok atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -72,9 +69,14 @@ func runRequests(b *testing.B, base string) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				b.Errorf("status %d", resp.StatusCode)
+				b.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("x-llm-d-request-dropped-reason"))
 				return
 			}
+			ok.Add(1)
 		}
 	})
+	b.StopTimer()
+	if got := ok.Load(); got != int64(b.N) {
+		b.Fatalf("%d of %d requests answered 200", got, b.N)
+	}
 }

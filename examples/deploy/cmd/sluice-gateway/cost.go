@@ -35,8 +35,9 @@ func (c costClassifier) classify(r *http.Request) (flowhttp.Classification, erro
 	if err != nil {
 		return class, nil
 	}
-	class.Cost = flowhttp.EstimateTokens(body, c.maxTokens)
-	if model := flowhttp.Model(body); model != "" {
+	cost, model := flowhttp.EstimateTokensAndModel(body, c.maxTokens)
+	class.Cost = cost
+	if model != "" {
 		class.Tag = modelLabels(model)
 	}
 	return class, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -142,7 +143,8 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale,
 		unhealthyThreshold: opts.unhealthyThreshold, unhealthyWindow: opts.unhealthyWindow,
 		outlier: outlierConfig{consecutive5xx: opts.consecutive5xx, baseEjectionTime: opts.baseEjectionTime,
-			maxEjectionPercent: opts.maxEjectionPercent}})
+			maxEjectionPercent: opts.maxEjectionPercent},
+		maxInFlight: inFlightLimit(limit)})
 	if sat != nil {
 		if g.scraper, err = g.newScraper(s, nil); err != nil {
 			g.fc.Close()
@@ -281,6 +283,15 @@ func (g *gateway) newScraper(s *settings, client *http.Client) (*vllm.Scraper, e
 		},
 		Logger: g.log,
 	})
+}
+
+// inFlightLimit returns the gate's limit on requests in flight, as
+// buildGate reports it, or 0 when it has none.
+func inFlightLimit(limit func() float64) int {
+	if limit == nil {
+		return 0
+	}
+	return int(min(limit(), math.MaxInt32))
 }
 
 // scrapeSink hands each scrape to the saturation gate and to the load

@@ -70,12 +70,22 @@ type testGateway struct {
 
 // startGateway builds a gateway from opts and serves it on 127.0.0.1:0
 // until the test ends (or stop is called).
-func startGateway(t *testing.T, opts options) *testGateway {
+func startGateway(t testing.TB, opts options) *testGateway {
+	t.Helper()
+	return startGatewayPrepared(t, opts, nil)
+}
+
+// startGatewayPrepared is startGateway, calling prepare (if set) on the
+// gateway before it serves.
+func startGatewayPrepared(t testing.TB, opts options, prepare func(*gateway)) *testGateway {
 	t.Helper()
 	logs := &syncBuffer{}
 	g, err := newGateway(opts, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(g)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -36,25 +36,7 @@ type streamGuard struct {
 	log  *slog.Logger
 }
 
-// servedByKey is the context key of the *servedBy the guard hands the
-// pool, which records there the backend it sends the request to.
-type servedByKey struct{}
-
-// servedBy is the name of the backend a request was sent to; the pool's
-// handler and the guard run on one goroutine, one after the other.
-type servedBy struct{ name string }
-
-// noteBackend records, for the streamGuard of the request whose context
-// is ctx (if any), that it was sent to backend name.
-func noteBackend(ctx context.Context, name string) {
-	if s, ok := ctx.Value(servedByKey{}).(*servedBy); ok {
-		s.name = name
-	}
-}
-
 func (g streamGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	by := &servedBy{}
-	r = r.WithContext(context.WithValue(r.Context(), servedByKey{}, by))
 	sw := &sseWriter{ResponseWriter: w}
 	defer func() {
 		v := recover()
@@ -68,13 +50,13 @@ func (g streamGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case r.Context().Err() != nil || sw.failed:
 			// The client went away (a write to it failed), or flowhttp
 			// revoked the request and cuts its response on purpose.
-			g.log.Debug("response abandoned: the client went away or the request was revoked", "backend", by.name, "path", r.URL.Path,
+			g.log.Debug("response abandoned: the client went away or the request was revoked", "backend", sw.backend, "path", r.URL.Path,
 				"cause", context.Cause(r.Context()))
 			panic(v)
 		case sw.closeWithError(streamCutMessage):
-			g.log.Warn("backend stream cut off: ended with an error event", "backend", by.name, "path", r.URL.Path)
+			g.log.Warn("backend stream cut off: ended with an error event", "backend", sw.backend, "path", r.URL.Path)
 		default:
-			g.log.Warn("backend response cut off: the client's response is aborted", "backend", by.name, "path", r.URL.Path,
+			g.log.Warn("backend response cut off: the client's response is aborted", "backend", sw.backend, "path", r.URL.Path,
 				"content_type", sw.Header().Get("Content-Type"))
 			panic(v)
 		}
@@ -107,13 +89,15 @@ type sseWriter struct {
 	lineEmpty   bool   // nothing of the current line was seen yet
 	afterCR     bool   // the last byte seen was a CR: an LF now completes its line end
 	failed      bool   // a write to the client failed
+	// backend is the name of the backend the pool sent the request to,
+	// for the log; the pool sets it (see pool.ServeHTTP).
+	backend string
 }
 
 func (sw *sseWriter) WriteHeader(code int) {
 	if !sw.wroteHeader && code >= 200 {
 		sw.wroteHeader = true
-		mt, _, _ := mime.ParseMediaType(sw.Header().Get("Content-Type"))
-		sw.stream = mt == "text/event-stream"
+		sw.stream = isEventStream(sw.Header().Get("Content-Type"))
 		sw.lineEmpty = true
 	}
 	sw.ResponseWriter.WriteHeader(code)
@@ -232,3 +216,17 @@ func (sw *sseWriter) FlushError() error {
 
 // Unwrap returns the wrapped writer, for http.ResponseController.
 func (sw *sseWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
+// isEventStream reports whether a response of Content-Type ct is a
+// stream of server-sent events. The common answers are told without
+// parsing: a completion that is not streamed is application/json.
+func isEventStream(ct string) bool {
+	switch ct {
+	case "application/json", "":
+		return false
+	case "text/event-stream":
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
+}
