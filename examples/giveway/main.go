@@ -11,7 +11,7 @@
 //	go run ./examples/giveway                 # seeds 1–20
 //	go run ./examples/giveway -from 1 -to 3
 //
-// It is the check of issue 29's "give way by deadline".
+// Its test asserts the comparisons the tables print.
 package main
 
 import (
@@ -36,7 +36,7 @@ const (
 // Scenario is one traffic mix.
 type Scenario struct {
 	Name string
-	// BurstRate is chat's rate in a burst (12 req/s in issue 29's), and
+	// BurstRate is chat's rate in a burst (12 req/s in the first), and
 	// RandomPhases draws the phases' lengths (mean 20 s quiet, 10 s busy).
 	BurstRate    float64
 	RandomPhases bool
@@ -48,11 +48,12 @@ type Scenario struct {
 	Standard bool
 }
 
-// Scenarios are issue 29's traffic and its variations.
+// Scenarios are the traffic mixes: random bursts beside a batch backlog
+// without think time, crossband's traffic, and variations of the first.
 var Scenarios = []Scenario{
-	{Name: "issue 29: random bursts of 3 and 12 req/s, log-normal batch outputs (mean 1,000), no think time",
+	{Name: "random bursts of 3 and 12 req/s, log-normal batch outputs (mean 1,000), no think time",
 		BurstRate: 12, RandomPhases: true, BatchOutput: sim.Tokens{Mean: 1000, Sigma: 1}},
-	{Name: "issue 22 (examples/crossband): fixed bursts, 1,000-token batch outputs, 2 s think time",
+	{Name: "crossband's traffic: fixed bursts, 1,000-token batch outputs, 2 s think time",
 		BurstRate: 12, BatchOutput: sim.Tokens{Mean: 1000}, Think: 2 * time.Second},
 	{Name: "stronger bursts: 20 req/s",
 		BurstRate: 20, RandomPhases: true, BatchOutput: sim.Tokens{Mean: 1000, Sigma: 1}},

@@ -26,9 +26,9 @@ func rowIndex(t *testing.T, name string) int {
 // meets the SLO (short batch jobs) it revokes nothing; and batch keeps
 // most of strict priority's output tokens, and on the median no more
 // than 2% fewer than with the zero value (where nothing needs revoking,
-// the slots held back for chat cost about 1%). The default variant runs issue 29's traffic
-// and the short batch jobs on seeds 1–3; with SLUICE_LONG=1, every
-// scenario on seeds 1–20.
+// the slots held back for chat cost about 1%). The default variant runs
+// the random bursts of 3 and 12 req/s and the short batch jobs on seeds
+// 1–3; with SLUICE_LONG=1, every scenario on seeds 1–20.
 func TestDeadlineRuleOnTheSimulator(t *testing.T) {
 	seeds, scenarios := sim.SeedRange(1, 3), []Scenario{Scenarios[0], Scenarios[3]}
 	if long.Enabled() {
