@@ -371,6 +371,14 @@ func TestFileIsJudgedBehindTheAdaptersGate(t *testing.T) {
 	if slices.ContainsFunc(o.warnings, func(w string) bool { return strings.Contains(w, "controller.eviction") }) {
 		t.Errorf("behind -max-inflight 64: warnings %q, want none about eviction", o.warnings)
 	}
+	// With the hand-off on, the servers' priority scheduler preempts for
+	// the higher band: no warning.
+	if o, err = parseFlags([]string{"-config", evict, "-backend", "http://127.0.0.1:8002", "-priority-handoff", "-request-body-mode", "BUFFERED"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(o.warnings, func(w string) bool { return strings.Contains(w, "controller.eviction") }) {
+		t.Errorf("with -priority-handoff: warnings %q, want none about eviction", o.warnings)
+	}
 
 	llmd := write("llmd.yaml", "featureGates: [flowControl]\nflowControl:\n  enableEviction: true\n")
 	_, err = parseFlags([]string{"-config", llmd, "-max-inflight", "8"}, io.Discard, io.Discard)

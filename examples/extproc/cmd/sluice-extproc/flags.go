@@ -277,7 +277,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		gateCfg.MaxInFlight = &maxInFlight
 	}
 	if o.configPath != "" {
-		if gateCfg, fileHandoff, err = applyFile(&o, set, gateCfg); err != nil {
+		if gateCfg, fileHandoff, err = applyFile(&o, set, gateCfg, shared.Handoff); err != nil {
 			return fail(err)
 		}
 	}
@@ -301,8 +301,10 @@ const defaultMetricsListen = "127.0.0.1:9003"
 
 // applyFile reads the -config file into o, under the flags given (set names
 // them), and returns the file's gate unless -max-inflight replaces it with
-// flagGate, and the file's gateway.priorityHandoff. Errors name the file, and the line and path within it.
-func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Gate, flowhttp.PriorityHandoff, error) {
+// flagGate, and the file's gateway.priorityHandoff; the file is judged
+// with the hand-off that runs (handoff: the flags' over the file's).
+// Errors name the file, and the line and path within it.
+func applyFile(o *options, set map[string]bool, flagGate config.Gate, handoff func(flowhttp.PriorityHandoff) flowhttp.PriorityHandoff) (config.Gate, flowhttp.PriorityHandoff, error) {
 	f, err := config.Load(o.configPath)
 	if err != nil {
 		return config.Gate{}, flowhttp.PriorityHandoff{}, err
@@ -367,7 +369,7 @@ func applyFile(o *options, set map[string]bool, flagGate config.Gate) (config.Ga
 	// What the file asks for, judged behind the gate and over the bands
 	// the adapter runs (config's File.Check): an error at the file's key,
 	// or warnings.
-	ws, err := f.Check(config.Running{Flow: o.controller, Gate: g})
+	ws, err := f.Check(config.Running{Flow: o.controller, Gate: g, PriorityHandoff: handoff(f.Gateway.PriorityHandoff)})
 	if err != nil {
 		return config.Gate{}, flowhttp.PriorityHandoff{}, err
 	}
