@@ -80,13 +80,21 @@ func ModifyResponse(r capacity.Reader, opts ...Option) func(*http.Response) erro
 // ModifyResponse sees it: from its header, from the trailers it declared,
 // and from the trailers that arrive with the end of its body, declared or
 // not. It wraps resp.Body for the last, except for a protocol upgrade
-// (101), whose body is the connection.
+// (101), whose body is the connection, and for an HTTP/1 response of
+// known length, which cannot carry trailers (HTTP/1.1 sends them only
+// after a chunked body).
 func StripResponse(resp *http.Response, names ...string) {
 	Strip(resp.Header, names...)
 	Strip(resp.Trailer, names...)
-	if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols {
+	if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols && !noTrailers(resp) {
 		resp.Body = &trailerStrippingBody{ReadCloser: resp.Body, resp: resp, names: names}
 	}
+}
+
+// noTrailers reports whether resp is an HTTP/1 response whose body has a
+// length and no chunked coding, so that no trailer can arrive after it.
+func noTrailers(resp *http.Response) bool {
+	return resp.ProtoMajor == 1 && resp.ContentLength >= 0 && len(resp.TransferEncoding) == 0 && len(resp.Trailer) == 0
 }
 
 // trailerStrippingBody deletes names from resp.Trailer when the body

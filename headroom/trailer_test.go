@@ -136,3 +136,34 @@ func TestStripResponse(t *testing.T) {
 	require.Equal(t, "done", string(got))
 	require.Equal(t, http.Header{"X-Other": {"kept"}}, resp.Trailer)
 }
+
+// StripResponse leaves the body of an HTTP/1 response of known length as
+// it is, since no trailer can follow it, and watches the end of any body
+// a trailer can follow: chunked, of unknown length, or HTTP/2's.
+func TestStripResponseWrapsOnlyBodiesTrailersCanFollow(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		major      int
+		length     int64
+		encoding   []string
+		trailer    http.Header
+		wantAsItIs bool
+	}{
+		{"HTTP/1.1 with a Content-Length", 1, 4, nil, nil, true},
+		{"HTTP/1.1 chunked", 1, -1, []string{"chunked"}, nil, false},
+		{"HTTP/1.1 of unknown length", 1, -1, nil, nil, false},
+		{"HTTP/1.1 with declared trailers", 1, 4, nil, http.Header{"X-Other": nil}, false},
+		{"HTTP/2 with a content-length", 2, 4, nil, nil, false},
+		{"no protocol given", 0, 4, nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := io.NopCloser(strings.NewReader("done"))
+			resp := &http.Response{StatusCode: http.StatusOK, ProtoMajor: tc.major, ContentLength: tc.length,
+				TransferEncoding: tc.encoding, Header: http.Header{}, Trailer: tc.trailer, Body: body}
+			headroom.StripResponse(resp, "x-owned")
+			if asItIs := resp.Body == body; asItIs != tc.wantAsItIs {
+				t.Errorf("body left as it is: %v, want %v", asItIs, tc.wantAsItIs)
+			}
+		})
+	}
+}
