@@ -1,6 +1,7 @@
 package flowhttp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (size int64, 
 	if limit < math.MaxInt64 {
 		limit++
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, limit))
+	buf, err := readAtMost(r.Body, limit, r.ContentLength)
 	if err != nil {
 		if isTimeout(err) {
 			return 0, nil, http.StatusRequestTimeout,
@@ -79,6 +80,45 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (size int64, 
 	return int64(len(buf)), buf, 0, nil
 }
 
+// presizeLimit bounds the buffer readAtMost allocates from a declared
+// length before any of it arrives: a client that declares a large body
+// and sends none of it holds no more than this. A longer body grows the
+// buffer as it arrives.
+const presizeLimit = 64 << 10
+
+// readAtMost reads r to its end, or until it has read limit bytes, as
+// io.ReadAll(io.LimitReader(r, limit)) does, into a buffer sized for a
+// body of length bytes (the declared length, or -1 if unknown) up to
+// presizeLimit: a body of declared length takes one allocation, where
+// io.ReadAll's buffer starts at 512 bytes and grows by copies.
+func readAtMost(r io.Reader, limit, length int64) ([]byte, error) {
+	size := int64(512)
+	if length >= 0 {
+		// One byte more than the body: the read that finds its end needs
+		// room.
+		size = min(length, presizeLimit) + 1
+	}
+	buf := make([]byte, 0, min(size, limit))
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		room := buf[len(buf):cap(buf)]
+		if left := limit - int64(len(buf)); int64(len(room)) > left {
+			room = room[:left]
+		}
+		n, err := r.Read(room)
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
 // isTimeout reports whether err is a read deadline passing.
 func isTimeout(err error) bool {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -86,4 +126,41 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// classifiedRequest is the copy of a request the Handler gives its
+// classifier, and the body that copy replays, allocated together.
+type classifiedRequest struct {
+	req  http.Request
+	body replayBody
+}
+
+// replayBody replays a body the Handler has read into memory.
+type replayBody struct {
+	bytes.Reader
+	data []byte
+}
+
+// Close does nothing: the bytes are the Handler's.
+func (*replayBody) Close() error { return nil }
+
+// BodyBytes returns the whole body of r, without copying it, when r is the
+// request the Handler passes its classifier (see [ClassifyFunc]), whose
+// body the Handler has read into memory; ok is false for any other
+// request, whose body the caller reads as usual. The bytes are shared with
+// the body the wrapped handler receives: do not modify them. What has been
+// read of r.Body does not change what BodyBytes returns.
+//
+// A classifier that estimates a request's cost from its body reads it so
+// without an allocation or a copy:
+//
+//	body, ok := flowhttp.BodyBytes(r)
+//	if !ok {
+//		body, err = io.ReadAll(r.Body)
+//	}
+func BodyBytes(r *http.Request) (body []byte, ok bool) {
+	if rb, ok := r.Body.(*replayBody); ok {
+		return rb.data, true
+	}
+	return nil, false
 }

@@ -84,9 +84,9 @@ type Classification struct {
 //
 // The [Handler] has read the body already (up to [Config.MaxBodyBytes]; a
 // longer one is refused with 413 before the classifier runs) and r.Body
-// replays it, so a classifier may read it, for example to estimate the
-// request's cost from the prompt; the wrapped handler still receives the
-// whole body. With a negative MaxBodyBytes the body is not read
+// replays it, so a classifier may read it, or take its bytes without a
+// copy with [BodyBytes], for example to estimate the request's cost from
+// the prompt; the wrapped handler still receives the whole body. With a negative MaxBodyBytes the body is not read
 // beforehand, and a classifier that reads it takes it from the wrapped
 // handler.
 type ClassifyFunc func(r *http.Request) (Classification, error)

@@ -95,7 +95,7 @@ func ExampleHeaderClassifier() {
 // A classifier that sets each request's cost to its estimated tokens
 // ([flowhttp.EstimateTokens]: the body's bytes / 4 plus max_tokens,
 // clamped to a model's context) read from the body the Handler has
-// already read, so that the band's cost capacity and deficit round robin
+// already read (flowhttp.BodyBytes), so that the band's cost capacity and deficit round robin
 // count tokens, not requests. A request estimated above the band's cost
 // capacity can never fit: 413.
 func ExampleClassifyFunc() {
@@ -105,9 +105,9 @@ func ExampleClassifyFunc() {
 		if err != nil {
 			return class, err
 		}
-		body, err := io.ReadAll(r.Body) // the Handler's replay of the body it read
-		if err != nil {
-			return class, err
+		body, ok := flowhttp.BodyBytes(r) // the body the Handler read, without a copy
+		if !ok {
+			return class, nil // not read beforehand (a negative MaxBodyBytes): no cost
 		}
 		class.Cost = flowhttp.EstimateTokens(body, contextLength)
 		return class, nil

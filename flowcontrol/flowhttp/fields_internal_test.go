@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"strings"
 	"testing"
 )
@@ -117,5 +118,41 @@ func BenchmarkReadFields(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// tokenCount reads a plain integer of up to 18 digits without converting
+// it to a string; at the edges of that fast path it answers as the long
+// way (strconv) does.
+func TestTokenCountFastPathEdges(t *testing.T) {
+	for _, tc := range []struct {
+		raw string
+		n   int64
+		ok  bool
+	}{
+		{"0", 0, true},
+		{"7", 7, true},
+		{"256", 256, true},
+		{"999999999999999999", 999999999999999999, true},   // 18 digits: the fast path's longest
+		{"1000000000000000000", 1000000000000000000, true}, // 19: the long way
+		{"9223372036854775807", math.MaxInt64, true},       // the largest int64
+		{"9223372036854775808", math.MaxInt64, true},       // saturated
+		{"01", 1, true}, // a leading zero: the long way, as before
+		{"-0", 0, true},
+		{"-1", 0, false},
+		{"1e3", 1000, true},
+		{"12.5", 0, false},
+		{"12a", 0, false},
+		{`"12"`, 12, true},
+		{"null", 0, false},
+	} {
+		n, ok := tokenCount(json.RawMessage(tc.raw))
+		if ok != tc.ok || ok && n != tc.n { // n means nothing when !ok
+			t.Errorf("tokenCount(%s) = %d, %v; want %d, %v", tc.raw, n, ok, tc.n, tc.ok)
+		}
+	}
+	raw := json.RawMessage("4096")
+	if allocs := testing.AllocsPerRun(100, func() { tokenCount(raw) }); allocs != 0 {
+		t.Errorf("tokenCount of a plain integer allocates %v times, want 0", allocs)
 	}
 }

@@ -264,8 +264,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The classifier may read the body; it reads a copy of the request
 		// whose body replays the bytes, so the caller's request is
 		// unchanged and the wrapped handler gets the whole body again.
-		classified = r.WithContext(r.Context())
-		classified.Body = io.NopCloser(bytes.NewReader(body))
+		// One allocation holds both.
+		c := &classifiedRequest{req: *r}
+		c.body.data = body
+		c.body.Reset(body)
+		c.req.Body = &c.body
+		classified = &c.req
 	}
 	class, err := h.classify(classified)
 	if err != nil {

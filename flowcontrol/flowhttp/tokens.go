@@ -71,6 +71,23 @@ func tokenCount(raw json.RawMessage) (n int64, ok bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
+	if len(raw) <= 18 && raw[0] != '0' || len(raw) == 1 {
+		// The common case, a plain integer of up to 18 digits (no sign,
+		// fraction, exponent or leading zero), read without converting
+		// the bytes to a string: it cannot overflow an int64.
+		var n int64
+		digits := true
+		for _, c := range raw {
+			if c < '0' || c > '9' {
+				digits = false
+				break
+			}
+			n = n*10 + int64(c-'0')
+		}
+		if digits {
+			return n, true
+		}
+	}
 	s := string(raw)
 	if raw[0] == '"' {
 		// A string must hold a JSON number too: strconv would also read
