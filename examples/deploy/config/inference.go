@@ -81,6 +81,9 @@ func ParseInferenceRoute(s string) (InferenceRoute, error) {
 // "/v1/x/../chat/completions", which a backend may route to the same
 // handler, cannot slip past admission.
 func (r InferenceRoutes) Match(method, urlPath string) bool {
+	if isCleanPath(urlPath) {
+		return r.match(method, urlPath) // cleaning would change nothing: no allocation
+	}
 	return r.match(method, path.Clean("/"+urlPath))
 }
 
