@@ -183,7 +183,8 @@ func (p *pool) newBackend(u *url.URL) *backend {
 			pr.SetXForwarded()
 			sendInMemory(pr)
 		},
-		Transport: p.transport,
+		Transport:  p.transport,
+		BufferPool: copyBuffers,
 		// No FlushInterval: the proxy flushes every write of a streamed
 		// completion (text/event-stream) and of any response of unknown
 		// length at once, so that events reach the client as the model
@@ -217,6 +218,31 @@ func (p *pool) newBackend(u *url.URL) *backend {
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	return b
+}
+
+// copyBufferSize is the size of the buffers the proxies copy response
+// bodies through: httputil.ReverseProxy's own.
+const copyBufferSize = 32 << 10
+
+// copyBuffers lends the proxies the buffers they copy response bodies
+// through. Without it a ReverseProxy allocates one of 32 KiB per
+// response, most of what a request allocates, and the collector's work
+// grows with it.
+var copyBuffers httputil.BufferPool = bufferPool{}
+
+// bufferPool is an httputil.BufferPool over a sync.Pool of arrays, which
+// hold no slice header to allocate on Put, and which the collector frees
+// when they go unused.
+type bufferPool struct{}
+
+var copyArrays = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
+
+func (bufferPool) Get() []byte { return copyArrays.Get().(*[copyBufferSize]byte)[:] }
+
+func (bufferPool) Put(b []byte) {
+	if cap(b) == copyBufferSize {
+		copyArrays.Put((*[copyBufferSize]byte)(b[:copyBufferSize]))
+	}
 }
 
 // pick returns the backend to send the next request to: among the
@@ -308,19 +334,19 @@ func (p *pool) closeIdle() {
 }
 
 // sendInMemory gives the outbound request of an admitted request the
-// body flowhttp read before queueing, from its GetBody: the proxy wraps
-// the body it forwards in a type of its own, which net/http's Transport
-// cannot tell is in memory, so it would write the request's header and
-// body in two writes (two packets) rather than one. The outbound request
-// keeps no GetBody, so the Transport retries it no more than before. A
-// request passed straight through has no GetBody and keeps its body, read
-// as it arrives.
+// body flowhttp read before queueing, as flowhttp replays it: the proxy
+// wraps the body it forwards in a type of its own, which net/http's
+// Transport cannot tell is in memory, so it would write the request's
+// header and body in two writes (two packets) rather than one. flowhttp
+// sets GetBody on the requests it replays a body to, and nothing reads
+// that body before the proxy, so it is forwarded as it is, with no copy
+// of the reader to allocate. The outbound request keeps no GetBody, so
+// the Transport retries it no more than before. A request passed straight
+// through has no GetBody and keeps its body, read as it arrives.
 func sendInMemory(pr *httputil.ProxyRequest) {
-	if pr.In.GetBody == nil || pr.Out.Body == nil {
+	if pr.In.GetBody == nil || pr.Out.Body == nil || pr.In.Body == nil {
 		return
 	}
-	if body, err := pr.In.GetBody(); err == nil {
-		pr.Out.Body = body
-	}
+	pr.Out.Body = pr.In.Body
 	pr.Out.GetBody = nil
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"io"
+	"maps"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
@@ -27,13 +30,15 @@ func (c costClassifier) classify(r *http.Request) (flowhttp.Classification, erro
 	if err != nil {
 		return class, err
 	}
-	class.Tag = modelLabels(r.Header.Get(flowhttp.ModelNameHeader))
+	class.Tag = modelLabels(r.Header.Get(modelNameKey))
 	if r.Body == nil {
 		return class, nil
 	}
-	body, err := io.ReadAll(r.Body) // the Handler's replay of a body it has read
-	if err != nil {
-		return class, nil
+	body, ok := flowhttp.BodyBytes(r) // the body the Handler has read, not copied
+	if !ok {
+		if body, err = io.ReadAll(r.Body); err != nil {
+			return class, nil
+		}
 	}
 	cost, model := flowhttp.EstimateTokensAndModel(body, c.maxTokens)
 	class.Cost = cost
@@ -49,7 +54,7 @@ func (c costClassifier) classify(r *http.Request) (flowhttp.Classification, erro
 func headerModels(classify flowhttp.ClassifyFunc) flowhttp.ClassifyFunc {
 	return func(r *http.Request) (flowhttp.Classification, error) {
 		class, err := classify(r)
-		class.Tag = modelLabels(r.Header.Get(flowhttp.ModelNameHeader))
+		class.Tag = modelLabels(r.Header.Get(modelNameKey))
 		return class, err
 	}
 }
@@ -64,8 +69,43 @@ func modelLabels(model string) any {
 	if model == "" {
 		return nil
 	}
-	return metrics.RequestLabels{ModelName: model, TargetModelName: model}
+	if tag, ok := (*labelCache.Load())[model]; ok {
+		return tag
+	}
+	tag := any(metrics.RequestLabels{ModelName: model, TargetModelName: model})
+	labelMu.Lock()
+	defer labelMu.Unlock()
+	if old := *labelCache.Load(); len(old) < maxCachedLabels && len(model) <= maxCachedModelLen {
+		m := make(map[string]any, len(old)+1)
+		maps.Copy(m, old)
+		m[model] = tag
+		labelCache.Store(&m)
+	}
+	return tag
 }
+
+// The labels of the models seen, made once each, so that the request for
+// a model seen before allocates none (a value in an interface is
+// allocated). Clients name the models: the cache stops growing at
+// maxCachedLabels names of at most maxCachedModelLen bytes, past which a
+// request's labels are made anew, as the metrics bound them anyway
+// (metrics.Options.MaxModels). It is replaced whole on each addition, so
+// a lookup takes no lock.
+const (
+	maxCachedLabels   = 64
+	maxCachedModelLen = 256
+)
+
+var (
+	labelMu    sync.Mutex // serializes additions
+	labelCache atomic.Pointer[map[string]any]
+)
+
+func init() { labelCache.Store(&map[string]any{}) }
+
+// modelNameKey is flowhttp.ModelNameHeader in canonical form, which
+// http.Header.Get looks up without converting it first.
+var modelNameKey = http.CanonicalHeaderKey(flowhttp.ModelNameHeader)
 
 // announced returns classify, telling enqueued of each request's flow key
 // once it is classified, just before the request is enqueued: the metrics
