@@ -305,7 +305,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	effective := adm.Effective().Priority
 	band := headroom.Admitted(effective)
 	queueMillis := strconv.FormatInt(int64(adm.QueueTime()/time.Millisecond), 10)
-	hw := headroom.NewHeaderWriter(&firstByteWriter{ResponseWriter: w, adm: adm}, func(hdr http.Header) {
+	st := &serving{fw: firstByteWriter{ResponseWriter: w, adm: adm}}
+	hw := headroom.NewHeaderWriter(&st.fw, func(hdr http.Header) {
 		// Every router-owned name, the dropped reason included: a
 		// dispatched response carries none, whatever the backend says.
 		StripRouterOwned(hdr)
@@ -330,8 +331,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Transport send the request's header and body in one write,
 		// where a body of another type costs a second write (and a
 		// second packet) per request.
-		admitted.Body = io.NopCloser(bytes.NewReader(body))
-		admitted.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		st.body.Reset(body)
+		st.data = body
+		admitted.Body = io.NopCloser(&st.body)
+		admitted.GetBody = st.replay
 	}
 	if revoked := adm.Revoked(); revoked != nil {
 		h.serveRevocable(w, hw, admitted, adm, revoked, queueMillis)
@@ -382,6 +385,20 @@ func (lr loggedReader) CapacitySnapshot(priority int) (s capacity.Snapshot, err 
 		lr.log.Warn("headroom header omitted: the capacity read failed", "priority", priority, "error", err)
 	}
 	return s, err
+}
+
+// serving is what the Handler allocates for an admitted request, in one
+// piece: the writer that reports its first byte, and the reader that
+// replays its body.
+type serving struct {
+	fw   firstByteWriter
+	body bytes.Reader
+	data []byte
+}
+
+// replay is the admitted request's GetBody: a new reader of the body.
+func (st *serving) replay() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(st.data)), nil
 }
 
 // firstByteWriter reports the first byte of the response body to the
