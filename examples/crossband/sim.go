@@ -10,7 +10,7 @@ import (
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
-// The scenario, issue 22's: a batch backlog of long generations beside
+// The scenario: a batch backlog of long generations beside
 // bursty interactive chat, on 4 servers of 16 slots behind a gate of 64.
 const (
 	servers, slotsPerServer = 4, 16
@@ -63,14 +63,15 @@ type Traffic struct {
 	BatchOutput sim.Tokens
 }
 
-// Issue22 is the main table's traffic, and Bursts the previous round's:
-// chat in random bursts (phases of 3 and 12 req/s, exponential lengths of
+// FixedBursts is the main table's traffic (chat in fixed phases of 20 s
+// at 3 req/s and 10 s at 12 req/s; batch outputs of 1,000 tokens, 2 s of
+// think time), and Bursts the previous round's: chat in random bursts (phases of 3 and 12 req/s, exponential lengths of
 // mean 20 s and 10 s), batch clients with no think time and log-normal
 // outputs of mean 1,000 tokens (σ 1: a median of 607 tokens, one in ten
 // above 2,200).
 var (
-	Issue22 = Traffic{Name: "issue 22's", BatchThink: batchThink, BatchOutput: sim.Tokens{Mean: batchOutput}}
-	Bursts  = Traffic{Name: "random bursts, log-normal batch outputs, no think time", RandomPhases: true,
+	FixedBursts = Traffic{Name: "fixed bursts, 1,000-token batch outputs, 2 s think time", BatchThink: batchThink, BatchOutput: sim.Tokens{Mean: batchOutput}}
+	Bursts      = Traffic{Name: "random bursts, log-normal batch outputs, no think time", RandomPhases: true,
 		BatchOutput: sim.Tokens{Mean: batchOutput, Sigma: burstsOutputSigma}}
 )
 
@@ -137,14 +138,14 @@ type Setup struct {
 	Replicas int
 	// Rows are the variants it runs, strict priority first.
 	Rows []Variant
-	// Traffic is the load; nil means Issue22.
+	// Traffic is the load; nil means FixedBursts.
 	Traffic *Traffic
 }
 
 // traffic returns setup's load.
 func (setup Setup) traffic() Traffic {
 	if setup.Traffic == nil {
-		return Issue22
+		return FixedBursts
 	}
 	return *setup.Traffic
 }
@@ -245,7 +246,7 @@ var Setups = []Setup{
 			row("lending 0.8/0.2 + eviction (16, 800ms)")}},
 }
 
-// BurstsSetup is the previous round's traffic (Bursts) beside issue 22's,
+// BurstsSetup is the previous round's traffic (Bursts) beside FixedBursts,
 // measured in tokens: strict priority and Sluice's default eviction
 // behind MaxInFlight(64), and the servers' own priority scheduling with
 // the band handed to them, behind the same gate (which never sends a
