@@ -62,7 +62,9 @@ type Effective struct {
 // outputs is a diff of what two configurations run: the listeners, the
 // backends and how they are read, the grace period and drain delay of a
 // shutdown, which requests are inference requests and how they are
-// classified, the priority hand-off with the value each band carries, the controller-wide capacities and TTLs, in-flight eviction
+// classified, the priority hand-off with the value each band carries, the
+// fleet the binary is a replica of, the controller-wide capacities and
+// TTLs, in-flight eviction
 // with its defaults applied, each band as it runs (its capacities, its
 // queue-wait TTL with the default applied, its ordering, queue, fairness
 // and guarantee), the gate, and the warnings. Durations are Go durations
@@ -141,6 +143,7 @@ func (e Effective) Write(w io.Writer) error {
 		bands[i] = bc.Priority
 	}
 	writeHandoff(line, e.PriorityHandoff, bands)
+	writeFleet(line, e.Fleet)
 
 	f := e.Flow
 	line(0, "controller:")
@@ -251,3 +254,25 @@ func ttl(d time.Duration) string {
 // quote writes s as a YAML double-quoted scalar: Go's escapes for
 // printable text are YAML's.
 func quote(s string) string { return strconv.QuoteToASCII(s) }
+
+// writeFleet prints the fleet the binary takes part in (gateway.fleet and
+// the -fleet-* flags), for [Effective.Write]: never the password, only the
+// file it is read from.
+func writeFleet(line func(int, string, ...any), f *Fleet) {
+	if f == nil || f.Redis == "" {
+		line(0, "fleet: none # this replica alone: its capacities, gate and headroom are its own")
+		return
+	}
+	line(0, "fleet: # replicas that share one view on Redis; while it cannot be read, a static share")
+	line(1, "redis: %s", quote(f.Redis))
+	if f.PasswordFile == "" {
+		line(1, "passwordFile: none")
+	} else {
+		line(1, "passwordFile: %s", quote(f.PasswordFile))
+	}
+	line(1, "prefix: %s", quote(f.Prefix))
+	line(1, "id: %s", quote(f.ID))
+	line(1, "replicas: %d # in fallback, this replica takes 1/replicas of the fleet's capacities and in-flight budget", f.Replicas)
+	line(1, "period: %s", f.Period)
+	line(1, "lease: %s", f.Lease)
+}

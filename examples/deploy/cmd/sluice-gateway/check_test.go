@@ -115,3 +115,37 @@ func TestBinaryCheckConfigJudgesEvictionBehindItsGate(t *testing.T) {
 	// band, from which eviction can take victims.
 	clitest.CheckPrints(t, runCheck, "-check-config", "-config", llmd, "-max-inflight", "8", "-backend", "http://127.0.0.1:8001", "-default-priority", "-1")
 }
+
+// -check-config says which fleet the gateway is a replica of, the flags
+// over the file, and that it runs alone without one; never a password.
+func TestBinaryCheckConfigPrintsTheFleet(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "password")
+	if err := os.WriteFile(secret, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, filepath.Join(dir, "fleet.yaml"), "gateway:\n  fleet:\n    redis: 127.0.0.1:6390\n    period: 250ms\n    replicas: 3\n")
+	stdout := clitest.CheckPrints(t, runCheck, "-check-config", "-config", path, "-backend", "http://127.0.0.1:8001",
+		"-max-inflight", "12", "-fleet-id", "gw-a", "-fleet-replicas", "2", "-fleet-redis-password-file", secret)
+	var out struct {
+		Fleet struct {
+			Redis, ID, Prefix, Period, Lease string
+			PasswordFile                     string `yaml:"passwordFile"`
+			Replicas                         int
+		}
+	}
+	if err := yaml.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("the output is not YAML: %v\n%s", err, stdout)
+	}
+	f := out.Fleet
+	if f.Redis != "127.0.0.1:6390" || f.ID != "gw-a" || f.Replicas != 2 || f.Period != "250ms" || f.Lease == "" || f.Prefix == "" || f.PasswordFile != secret {
+		t.Errorf("the output does not say which fleet runs: %+v\n%s", f, stdout)
+	}
+	if strings.Contains(stdout, "hunter2") {
+		t.Errorf("the output holds the password:\n%s", stdout)
+	}
+	stdout = clitest.CheckPrints(t, runCheck, "-check-config", "-backend", "http://127.0.0.1:8001")
+	if !strings.Contains(stdout, "\nfleet: none #") {
+		t.Errorf("without a fleet the output does not say the gateway runs alone:\n%s", stdout)
+	}
+}

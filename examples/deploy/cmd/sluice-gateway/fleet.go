@@ -110,6 +110,17 @@ func (f fleetOptions) over(file *config.Fleet, given map[string]bool) fleetOptio
 	return f
 }
 
+// config returns f as the configuration file spells it, with the flags
+// and defaults applied, for -check-config and reloads; nil when the
+// gateway runs alone.
+func (f fleetOptions) config() *config.Fleet {
+	if f.redis == "" {
+		return nil
+	}
+	return &config.Fleet{Redis: f.redis, PasswordFile: f.passwordFile, Prefix: f.prefix, ID: f.id,
+		Replicas: f.replicas, Period: f.period, Lease: f.lease}
+}
+
 // password returns the Redis password: the file's first line, else the
 // environment variable's value, else none.
 func (f fleetOptions) password() (string, error) {

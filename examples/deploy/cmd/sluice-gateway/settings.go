@@ -199,7 +199,7 @@ func (s *settings) running() config.Running {
 		DrainDelay:     s.drain,
 
 		PriorityHandoff: s.handoff,
-		Fleet:           s.file.Gateway.Fleet,
+		Fleet:           s.fleet.config(),
 	}
 }
 
