@@ -98,8 +98,8 @@ func spread(s sim.Spread, format string) string {
 
 // Print writes the tables.
 func (c *Comparison) Print(out io.Writer) {
-	fmt.Fprintf(out, "seeds %d–%d; synced replicas: a round every %v, the store %v away; requests to the replicas in turn\n",
-		c.Seeds[0], c.Seeds[len(c.Seeds)-1], c.Sync.Period, c.Sync.Delay)
+	fmt.Fprintf(out, "seeds %d–%d; synced replicas: a round every %v, the store %v away, an overdraft of %d; requests to the replicas in turn\n",
+		c.Seeds[0], c.Seeds[len(c.Seeds)-1], c.Sync.Period, c.Sync.Delay, c.Sync.Overdraft)
 	for a, adm := range Admissions {
 		fmt.Fprintf(out, "\ncross-band, %s: C = %d (4 servers × 16 slots)\n", adm.Name, budget)
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

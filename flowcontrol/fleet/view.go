@@ -50,6 +50,18 @@ type Config struct {
 	// Timeout bounds each Store call that [View.Run] makes, in real time;
 	// 0 means Period.
 	Timeout time.Duration
+	// Overdraft is how many requests this replica may start beyond its
+	// share, for a band while a band below it holds one of its slots:
+	// what one controller would do by the time the share moves — give
+	// the next slot that comes free anywhere in the fleet to the higher
+	// band, or revoke a lower band's request at once (with
+	// flowcontrol's Eviction) — the replica does now, rather than
+	// refuse, and revoke for its own arrivals alone. The next rounds
+	// count the requests it started as the band's demand and take the
+	// slots from the lower bands' parts, fleet-wide. It adds Overdraft to
+	// the over-admission bound (see [View.Gate]). 0, the default, means
+	// none. At least 0, at most [MaxCount].
+	Overdraft int64
 	// Capacities holds the fleet-wide request capacity of each band that
 	// has one, by priority: how many requests the whole fleet may queue
 	// in it, what one controller's BandConfig.RequestCapacity would say.
@@ -99,6 +111,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("Replicas", "%d, want 1 to %d", cfg.Replicas, MaxReplicas)
 	case cfg.Budget < 0 || cfg.Budget > MaxCount:
 		return bad("Budget", "%d, want 0 to %d", cfg.Budget, MaxCount)
+	case cfg.Overdraft < 0 || cfg.Overdraft > MaxCount:
+		return bad("Overdraft", "%d, want 0 to %d", cfg.Overdraft, MaxCount)
 	case cfg.Period < MinPeriod:
 		return bad("Period", "%v, want at least %v", cfg.Period, MinPeriod)
 	case cfg.Period > math.MaxInt64/16:

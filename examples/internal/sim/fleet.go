@@ -31,6 +31,10 @@ type Fleet struct {
 	// Period is each replica's round; Delay how long a publish takes to
 	// be seen by reads (the store's latency).
 	Period, Delay time.Duration
+	// Overdraft is each view's fleet.Config.Overdraft: how many requests
+	// a replica may start beyond its share for a band while a lower band
+	// holds one of its slots. 0: none.
+	Overdraft int64
 	// Gate, if set, makes each replica's gate around its view's (inside
 	// gate.All beside a saturation gate, say); nil: the view's alone.
 	Gate func(p *Pool, replica int, view gate.Gate) gate.Gate
@@ -56,6 +60,7 @@ func (f *Fleet) Configure(cfg *Config) {
 			Budget:     f.Budget,
 			Capacities: f.Capacities,
 			Period:     f.Period,
+			Overdraft:  f.Overdraft,
 			Clock:      p.Clock(),
 		})
 		if err != nil {
