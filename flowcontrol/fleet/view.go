@@ -375,17 +375,20 @@ func (v *View) local(now time.Time) Replica {
 	dt := now.Sub(v.lastRound).Seconds()
 	first := dt <= 0
 	alpha := 1 - math.Exp2(-dt/(demandHalfLife*v.cfg.Period.Seconds()))
+	var published, extraWaiting int64
 	for i, p := range prios {
-		if i >= MaxBands {
-			break
-		}
 		var waiting int64
 		if reader != nil {
 			if s, err := reader.CapacitySnapshot(p); err == nil {
 				waiting = clampCount(s.QueuedRequests)
 			}
 		}
+		if i >= MaxBands {
+			extraWaiting += waiting // counted in the lowest band published, below
+			continue
+		}
 		inFlight, admits := v.gate.counts(p)
+		published += inFlight
 		d := v.demand[p]
 		if !first {
 			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p])) // admits wraps: the difference does not
@@ -394,6 +397,17 @@ func (v *View) local(now time.Time) Replica {
 		d = min(max(d, 0), MaxDemand)
 		v.demand[p], v.prevWait[p], v.prevAdmits[p] = d, waiting, admits
 		r.Bands = append(r.Bands, Band{Priority: p, Waiting: waiting, InFlight: clampCount(inFlight), Demand: d})
+	}
+	// What the state cannot carry band by band — the bands past
+	// MaxBands, which the gate counts together — is published in the
+	// lowest band: the others must count every slot this replica holds.
+	if extra := v.gate.held() - published; extra > 0 || extraWaiting > 0 {
+		if len(r.Bands) == 0 {
+			r.Bands = append(r.Bands, Band{Priority: math.MinInt})
+		}
+		last := &r.Bands[len(r.Bands)-1]
+		last.InFlight = clampCount(last.InFlight + max(extra, 0))
+		last.Waiting = clampCount(last.Waiting + extraWaiting)
 	}
 	v.lastRound = now
 	return r

@@ -390,3 +390,49 @@ func TestBandLimitThatGrowsNudges(t *testing.T) {
 		t.Errorf("after the round: share %d, %d batch running; want 8 and 8, started by the round's nudge", st.Share, a.running(-1))
 	}
 }
+
+// A replica with more bands than a state carries (MaxBands) publishes
+// every slot it holds: the bands past the last it publishes are counted
+// in that one, so that the others' caps count them.
+func TestStatePastMaxBandsCountsEverySlot(t *testing.T) {
+	clock := clocktest.New(time.Unix(1000, 0))
+	store := fleet.NewMemory(clock.Now)
+	v, err := fleet.New(fleet.Config{Store: store, ID: "a", Replicas: 1, Budget: 100, Period: period, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bands []flowcontrol.BandConfig
+	for p := range fleet.MaxBands + 6 {
+		bands = append(bands, flowcontrol.BandConfig{Priority: p})
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: v.Gate(), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fc.Close)
+	var adms []*flowcontrol.Admission
+	for p := range 8 { // the 8 lowest bands, 6 of them past the 64th
+		a, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t", Priority: p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		adms = append(adms, a)
+	}
+	if err := v.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	read, err := store.Read(context.Background())
+	if err != nil || len(read) != 1 {
+		t.Fatalf("Read = %v, %v; want a's state", read, err)
+	}
+	var inFlight int64
+	for _, b := range read[0].Bands {
+		inFlight += b.InFlight
+	}
+	if len(read[0].Bands) != fleet.MaxBands || inFlight != int64(len(adms)) {
+		t.Errorf("published %d bands holding %d in flight, want %d bands holding all %d", len(read[0].Bands), inFlight, fleet.MaxBands, len(adms))
+	}
+	for _, a := range adms {
+		a.Done()
+	}
+}
