@@ -100,7 +100,10 @@ import (
 // (TestOverAdmissionBound, with B = 0 and B = 2; TestOverdraft), and by
 // at most B when the replicas read the same states since their last
 // admissions, for then their shares sum to at most C
-// (TestSharesSumToTheBudget). A replica whose rounds fail keeps its last
+// (TestSharesSumToTheBudget). At a burst's onset, when every replica's
+// last read showed an idle fleet, each may take up to C before the
+// others' admissions reach it: the term reaches (R − 1)·C, and the fleet
+// R·C + B, for up to 2P + δ. A replica whose rounds fail keeps its last
 // share while its view is fresh: replace 2P by P + Stale for it. Where
 // the replicas' views differ, their rounded shares may also sum to up to
 // R − 1 less than C: slots idle for a round, never more admitted.
