@@ -38,9 +38,9 @@ type Sync struct {
 	Overdraft     int64
 }
 
-// DefaultSync is a 100 ms period over a store 5 ms away, with an
-// overdraft of 2.
-var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Millisecond, Overdraft: 2}
+// DefaultSync is a 100 ms period over a store 5 ms away, with the
+// simulator's default overdraft.
+var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Millisecond, Overdraft: sim.DefaultOverdraft}
 
 // router sets cfg up behind setup: budget in flight for the whole fleet,
 // and the bands' fleet-wide request capacities. It returns the Fleet to
@@ -48,7 +48,11 @@ var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Milliseco
 func router(cfg *sim.Config, setup Setup, sync Sync, budget int64, capacities map[int]int64) *sim.Fleet {
 	cfg.Replicas = setup.Replicas
 	if setup.Synced {
-		f := &sim.Fleet{Budget: budget, Capacities: capacities, Period: sync.Period, Delay: sync.Delay, Overdraft: sync.Overdraft}
+		overdraft := sync.Overdraft
+		if overdraft == 0 {
+			overdraft = -1 // none: 0 is the Fleet's default
+		}
+		f := &sim.Fleet{Budget: budget, Capacities: capacities, Period: sync.Period, Delay: sync.Delay, Overdraft: overdraft}
 		f.Configure(cfg)
 		return f
 	}
