@@ -68,10 +68,11 @@ import (
 // band that finds its replica's share full would wait for that replica's
 // own slots, or — with flowcontrol's Eviction — revoke one of that
 // replica's lower-band requests at once, for its own arrivals alone:
-// with R replicas, R times as many decisions as one controller takes, and
-// R times as often a request revoked that one controller would have let
-// run while its higher band waited out the decision's grace for the next
-// slot anywhere. With Config.Overdraft B > 0 such a request starts at
+// with R replicas, up to R times as many decisions as one controller
+// takes, each revoking requests that one controller would have let run
+// while its higher band waited out the decision's grace for the next slot
+// freed anywhere (examples/fleet: 1,003 revocations with 4 replicas, 733
+// with one controller). With Config.Overdraft B > 0 such a request starts at
 // once, up to B beyond the share, while a band below it holds one of
 // this replica's slots: one controller would have given it the next slot
 // the fleet frees, and the next rounds make the view agree — they count

@@ -50,17 +50,17 @@ type Config struct {
 	// Timeout bounds each Store call that [View.Run] makes, in real time;
 	// 0 means Period.
 	Timeout time.Duration
-	// Overdraft is how many requests this replica may start beyond its
-	// share, for a band while a band below it holds one of its slots:
-	// what one controller would do by the time the share moves — give
-	// the next slot that comes free anywhere in the fleet to the higher
-	// band, or revoke a lower band's request at once (with
-	// flowcontrol's Eviction) — the replica does now, rather than
-	// refuse, and revoke for its own arrivals alone. The next rounds
-	// count the requests it started as the band's demand and take the
-	// slots from the lower bands' parts, fleet-wide. It adds Overdraft to
-	// the over-admission bound (see [View.Gate]). 0, the default, means
-	// none. At least 0, at most [MaxCount].
+	// Overdraft, B, is how many requests of a band this replica may start
+	// beyond its share while a band below it holds one of its slots and
+	// the view is synced. Without it, a request that finds the share full
+	// waits for this replica's own slots or, with flowcontrol's Eviction,
+	// revokes one of its lower-band requests for itself alone, where one
+	// controller would have given it the next slot freed anywhere in the
+	// fleet. With it, the request starts at once; the next rounds count it
+	// in its band's demand and take its slot from the lower bands' parts,
+	// fleet-wide. It adds B to the over-admission bound (see [View.Gate]);
+	// examples/fleet measures 1 to 3 with 2 and 4 replicas. 0, the
+	// default, means none. At least 0, at most [MaxCount].
 	Overdraft int64
 	// Capacities holds the fleet-wide request capacity of each band that
 	// has one, by priority: how many requests the whole fleet may queue
