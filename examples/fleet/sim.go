@@ -24,6 +24,10 @@ type Setup struct {
 // Setups are the routers every scenario runs behind.
 var Setups = []Setup{
 	{Name: "one controller", Replicas: 1},
+	// The same controller behind a view of a fleet of one: how far two
+	// runs of one controller's budget differ, seed by seed, for nothing
+	// but the view's rounding and timing — the comparisons' noise.
+	{Name: "1 replica, synced", Replicas: 1, Synced: true},
 	{Name: "2 replicas, synced", Replicas: 2, Synced: true},
 	{Name: "4 replicas, synced", Replicas: 4, Synced: true},
 	{Name: "2 replicas, unsynced", Replicas: 2},
