@@ -48,19 +48,19 @@ import (
 // falls below what it holds, it starts nothing more, and the slots its
 // requests give back go to the replica with the higher band waiting at the
 // next round — and a slot granted for a higher band is not taken by a
-// lower one in between. Within a band, replicas get the budget in
-// proportion to their demand there, as one controller's queue would serve
-// them; within a replica, the controller keeps strict priority and its
-// band's fairness policy. Fairness between tenants fleet-wide therefore
-// holds to this bound: each replica is fair among the tenants it holds
-// (its policy's own bound), and each replica's part of a saturated band
-// is proportional to its demand there, within one slot of rounding
-// (TestBandPartsFollowDemand), so a tenant's fleet-wide part of the band
-// differs from its part on one controller with the same queues by at most
-// one slot per replica plus the demand that changed within one round.
-// Where requests are spread over replicas in turn or at random, each
-// replica's queues are a sample of the fleet's and that is the whole
-// difference.
+// lower one in between (but for a middle band's overdraft). Within a band,
+// replicas get the budget in proportion to their demand there, as one
+// controller's queue would serve them; within a replica, the controller
+// keeps strict priority and its band's fairness policy. Fairness between
+// tenants fleet-wide therefore holds to this bound: each replica is fair
+// among the tenants it holds (its policy's own bound), and each replica's
+// part of a saturated band is proportional to its demand there, within one
+// slot of rounding (TestBandPartsFollowDemand), so a tenant's fleet-wide
+// part of the band differs from its part on one controller with the same
+// queues by at most one slot per replica plus the demand that changed
+// within one round. Where requests are spread over replicas in turn or at
+// random, each replica's queues are a sample of the fleet's and that is
+// the whole difference.
 //
 // # The overdraft
 //
@@ -126,18 +126,17 @@ import (
 // restarted empty), so a restart does not hand out what a replica holds
 // (TestStoreRestartLosesNothing). A replica cut off keeps its last share
 // until its view is older than Config.Stale, then takes the static ⌊C/R⌋
-// (within Stale + P of its last good read; TestFallbackAndReturn). With k replicas cut off, once the
-// others stop counting them:
+// (within Stale + P of its last good read; TestFallbackAndReturn). With k
+// replicas cut off, once the others stop counting them:
 //
 //	fleet in flight ≤ C + B + k·⌊C/R⌋
 //
 // (TestPartitionBound; the price of giving a dead replica's share back:
 // the view cannot tell a dead replica from a cut-off one). In fallback no
 // request is refused for any reason but the static share, and no
-// overdraft is used. When the store
-// comes back, a replica uses the fleet's state again after two successful
-// rounds in a row, so that every live replica has published since: within
-// 2P of the store's return.
+// overdraft is used. When the store comes back, a replica uses the
+// fleet's state again after two successful rounds in a row, so that every
+// live replica has published since: within 2P of the store's return.
 //
 // The gate is a [gate.BoundGate]: it nudges the controller when its share
 // grows, and reads the controller's bands and, when the controller is a
