@@ -59,8 +59,12 @@ type Config struct {
 	// fleet. With it, the request starts at once; the next rounds count it
 	// in its band's demand and take its slot from the lower bands' parts,
 	// fleet-wide. It adds B to the over-admission bound (see [View.Gate]);
-	// examples/fleet measures 1 to 3 with 2 and 4 replicas. 0, the
-	// default, means none. At least 0, at most [MaxCount].
+	// examples/fleet measures 1 to 3 with 2 and 4 replicas. A request
+	// started on the overdraft waits for its slot outside the
+	// controller's sight: with Eviction.ByDeadline, which sizes
+	// revocations by the deadlines of the requests the controller holds
+	// waiting, measure before using both. 0, the default, means none. At
+	// least 0, at most [MaxCount].
 	Overdraft int64
 	// Capacities holds the fleet-wide request capacity of each band that
 	// has one, by priority: how many requests the whole fleet may queue
