@@ -2,8 +2,10 @@
 // against 2 and 4 router replicas that share one view of the fleet
 // (flowcontrol/fleet: each replica's gate enforces its share of C, divided
 // by demand in strict priority, synced every 100 ms over a store 5 ms
-// away), and against replicas that share nothing (each with the static
-// C/R). Requests, and each retry, go to the replicas in turn.
+// away, with an overdraft of 2 for a higher band while a lower one holds
+// a slot), and against replicas that share nothing (each with the static
+// C/R); a fleet of one synced replica shows the comparisons' noise.
+// Requests, and each retry, go to the replicas in turn.
 //
 // Two scenarios run on the shared simulator with the real controllers:
 // examples/crossband's — bursty chat at priority 10 (1 s TTFT SLO, Poisson
@@ -17,7 +19,7 @@
 //	go run ./examples/fleet                # seeds 1–10
 //	go run ./examples/fleet -from 1 -to 3
 //	go run ./examples/fleet -period 50ms -delay 20ms
-//	go run ./examples/fleet -overdraft 0     # replicas that never pass their share
+//	go run ./examples/fleet -overdraft 0   # replicas that never pass their share
 //
 // Every cell is the median over the seeds with the minimum and maximum;
 // the "vs one" columns are each seed's difference from one controller on
