@@ -98,12 +98,12 @@ func spread(s sim.Spread, format string) string {
 
 // Print writes the tables.
 func (c *Comparison) Print(out io.Writer) {
-	fmt.Fprintf(out, "seeds %d–%d; synced replicas: a round every %v, the store %v away; requests to the replicas in turn\n",
-		c.Seeds[0], c.Seeds[len(c.Seeds)-1], c.Sync.Period, c.Sync.Delay)
+	fmt.Fprintf(out, "seeds %d–%d; synced replicas: a round every %v, the store %v away, an overdraft of %d; requests to the replicas in turn\n",
+		c.Seeds[0], c.Seeds[len(c.Seeds)-1], c.Sync.Period, c.Sync.Delay, c.Sync.Overdraft)
 	for a, adm := range Admissions {
 		fmt.Fprintf(out, "\ncross-band, %s: C = %d (4 servers × 16 slots)\n", adm.Name, budget)
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "router\tchat SLO met %\tvs one, pp\tbatch served/s\tvs one, %\trevocations\tpool busy %\t")
+		fmt.Fprintln(w, "router\tchat SLO met %\tvs one, pp\tbatch served/s\tvs one, %\trevocations\ttokens lost, k\tpool busy %\tbeyond C\t")
 		for s, setup := range Setups {
 			runs := c.CrossBand[a][s]
 			vsSLO, vsBatch := "—", "—"
@@ -111,11 +111,13 @@ func (c *Comparison) Print(out io.Writer) {
 				vsSLO = spread(sim.SpreadOf(c.SLOVsOne(a, s)), "%+.1f")
 				vsBatch = spread(sim.SpreadOf(c.BatchVsOne(a, s)), "%+.1f")
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", setup.Name,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", setup.Name,
 				spread(of(runs, func(r CrossBand) float64 { return r.SLOMet }), "%.1f"), vsSLO,
 				spread(of(runs, func(r CrossBand) float64 { return r.BatchPerSecond }), "%.2f"), vsBatch,
 				spread(of(runs, func(r CrossBand) float64 { return float64(r.Revocations) }), "%.0f"),
-				spread(of(runs, func(r CrossBand) float64 { return r.Busy }), "%.1f"))
+				spread(of(runs, func(r CrossBand) float64 { return float64(r.WastedTokens) / 1000 }), "%.0f"),
+				spread(of(runs, func(r CrossBand) float64 { return r.Busy }), "%.1f"),
+				spread(of(runs, func(r CrossBand) float64 { return r.Queued }), "%.1f"))
 		}
 		w.Flush()
 	}

@@ -2,8 +2,10 @@
 // against 2 and 4 router replicas that share one view of the fleet
 // (flowcontrol/fleet: each replica's gate enforces its share of C, divided
 // by demand in strict priority, synced every 100 ms over a store 5 ms
-// away), and against replicas that share nothing (each with the static
-// C/R). Requests, and each retry, go to the replicas in turn.
+// away, with an overdraft of 2 for a higher band while a lower one holds
+// a slot), and against replicas that share nothing (each with the static
+// C/R); a fleet of one synced replica shows the comparisons' noise.
+// Requests, and each retry, go to the replicas in turn.
 //
 // Two scenarios run on the shared simulator with the real controllers:
 // examples/crossband's — bursty chat at priority 10 (1 s TTFT SLO, Poisson
@@ -17,6 +19,7 @@
 //	go run ./examples/fleet                # seeds 1–10
 //	go run ./examples/fleet -from 1 -to 3
 //	go run ./examples/fleet -period 50ms -delay 20ms
+//	go run ./examples/fleet -overdraft 0   # replicas that never pass their share
 //
 // Every cell is the median over the seeds with the minimum and maximum;
 // the "vs one" columns are each seed's difference from one controller on
@@ -37,16 +40,17 @@ func main() {
 	to := flag.Uint64("to", 10, "last seed")
 	period := flag.Duration("period", DefaultSync.Period, "each synced replica's round")
 	delay := flag.Duration("delay", DefaultSync.Delay, "the store's delay, from a publish to when reads see it")
+	overdraft := flag.Int64("overdraft", DefaultSync.Overdraft, "each synced replica's overdraft (fleet.Config.Overdraft)")
 	flag.Parse()
 	if *from == 0 || *to < *from {
 		fmt.Fprintf(os.Stderr, "fleet: -from %d and -to %d: want 1 <= from <= to\n", *from, *to)
 		os.Exit(2)
 	}
-	if *period < time.Millisecond || *delay < 0 {
-		fmt.Fprintf(os.Stderr, "fleet: -period %v and -delay %v: want a period of at least 1ms and a delay of at least 0\n", *period, *delay)
+	if *period < time.Millisecond || *delay < 0 || *overdraft < 0 {
+		fmt.Fprintf(os.Stderr, "fleet: -period %v, -delay %v and -overdraft %d: want a period of at least 1ms, a delay and an overdraft of at least 0\n", *period, *delay, *overdraft)
 		os.Exit(2)
 	}
-	c, err := Compare(sim.SeedRange(*from, *to), Sync{Period: *period, Delay: *delay})
+	c, err := Compare(sim.SeedRange(*from, *to), Sync{Period: *period, Delay: *delay, Overdraft: *overdraft})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -24,20 +24,27 @@ type Setup struct {
 // Setups are the routers every scenario runs behind.
 var Setups = []Setup{
 	{Name: "one controller", Replicas: 1},
+	// The same controller behind a view of a fleet of one: how far two
+	// runs of one controller's budget differ, seed by seed, for nothing
+	// but the view's rounding and timing — the comparisons' noise.
+	{Name: "1 replica, synced", Replicas: 1, Synced: true},
 	{Name: "2 replicas, synced", Replicas: 2, Synced: true},
 	{Name: "4 replicas, synced", Replicas: 4, Synced: true},
 	{Name: "2 replicas, unsynced", Replicas: 2},
 	{Name: "4 replicas, unsynced", Replicas: 4},
 }
 
-// Sync is the fleet view's timing: each replica's round and the store's
-// delay, from a publish to when reads see it.
+// Sync is the fleet view's setting: each replica's round, the store's
+// delay, from a publish to when reads see it, and the overdraft
+// (fleet.Config.Overdraft).
 type Sync struct {
 	Period, Delay time.Duration
+	Overdraft     int64
 }
 
-// DefaultSync is a 100 ms period over a store 5 ms away.
-var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Millisecond}
+// DefaultSync is a 100 ms period over a store 5 ms away, with the
+// simulator's default overdraft.
+var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Millisecond, Overdraft: sim.DefaultOverdraft}
 
 // router sets cfg up behind setup: budget in flight for the whole fleet,
 // and the bands' fleet-wide request capacities. It returns the Fleet to
@@ -45,7 +52,11 @@ var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Milliseco
 func router(cfg *sim.Config, setup Setup, sync Sync, budget int64, capacities map[int]int64) *sim.Fleet {
 	cfg.Replicas = setup.Replicas
 	if setup.Synced {
-		f := &sim.Fleet{Budget: budget, Capacities: capacities, Period: sync.Period, Delay: sync.Delay}
+		overdraft := sync.Overdraft
+		if overdraft == 0 {
+			overdraft = -1 // none: 0 is the Fleet's default
+		}
+		f := &sim.Fleet{Budget: budget, Capacities: capacities, Period: sync.Period, Delay: sync.Delay, Overdraft: overdraft}
 		f.Configure(cfg)
 		return f
 	}
@@ -109,6 +120,9 @@ type CrossBand struct {
 	// Revocations counts the batch attempts revoked; InFlight is what the
 	// controllers hold at the end (0).
 	Revocations, InFlight int
+	// WastedTokens is the output tokens the revoked attempts had decoded,
+	// all lost.
+	WastedTokens int
 	// Busy is the pool's slots running a request, on average over the
 	// five minutes, in percent; Queued the pool's own queue (requests
 	// admitted beyond its slots) on average.
@@ -171,6 +185,7 @@ func RunCrossBand(setup Setup, a Admission, sync Sync, seed uint64) (CrossBand, 
 		SLOMet:         100 * chat.SLOShare(),
 		BatchPerSecond: float64(completed) / simDuration.Seconds(),
 		Revocations:    batch.Aborts,
+		WastedTokens:   batch.WastedTokens,
 		Busy:           100 * float64(busy) / float64(samples*budget),
 		Queued:         float64(queued) / float64(samples),
 	}

@@ -19,10 +19,11 @@ type admission struct {
 	at      time.Time
 }
 
-// The fleet over-admits by at most what the other replicas admitted within
-// 2P + δ of the fleet's latest admission: fleet in flight ≤ C + Σ_{j≠r}
-// a_j(2P + δ), under random arrivals and ends, with staggered rounds and a
-// store that shows each publish δ late.
+// The fleet over-admits by at most the overdraft and what the other
+// replicas admitted within 2P + δ of the fleet's latest admission: fleet
+// in flight ≤ C + B + Σ_{j≠r} a_j(2P + δ), under random arrivals and ends,
+// with staggered rounds and a store that shows each publish δ late;
+// without an overdraft (B = 0) and with one (B = 2).
 func TestOverAdmissionBound(t *testing.T) {
 	const (
 		replicas = 3
@@ -31,52 +32,60 @@ func TestOverAdmissionBound(t *testing.T) {
 		delay    = 30 * time.Millisecond
 	)
 	window := 2*period + delay
-	sawOver := false
-	for seed := range uint64(8) {
-		rng := rand.New(rand.NewPCG(seed, 0))
-		f := newFleet(t, replicas, budget, nil)
-		var log []admission
-		for _, r := range f.r {
-			r.lossy = true
-		}
-		for i, r := range f.r {
-			r.store.delay = delay
-			r.onAdmit = func() { log = append(log, admission{i, f.clock.Now()}) }
-		}
-		for n := range 600 {
-			f.clock.Advance(step)
+	for _, overdraft := range []int64{0, 2} {
+		sawOver, sawOverdraft := false, false
+		for seed := range uint64(8) {
+			rng := rand.New(rand.NewPCG(seed, 0))
+			f := newFleet(t, replicas, budget, func(c *fleet.Config) { c.Overdraft = overdraft })
+			var log []admission
+			for _, r := range f.r {
+				r.lossy = true
+			}
 			for i, r := range f.r {
-				if n%10 == (i*10/replicas)%10 { // each replica's round, staggered
-					r.err = r.view.Sync(context.Background())
-				}
-				if rng.IntN(3) == 0 {
-					r.submit([]int{10, -1}[rng.IntN(2)], 1+rng.IntN(3))
-				}
-				for _, p := range []int{10, -1} {
-					if k := r.running(p); k > 0 && rng.IntN(4) == 0 {
-						r.finish(p, 1+rng.IntN(k))
+				r.store.delay = delay
+				r.onAdmit = func() { log = append(log, admission{i, f.clock.Now()}) }
+			}
+			for n := range 600 {
+				f.clock.Advance(step)
+				for i, r := range f.r {
+					if n%10 == (i*10/replicas)%10 { // each replica's round, staggered
+						r.err = r.view.Sync(context.Background())
+					}
+					if rng.IntN(3) == 0 {
+						r.submit([]int{10, -1}[rng.IntN(2)], 1+rng.IntN(3))
+					}
+					for _, p := range []int{10, -1} {
+						if k := r.running(p); k > 0 && rng.IntN(4) == 0 {
+							r.finish(p, 1+rng.IntN(k))
+						}
+					}
+					if int64(r.fc.InFlight()) > r.view.Share() {
+						sawOverdraft = true
 					}
 				}
-			}
-			if len(log) == 0 {
-				continue
-			}
-			last := log[len(log)-1]
-			bound := budget
-			for _, a := range log {
-				if a.replica != last.replica && !a.at.Before(last.at.Add(-window)) {
-					bound++
+				if len(log) == 0 {
+					continue
+				}
+				last := log[len(log)-1]
+				bound := budget + int(overdraft)
+				for _, a := range log {
+					if a.replica != last.replica && !a.at.Before(last.at.Add(-window)) {
+						bound++
+					}
+				}
+				if got := f.inFlight(); got > bound {
+					t.Fatalf("B = %d, seed %d, step %d: %d in flight, more than C + B + the others' admissions within 2P+δ = %d", overdraft, seed, n, got, bound)
+				} else if got > budget {
+					sawOver = true
 				}
 			}
-			if got := f.inFlight(); got > bound {
-				t.Fatalf("seed %d, step %d: %d in flight, more than C + the others' admissions within 2P+δ = %d", seed, n, got, bound)
-			} else if got > budget {
-				sawOver = true
-			}
 		}
-	}
-	if !sawOver {
-		t.Error("the fleet never held more than C: the test does not reach the bound's term")
+		if !sawOver {
+			t.Errorf("B = %d: the fleet never held more than C: the test does not reach the bound's term", overdraft)
+		}
+		if overdraft > 0 && !sawOverdraft {
+			t.Errorf("B = %d: no replica held more than its share: the overdraft was never used", overdraft)
+		}
 	}
 }
 

@@ -50,6 +50,22 @@ type Config struct {
 	// Timeout bounds each Store call that [View.Run] makes, in real time;
 	// 0 means Period.
 	Timeout time.Duration
+	// Overdraft, B, is how many requests of a band this replica may start
+	// beyond its share while a band below it holds one of its slots and
+	// the view is synced. Without it, a request that finds the share full
+	// waits for this replica's own slots or, with flowcontrol's Eviction,
+	// revokes one of its lower-band requests for itself alone, where one
+	// controller would have given it the next slot freed anywhere in the
+	// fleet. With it, the request starts at once; the next rounds count it
+	// in its band's demand and take its slot from the lower bands' parts,
+	// fleet-wide. It adds B to the over-admission bound (see [View.Gate]);
+	// examples/fleet measures 1 to 3 with 2 and 4 replicas. A request
+	// started on the overdraft waits for its slot outside the
+	// controller's sight: with Eviction.ByDeadline, which sizes
+	// revocations by the deadlines of the requests the controller holds
+	// waiting, measure before using both. 0, the default, means none. At
+	// least 0, at most [MaxCount].
+	Overdraft int64
 	// Capacities holds the fleet-wide request capacity of each band that
 	// has one, by priority: how many requests the whole fleet may queue
 	// in it, what one controller's BandConfig.RequestCapacity would say.
@@ -99,6 +115,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("Replicas", "%d, want 1 to %d", cfg.Replicas, MaxReplicas)
 	case cfg.Budget < 0 || cfg.Budget > MaxCount:
 		return bad("Budget", "%d, want 0 to %d", cfg.Budget, MaxCount)
+	case cfg.Overdraft < 0 || cfg.Overdraft > MaxCount:
+		return bad("Overdraft", "%d, want 0 to %d", cfg.Overdraft, MaxCount)
 	case cfg.Period < MinPeriod:
 		return bad("Period", "%v, want at least %v", cfg.Period, MinPeriod)
 	case cfg.Period > math.MaxInt64/16:
@@ -361,17 +379,20 @@ func (v *View) local(now time.Time) Replica {
 	dt := now.Sub(v.lastRound).Seconds()
 	first := dt <= 0
 	alpha := 1 - math.Exp2(-dt/(demandHalfLife*v.cfg.Period.Seconds()))
+	var published, extraWaiting int64
 	for i, p := range prios {
-		if i >= MaxBands {
-			break
-		}
 		var waiting int64
 		if reader != nil {
 			if s, err := reader.CapacitySnapshot(p); err == nil {
 				waiting = clampCount(s.QueuedRequests)
 			}
 		}
+		if i >= MaxBands {
+			extraWaiting += waiting // counted in the lowest band published, below
+			continue
+		}
 		inFlight, admits := v.gate.counts(p)
+		published += inFlight
 		d := v.demand[p]
 		if !first {
 			arrived := float64(admits-v.prevAdmits[p]) + float64(max(0, waiting-v.prevWait[p])) // admits wraps: the difference does not
@@ -380,6 +401,17 @@ func (v *View) local(now time.Time) Replica {
 		d = min(max(d, 0), MaxDemand)
 		v.demand[p], v.prevWait[p], v.prevAdmits[p] = d, waiting, admits
 		r.Bands = append(r.Bands, Band{Priority: p, Waiting: waiting, InFlight: clampCount(inFlight), Demand: d})
+	}
+	// What the state cannot carry band by band — the bands past
+	// MaxBands, which the gate counts together — is published in the
+	// lowest band: the others must count every slot this replica holds.
+	if extra := v.gate.held() - published; extra > 0 || extraWaiting > 0 {
+		if len(r.Bands) == 0 {
+			r.Bands = append(r.Bands, Band{Priority: math.MinInt})
+		}
+		last := &r.Bands[len(r.Bands)-1]
+		last.InFlight = clampCount(last.InFlight + max(extra, 0))
+		last.Waiting = clampCount(last.Waiting + extraWaiting)
 	}
 	v.lastRound = now
 	return r

@@ -141,6 +141,8 @@ func TestNewNamesTheField(t *testing.T) {
 		{"MaxSkew", func(c *fleet.Config) { c.MaxSkew = -time.Second }},
 		{"MaxSkew", func(c *fleet.Config) { c.MaxSkew = time.Hour }},
 		{"Timeout", func(c *fleet.Config) { c.Timeout = -time.Second }},
+		{"Overdraft", func(c *fleet.Config) { c.Overdraft = -1 }},
+		{"Overdraft", func(c *fleet.Config) { c.Overdraft = fleet.MaxCount + 1 }},
 	}
 	for _, c := range cases {
 		cfg := good
@@ -192,6 +194,57 @@ func TestHigherBandTakesTheBudget(t *testing.T) {
 	f.round(0, 1) // A publishes 5 in flight; B reads it
 	if b.running(10) != 3 || b.view.Share() != 3 {
 		t.Errorf("B runs %d chat with share %d, want 3 and 3", b.running(10), b.view.Share())
+	}
+}
+
+// The overdraft: a higher band starts up to B beyond the share while a
+// lower band holds one of the replica's slots, and only while synced; the
+// lowest band never uses it; the next rounds count what it started, and
+// the lower band's slots are not refilled until the fleet is back within
+// its budget.
+func TestOverdraft(t *testing.T) {
+	overdraft := func(c *fleet.Config) { c.Overdraft = 2 }
+	fallback := newFleet(t, 2, 8, overdraft).r[0]
+	fallback.submit(-1, 6)
+	fallback.submit(10, 1)
+	if fallback.running(-1) != 4 || fallback.running(10) != 0 {
+		t.Fatalf("in fallback: %d batch and %d chat running, want 4 and 0 (the static share, no overdraft)", fallback.running(-1), fallback.running(10))
+	}
+
+	f := newFleet(t, 2, 8, overdraft)
+	a, b := f.r[0], f.r[1]
+	a.submit(-1, 8)
+	b.submit(-1, 8)
+	f.round()
+	f.round()
+	f.round()
+	if a.running(-1) != 4 || b.running(-1) != 4 || a.view.Share() != 4 {
+		t.Fatalf("synced: %d and %d batch running, a's share %d; want 4, 4 and 4", a.running(-1), b.running(-1), a.view.Share())
+	}
+	held := a.running(-1)
+	a.submit(-1, 1) // the lowest band: no overdraft
+	if a.running(-1) != held {
+		t.Fatalf("batch started beyond the share: %d running, want %d", a.running(-1), held)
+	}
+	a.submit(10, 3) // chat while batch holds a's slots: 2 start at once, the third waits
+	if a.running(10) != 2 || f.inFlight() != 10 {
+		t.Fatalf("chat beyond a full share: %d running, fleet %d in flight; want 2 (the overdraft) and 10", a.running(10), f.inFlight())
+	}
+	// The rounds count the chat as demand: batch ends are not refilled
+	// until the fleet is back within 8, and the waiting chat starts in
+	// turn.
+	for range 4 {
+		f.round()
+		a.finish(-1, 1)
+		b.finish(-1, 1)
+		if got := f.inFlight(); got > 10 {
+			t.Fatalf("fleet %d in flight, over C + B = 10", got)
+		}
+	}
+	f.round()
+	f.round()
+	if a.running(10) != 3 || f.inFlight() > 8 {
+		t.Errorf("after the rounds: %d chat running, fleet %d in flight; want all 3 and at most 8", a.running(10), f.inFlight())
 	}
 }
 
@@ -335,5 +388,51 @@ func TestBandLimitThatGrowsNudges(t *testing.T) {
 	f.round()
 	if st := a.view.Status(); st.Share != 8 || a.running(-1) != 8 {
 		t.Errorf("after the round: share %d, %d batch running; want 8 and 8, started by the round's nudge", st.Share, a.running(-1))
+	}
+}
+
+// A replica with more bands than a state carries (MaxBands) publishes
+// every slot it holds: the bands past the last it publishes are counted
+// in that one, so that the others' caps count them.
+func TestStatePastMaxBandsCountsEverySlot(t *testing.T) {
+	clock := clocktest.New(time.Unix(1000, 0))
+	store := fleet.NewMemory(clock.Now)
+	v, err := fleet.New(fleet.Config{Store: store, ID: "a", Replicas: 1, Budget: 100, Period: period, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bands []flowcontrol.BandConfig
+	for p := range fleet.MaxBands + 6 {
+		bands = append(bands, flowcontrol.BandConfig{Priority: p})
+	}
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: v.Gate(), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fc.Close)
+	var adms []*flowcontrol.Admission
+	for p := range 8 { // the 8 lowest bands, 6 of them past the 64th
+		a, err := fc.EnqueueAndWait(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{ID: "t", Priority: p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		adms = append(adms, a)
+	}
+	if err := v.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	read, err := store.Read(context.Background())
+	if err != nil || len(read) != 1 {
+		t.Fatalf("Read = %v, %v; want a's state", read, err)
+	}
+	var inFlight int64
+	for _, b := range read[0].Bands {
+		inFlight += b.InFlight
+	}
+	if len(read[0].Bands) != fleet.MaxBands || inFlight != int64(len(adms)) {
+		t.Errorf("published %d bands holding %d in flight, want %d bands holding all %d", len(read[0].Bands), inFlight, fleet.MaxBands, len(adms))
+	}
+	for _, a := range adms {
+		a.Done()
 	}
 }

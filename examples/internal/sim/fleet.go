@@ -31,6 +31,12 @@ type Fleet struct {
 	// Period is each replica's round; Delay how long a publish takes to
 	// be seen by reads (the store's latency).
 	Period, Delay time.Duration
+	// Overdraft is each view's fleet.Config.Overdraft: how many requests
+	// a replica may start beyond its share for a band while a lower band
+	// holds one of its slots. 0 means DefaultOverdraft, the setting
+	// examples/fleet measured best; a negative value means none (the
+	// library's default).
+	Overdraft int64
 	// Gate, if set, makes each replica's gate around its view's (inside
 	// gate.All beside a saturation gate, say); nil: the view's alone.
 	Gate func(p *Pool, replica int, view gate.Gate) gate.Gate
@@ -56,6 +62,7 @@ func (f *Fleet) Configure(cfg *Config) {
 			Budget:     f.Budget,
 			Capacities: f.Capacities,
 			Period:     f.Period,
+			Overdraft:  f.overdraft(),
 			Clock:      p.Clock(),
 		})
 		if err != nil {
@@ -68,6 +75,21 @@ func (f *Fleet) Configure(cfg *Config) {
 		}
 		return v.Gate()
 	}
+}
+
+// DefaultOverdraft is Fleet.Overdraft's default: with 2 and 4 replicas
+// beside in-flight eviction, 1 leaves batch goodput further from one
+// controller's and 3 the chat SLO (examples/fleet's README).
+const DefaultOverdraft = 2
+
+func (f *Fleet) overdraft() int64 {
+	switch {
+	case f.Overdraft == 0:
+		return DefaultOverdraft
+	case f.Overdraft < 0:
+		return 0
+	}
+	return f.Overdraft
 }
 
 // Views returns the replicas' views, by replica.
