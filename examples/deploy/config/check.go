@@ -275,4 +275,5 @@ func writeFleet(line func(int, string, ...any), f *Fleet) {
 	line(1, "replicas: %d # in fallback, this replica takes 1/replicas of the fleet's capacities and in-flight budget", f.Replicas)
 	line(1, "period: %s", f.Period)
 	line(1, "lease: %s", f.Lease)
+	line(1, "overdraft: %d # requests of a band that may start beyond this replica's share while a lower band holds one of its slots", f.Overdraft)
 }

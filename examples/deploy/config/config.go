@@ -180,6 +180,10 @@ type Fleet struct {
 	Period time.Duration
 	// Lease is how long Redis keeps the replica's state (lease).
 	Lease time.Duration
+	// Overdraft is how many requests of a band the replica may start
+	// beyond its share while a lower band holds one of its slots
+	// (overdraft; fleet.Config.Overdraft); 0 unless set: none.
+	Overdraft int
 }
 
 // DynamicBand returns the band llm-d-router would provision for a priority
@@ -417,6 +421,11 @@ func (d *decoder) fleet(n *yaml.Node, path string, f *Fleet) {
 		}},
 		{"period", d.positiveDuration(&f.Period)},
 		{"lease", d.positiveDuration(&f.Lease)},
+		{"overdraft", func(n *yaml.Node, p string) {
+			if v, ok := d.intValue(n, p, 0, 1<<20); ok {
+				f.Overdraft = v
+			}
+		}},
 	})
 }
 

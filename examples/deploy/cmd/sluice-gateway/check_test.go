@@ -124,21 +124,21 @@ func TestBinaryCheckConfigPrintsTheFleet(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("hunter2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	path := writeConfig(t, filepath.Join(dir, "fleet.yaml"), "gateway:\n  fleet:\n    redis: 127.0.0.1:6390\n    period: 250ms\n    replicas: 3\n")
+	path := writeConfig(t, filepath.Join(dir, "fleet.yaml"), "gateway:\n  fleet:\n    redis: 127.0.0.1:6390\n    period: 250ms\n    replicas: 3\n    overdraft: 2\n")
 	stdout := clitest.CheckPrints(t, runCheck, "-check-config", "-config", path, "-backend", "http://127.0.0.1:8001",
 		"-max-inflight", "12", "-fleet-id", "gw-a", "-fleet-replicas", "2", "-fleet-redis-password-file", secret)
 	var out struct {
 		Fleet struct {
 			Redis, ID, Prefix, Period, Lease string
 			PasswordFile                     string `yaml:"passwordFile"`
-			Replicas                         int
+			Replicas, Overdraft              int
 		}
 	}
 	if err := yaml.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("the output is not YAML: %v\n%s", err, stdout)
 	}
 	f := out.Fleet
-	if f.Redis != "127.0.0.1:6390" || f.ID != "gw-a" || f.Replicas != 2 || f.Period != "250ms" || f.Lease == "" || f.Prefix == "" || f.PasswordFile != secret {
+	if f.Redis != "127.0.0.1:6390" || f.ID != "gw-a" || f.Replicas != 2 || f.Period != "250ms" || f.Lease == "" || f.Prefix == "" || f.PasswordFile != secret || f.Overdraft != 2 {
 		t.Errorf("the output does not say which fleet runs: %+v\n%s", f, stdout)
 	}
 	if strings.Contains(stdout, "hunter2") {

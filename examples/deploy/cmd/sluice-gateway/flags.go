@@ -215,6 +215,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		"how often a replica publishes its state and reads the fleet's (one Redis round trip each)")
 	fs.DurationVar(&o.fleet.lease, "fleet-lease", 0,
 		"how long Redis keeps a replica's state after its last publish, so a dead replica's share returns within it (default 3 x -fleet-period)")
+	fs.IntVar(&o.fleet.overdraft, "fleet-overdraft", 0,
+		"the `B` requests of a band that may start beyond this replica's share while a lower band holds one of its slots (fleet.Config.Overdraft; examples/fleet runs 2): fewer revocations for a higher band's arrivals, for up to B requests beyond the fleet's budget")
 
 	set, err := shared.Parse(fs, args, stdout, stderr)
 	if err != nil {

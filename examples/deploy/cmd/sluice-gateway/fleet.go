@@ -44,6 +44,7 @@ type fleetOptions struct {
 	replicas     int
 	period       time.Duration
 	lease        time.Duration
+	overdraft    int
 }
 
 // defaultReplicaID names a replica that -fleet-id does not: the host's
@@ -76,6 +77,9 @@ func (f fleetOptions) check() error {
 	if f.lease != 0 && f.lease < f.period {
 		return fmt.Errorf("-fleet-lease %v: want at least -fleet-period (%v)", f.lease, f.period)
 	}
+	if f.overdraft < 0 || f.overdraft > 1<<20 {
+		return fmt.Errorf("-fleet-overdraft %d: want 0 to %d", f.overdraft, 1<<20)
+	}
 	if f.prefix == "" || len(f.prefix) > redisfleet.MaxPrefixLength || strings.ContainsAny(f.prefix, " \t\r\n") {
 		return fmt.Errorf("-fleet-prefix %q: want 1 to %d bytes, no white space", f.prefix, redisfleet.MaxPrefixLength)
 	}
@@ -107,6 +111,9 @@ func (f fleetOptions) over(file *config.Fleet, given map[string]bool) fleetOptio
 	if !given["fleet-lease"] && file.Lease != 0 {
 		f.lease = file.Lease
 	}
+	if !given["fleet-overdraft"] && file.Overdraft != 0 {
+		f.overdraft = file.Overdraft
+	}
 	return f
 }
 
@@ -118,7 +125,7 @@ func (f fleetOptions) config() *config.Fleet {
 		return nil
 	}
 	return &config.Fleet{Redis: f.redis, PasswordFile: f.passwordFile, Prefix: f.prefix, ID: f.id,
-		Replicas: f.replicas, Period: f.period, Lease: f.lease}
+		Replicas: f.replicas, Period: f.period, Lease: f.lease, Overdraft: f.overdraft}
 }
 
 // password returns the Redis password: the file's first line, else the
@@ -205,6 +212,7 @@ func newFleetMember(o fleetOptions, s *settings) (*fleetMember, error) {
 		Budget:     int64(*s.gate.MaxInFlight),
 		Period:     o.period,
 		Lease:      o.lease,
+		Overdraft:  int64(o.overdraft),
 		Timeout:    timeout,
 		Capacities: caps,
 		OnRound: func(st fleet.Status) {

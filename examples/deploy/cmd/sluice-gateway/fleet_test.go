@@ -30,6 +30,7 @@ func TestBadFleetFlagsExit2(t *testing.T) {
 		"zero period":          append(on, "-fleet-period", "0s"),
 		"lease under period":   append(on, "-fleet-lease", "100ms", "-fleet-period", "200ms"),
 		"prefix with a space":  append(on, "-fleet-prefix", "a b"),
+		"negative overdraft":   append(on, "-fleet-overdraft", "-1"),
 		"no budget":            {"-backend", "http://127.0.0.1:8001", "-fleet-redis", "127.0.0.1:6379"},
 		"no password file":     append(on, "-fleet-redis-password-file", "/nonexistent/password"),
 	})
