@@ -51,8 +51,11 @@ type band struct {
 	arrivals   float64
 	arrivalsAt time.Duration
 	// deadlined is set once a decision has seen a waiter of the band with
-	// a deadline: the band is then held slots for (holdsBack).
+	// a deadline: the band is then held slots for (holdsBack). window is
+	// how long the last waiter with a deadline a decision read had, from
+	// its enqueue to its deadline: the band's objective, as queued.
 	deadlined bool
+	window    time.Duration
 }
 
 // push queues w in the queue of its flow, which it creates when the flow has
