@@ -56,6 +56,9 @@ type band struct {
 	// its enqueue to its deadline: the band's objective, as queued.
 	deadlined bool
 	window    time.Duration
+	// dated is set once a waiter with a deadline has queued in the band:
+	// it is then not held back from a slot its waiters need (holdsBack).
+	dated bool
 }
 
 // push queues w in the queue of its flow, which it creates when the flow has

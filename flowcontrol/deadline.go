@@ -359,7 +359,7 @@ func (c *FlowController) holdsBack(b *band, now time.Time) bool {
 	if short == 0 || c.inFlight+1+short <= r.full {
 		return false
 	}
-	if b.deadlined && b.queued.requests > 0 {
+	if b.dated && b.queued.requests > 0 {
 		// A band with deadlines of its own is not held back from a
 		// slot its waiters need to start in time.
 		if need, _, ok := c.deadlineNeed(b, nil, at, 0); ok && need > 0 {

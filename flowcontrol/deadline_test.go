@@ -553,6 +553,62 @@ func TestHoldbackCoversPeaksWhenReleasesAreSlow(t *testing.T) {
 	}
 }
 
+// A band with deadlines of its own, below one that holds slots back, is
+// held back while its waiters have slack, and takes a held slot once they
+// need it to start by their deadlines.
+func TestHoldbackYieldsToDeadlinesBelow(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(deadlineEpoch)
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:            []flowcontrol.BandConfig{{Priority: 10, TTFTObjective: time.Second}, {Priority: 0}, {Priority: -1}},
+		FallbackPriority: 10,
+		Gate:             gate.MaxInFlight(10),
+		Clock:            clock,
+		Eviction:         &flowcontrol.Eviction{ByDeadline: true},
+	})
+	var batch []*flowcontrol.Admission
+	for i := range 10 {
+		a, err := fc.EnqueueAndWait(ctx, req(fmt.Sprint("b", i), -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, a)
+	}
+	for i := range 10 {
+		submit(ctx, fc, req(fmt.Sprint("w", i), -1))
+	}
+	var chat []*call
+	for i := range 8 {
+		chat = append(chat, submit(ctx, fc, req(fmt.Sprint("c", i), 10)))
+	}
+	for _, a := range batch[:8] {
+		a.Done()
+	}
+	clock.Advance(time.Second)
+	for _, c := range chat {
+		c.adm.Done()
+	}
+	// As in TestHoldbackKeepsSlotsForABandWithDeadlines: 2 slots held
+	// back for chat, 8 in flight.
+	if n := fc.InFlight(); n != 8 {
+		t.Fatalf("%d in flight, want 8: 2 slots held back for chat", n)
+	}
+	slack := submit(ctx, fc, withSLO("s-slack", 0, 5*time.Second))
+	if slack.finished() {
+		t.Fatal("a standard request with 5s of slack took a slot held back for chat")
+	}
+	// A request whose objective is within the margin needs a slot now:
+	// the band takes held slots while it does, for the one first in line
+	// (the request with slack, in this band's order), then for it.
+	urgent := submit(ctx, fc, withSLO("s-urgent", 0, 100*time.Millisecond))
+	if !urgent.finished() || !slack.finished() {
+		t.Fatalf("urgent started %v, the one before it %v: want both", urgent.finished(), slack.finished())
+	}
+	if n := fc.InFlight(); n != 10 {
+		t.Fatalf("%d in flight, want 10", n)
+	}
+}
+
 // Without ByDeadline, eviction is sized by the waiting requests, deadlines
 // or not: a request with all its slack left is revoked for at once.
 func TestDeadlinesNeedByDeadline(t *testing.T) {
