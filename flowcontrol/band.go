@@ -51,8 +51,14 @@ type band struct {
 	arrivals   float64
 	arrivalsAt time.Duration
 	// deadlined is set once a decision has seen a waiter of the band with
-	// a deadline: the band is then held slots for (holdsBack).
+	// a deadline: the band is then held slots for (holdsBack). window is
+	// how long the last waiter with a deadline a decision read had, from
+	// its enqueue to its deadline: the band's objective, as queued.
 	deadlined bool
+	window    time.Duration
+	// dated is set once a waiter with a deadline has queued in the band:
+	// it is then not held back from a slot its waiters need (holdsBack).
+	dated bool
 }
 
 // push queues w in the queue of its flow, which it creates when the flow has

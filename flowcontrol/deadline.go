@@ -137,11 +137,13 @@ func (c *FlowController) deadlineNeed(b *band, arriving *waiter, now time.Durati
 	ds := r.deadlines[:0]
 	if arriving != nil && arriving.deadline() != 0 {
 		ds = append(ds, arriving.deadline())
+		b.window = max(arriving.deadline()-arriving.enqueued, 0)
 	}
 	for _, f := range b.flows {
 		for w := f.waiters.Front(); w != nil && len(ds) < maxDeadlineScan; w = w.links.Next {
 			if d := w.deadline(); d != 0 {
 				ds = append(ds, d)
+				b.window = max(d-w.enqueued, 0)
 			}
 		}
 	}
@@ -247,11 +249,58 @@ func (b *band) serviceTime(now time.Duration) time.Duration {
 	return s
 }
 
-// holdback returns what band h holds back at now, in admissions: its
-// arrival rate λ times its mean service time S — by Little's law, the
-// admissions it keeps running on average — rounded down.
-func (h *band) holdback(now time.Duration) int {
-	return int(h.expected(now))
+// holdbackDeviations is how many standard deviations of its expected
+// admissions a band with deadlines holds back beyond their mean (see
+// holdback).
+const holdbackDeviations = 2
+
+// holdback returns what band h holds back at now, in admissions. With
+// x = λ·S — by Little's law the admissions its arrivals keep running on
+// average, a Poisson count's mean — it is the larger of x and x + 2√x −
+// ν·W, rounded down: x + 2√x is what its arrivals keep running but at
+// their peaks (two standard deviations above the mean), and ν·W the
+// slots the bands below it are expected to release (releasesBelow) while
+// one of its requests may wait, W its window less the margin. Where the
+// bands below release slots often enough, as short requests do, it holds
+// back the mean; where they seldom do, as long generations do, it holds
+// back for the peaks, which it would otherwise have to revoke for.
+// Called with mu held.
+func (c *FlowController) holdback(h *band, now time.Duration) int {
+	x := h.expected(now)
+	return int(max(h.peakExpected(now)-c.releasesWithin(h, now), x))
+}
+
+// peakExpected returns x + 2√x for x = λ·S, the admissions band h keeps
+// running at peaks (see holdback).
+func (h *band) peakExpected(now time.Duration) float64 {
+	x := h.expected(now)
+	return x + holdbackDeviations*math.Sqrt(x)
+}
+
+// releasesWithin returns ν·W: the slots the bands below h are expected to
+// release at now while one of h's requests may wait, its window less the
+// margin (see holdback). Called with mu held.
+func (c *FlowController) releasesWithin(h *band, now time.Duration) float64 {
+	wait := max(h.window-c.reclaim.margin, 0)
+	if wait == 0 {
+		return 0
+	}
+	return c.releasesBelow(h, now) * wait.Seconds()
+}
+
+// releasesBelow returns ν, the slots per second the running admissions of
+// the bands below h are expected to free at now: for each, its running
+// admissions ÷ its mean service time (see releaseRate). Called with mu
+// held.
+func (c *FlowController) releasesBelow(h *band, now time.Duration) float64 {
+	nu := 0.0
+	desc := c.bands.Load().desc
+	for j := h.index + 1; j < len(desc); j++ {
+		if b := desc[j]; b.running.n > 0 {
+			nu += float64(b.running.n) / b.serviceTime(now).Seconds()
+		}
+	}
+	return nu
 }
 
 // expected returns λ·S, the admissions band h keeps running on average
@@ -260,13 +309,19 @@ func (h *band) expected(now time.Duration) float64 {
 	return h.arrivalRate(now) * h.serviceTime(now).Seconds()
 }
 
-// holdbackFalls returns how long after now, with no arrival before, h's
-// holdback falls to held or below: λ·S falls below held + 1 once the
-// arrival rate has decayed for τ·ln(λ·S ÷ (held+1)); at least a
-// millisecond, so that a holdback just above held does not wake the
-// controller at every instant.
-func (h *band) holdbackFalls(now time.Duration, held int) time.Duration {
-	wait := time.Duration(float64(arrivalsDecay) * math.Log(h.expected(now)/float64(held+1)))
+// holdbackFalls returns how long after now, with no arrival before and
+// the releases below as they are, h's holdback falls to held or below:
+// x + 2√x − ν·W falls below held + 1 once x, decaying with the arrival
+// rate, falls below x* = (√(2 + held + ν·W) − 1)², after τ·ln(x ÷ x*),
+// and x itself once it falls below held + 1, after τ·ln(x ÷ (held+1)):
+// the later of the two, at least a millisecond, so that a holdback just
+// above held does not wake the controller at every instant. Called with
+// mu held.
+func (c *FlowController) holdbackFalls(h *band, now time.Duration, held int) time.Duration {
+	r := math.Sqrt(2+float64(held)+c.releasesWithin(h, now)) - 1
+	x := h.expected(now)
+	fall := max(math.Log(x/(r*r)), math.Log(x/float64(held+1)))
+	wait := time.Duration(float64(arrivalsDecay) * fall)
 	return max(wait, time.Millisecond)
 }
 
@@ -275,9 +330,10 @@ func (h *band) holdbackFalls(now time.Duration, held int) time.Duration {
 // deadlines hold back and do not hold — the sum of their holdbacks less
 // their running and waiting admissions — counting the pool's size as the
 // admissions in flight when the gate last refused. The slots are kept for
-// those bands' next arrivals. When it holds back it asks for a wake-up
-// for when the holdbacks, decaying with the arrival rates, no longer
-// would. Called with mu held.
+// those bands' next arrivals; but a band with deadlines of its own is not
+// held back from a slot its waiters need to start by them (deadlineNeed).
+// When it holds back it asks for a wake-up for when the holdbacks,
+// decaying with the arrival rates, no longer would. Called with mu held.
 func (c *FlowController) holdsBack(b *band, now time.Time) bool {
 	r := c.reclaim
 	if r.full == 0 {
@@ -295,13 +351,20 @@ func (c *FlowController) holdsBack(b *band, now time.Time) bool {
 			at = c.sinceEpoch(now)
 		}
 		held := h.running.n + int(h.queued.requests)
-		if hb := h.holdback(at); held < hb {
+		if hb := c.holdback(h, at); held < hb {
 			short += hb - held
-			falls = min(falls, h.holdbackFalls(at, held))
+			falls = min(falls, c.holdbackFalls(h, at, held))
 		}
 	}
 	if short == 0 || c.inFlight+1+short <= r.full {
 		return false
+	}
+	if b.dated && b.queued.requests > 0 {
+		// A band with deadlines of its own is not held back from a
+		// slot its waiters need to start in time.
+		if need, _, ok := c.deadlineNeed(b, nil, at, 0); ok && need > 0 {
+			return false
+		}
 	}
 	r.wake(c, at, at+falls)
 	return true

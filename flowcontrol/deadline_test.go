@@ -400,10 +400,10 @@ func TestDeadlineConfigErrors(t *testing.T) {
 	}
 }
 
-// A band with deadlines holds back ⌊λ·S⌋ slots from the bands below it
-// while it holds fewer: its next arrival starts at once; as its arrival
-// rate decays, the slots go back to the bands below, by a wake-up, with
-// no other event.
+// A band with deadlines holds back slots from the bands below it while it
+// holds fewer (⌊λ·S⌋, where the bands below release slots often enough):
+// its next arrival starts at once; as its arrival rate decays, the slots
+// go back to the bands below, by a wake-up, with no other event.
 func TestHoldbackKeepsSlotsForABandWithDeadlines(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New(deadlineEpoch)
@@ -440,7 +440,12 @@ func TestHoldbackKeepsSlotsForABandWithDeadlines(t *testing.T) {
 		}
 	}
 	// A second later the chat requests end: S = 1s, λ = 4·e^(−½) ≈ 2.43/s,
-	// so chat holds back ⌊2.43⌋ = 2 slots: 8 of the 10 go to batch.
+	// x = λ·S ≈ 2.43 and x + 2√x ≈ 5.55. Batch, none of whose requests has
+	// ended by itself, has a service time of 1s, the age of its oldest:
+	// with 7 of its requests running they release 7/s, 5.95 in the 0.85s
+	// a chat request may wait (its 1s objective less the margin), more
+	// than the 5.55 − 2.43 the peaks need beyond the mean. So chat holds
+	// back ⌊2.43⌋ = 2 slots: 8 of the 10 go to batch.
 	clock.Advance(time.Second)
 	for _, c := range chat {
 		c.adm.Done()
@@ -467,6 +472,140 @@ func TestHoldbackKeepsSlotsForABandWithDeadlines(t *testing.T) {
 	}
 	if started != 8 {
 		t.Fatalf("%d of the 10 waiting batch requests started, want 8", started)
+	}
+}
+
+// Where the bands below seldom release a slot — their requests have run
+// for long — a band with deadlines holds back for its peaks, x + 2√x for
+// x = λ·S, less what they release while its request may wait, rather than
+// the mean x alone: a burst above the mean then starts in held slots
+// instead of revoking requests that have decoded for long.
+func TestHoldbackCoversPeaksWhenReleasesAreSlow(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(deadlineEpoch)
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:            []flowcontrol.BandConfig{{Priority: 10, TTFTObjective: time.Second}, {Priority: -1}},
+		FallbackPriority: 10,
+		Gate:             gate.MaxInFlight(10),
+		Clock:            clock,
+		Eviction:         &flowcontrol.Eviction{ByDeadline: true},
+	})
+	var batch []*flowcontrol.Admission
+	for i := range 10 {
+		a, err := fc.EnqueueAndWait(ctx, req(fmt.Sprint("b", i), -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, a)
+	}
+	var waiting []*call
+	for i := range 10 {
+		waiting = append(waiting, submit(ctx, fc, req(fmt.Sprint("w", i), -1)))
+	}
+	// The batch requests run for 100s: batch's service time is 100s.
+	clock.Advance(100 * time.Second)
+	var chat []*call
+	for i := range 8 {
+		chat = append(chat, submit(ctx, fc, req(fmt.Sprint("c", i), 10)))
+	}
+	for _, a := range batch[:8] {
+		a.Done()
+	}
+	for i, c := range chat {
+		if !c.finished() {
+			t.Fatalf("chat %d did not start on a released slot", i)
+		}
+	}
+	// As before x ≈ 2.43 and x + 2√x ≈ 5.55; but batch releases a slot
+	// per 100s per running request, 5 of them 0.0425 in the 0.85s a chat
+	// request may wait: chat holds back ⌊5.55 − 0.04⌋ = 5 slots.
+	clock.Advance(time.Second)
+	for _, c := range chat {
+		c.adm.Done()
+	}
+	if n := fc.InFlight(); n != 5 {
+		t.Fatalf("%d in flight, want 5: 5 slots held back for chat", n)
+	}
+	var next []*call
+	for i := range 5 {
+		next = append(next, submit(ctx, fc, req(fmt.Sprint("n", i), 10)))
+	}
+	for i, c := range next {
+		if !c.finished() {
+			t.Fatalf("chat arrival %d of a burst of 5 did not take a held slot at once", i)
+		}
+		c.adm.Done()
+	}
+	// The holdback decays with the arrival rate; the wake-ups hand the
+	// slots back to batch.
+	clock.Advance(20 * time.Second)
+	if n := fc.InFlight(); n != 10 {
+		t.Fatalf("%d in flight 20s after chat went quiet, want 10", n)
+	}
+	started := 0
+	for _, c := range waiting {
+		if c.finished() {
+			started++
+		}
+	}
+	if started != 8 {
+		t.Fatalf("%d of the 10 waiting batch requests started, want 8", started)
+	}
+}
+
+// A band with deadlines of its own, below one that holds slots back, is
+// held back while its waiters have slack, and takes a held slot once they
+// need it to start by their deadlines.
+func TestHoldbackYieldsToDeadlinesBelow(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(deadlineEpoch)
+	fc := mustNew(t, flowcontrol.Config{
+		Bands:            []flowcontrol.BandConfig{{Priority: 10, TTFTObjective: time.Second}, {Priority: 0}, {Priority: -1}},
+		FallbackPriority: 10,
+		Gate:             gate.MaxInFlight(10),
+		Clock:            clock,
+		Eviction:         &flowcontrol.Eviction{ByDeadline: true},
+	})
+	var batch []*flowcontrol.Admission
+	for i := range 10 {
+		a, err := fc.EnqueueAndWait(ctx, req(fmt.Sprint("b", i), -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, a)
+	}
+	for i := range 10 {
+		submit(ctx, fc, req(fmt.Sprint("w", i), -1))
+	}
+	var chat []*call
+	for i := range 8 {
+		chat = append(chat, submit(ctx, fc, req(fmt.Sprint("c", i), 10)))
+	}
+	for _, a := range batch[:8] {
+		a.Done()
+	}
+	clock.Advance(time.Second)
+	for _, c := range chat {
+		c.adm.Done()
+	}
+	// As in TestHoldbackKeepsSlotsForABandWithDeadlines: 2 slots held
+	// back for chat, 8 in flight.
+	if n := fc.InFlight(); n != 8 {
+		t.Fatalf("%d in flight, want 8: 2 slots held back for chat", n)
+	}
+	slack := submit(ctx, fc, withSLO("s-slack", 0, 5*time.Second))
+	if slack.finished() {
+		t.Fatal("a standard request with 5s of slack took a slot held back for chat")
+	}
+	// A request whose objective is within the margin needs a slot now:
+	// the band takes held slots while it does, for the one first in line
+	// (the request with slack, in this band's order), then for it.
+	urgent := submit(ctx, fc, withSLO("s-urgent", 0, 100*time.Millisecond))
+	if !urgent.finished() || !slack.finished() {
+		t.Fatalf("urgent started %v, the one before it %v: want both", urgent.finished(), slack.finished())
+	}
+	if n := fc.InFlight(); n != 10 {
+		t.Fatalf("%d in flight, want 10", n)
 	}
 }
 

@@ -219,7 +219,8 @@
 //     need given the slot releases it measures, never while they have
 //     slack, victims without output first, and holds back for a band
 //     with deadlines the slots its arrival rate × service time keeps
-//     busy (Little's law).
+//     busy (Little's law), up to its peaks where the bands below release
+//     slots too seldom to serve them in time.
 //   - Guarantees ([BandConfig.Guarantee]): a band's share, lent to any
 //     band while it is idle, taken back by revocation from the bands below
 //     when it is wanted. A band short of its guarantee is offered before

@@ -336,6 +336,9 @@ func (c *FlowController) enqueue(w *waiter, now time.Time, start, expireAfter ti
 func (c *FlowController) queue(w *waiter, now time.Time) {
 	b := w.band
 	b.push(w)
+	if w.deadline() != 0 {
+		b.dated = true // see holdsBack
+	}
 	c.queued.add(w.size, w.cost)
 	c.publish(b)
 	if b.queued.requests == 1 {

@@ -80,13 +80,24 @@ import (
 //     revoked for. When no release comes, a timer decides again the
 //     moment the first waiter's slack runs out.
 //
-//   - A band whose requests have deadlines holds back, by Little's law,
-//     ⌊λ·S⌋ admissions — what its arrivals keep running on average: a
-//     band below it does not start while the slots left free (the pool's
-//     size taken as the admissions in flight at the gate's last refusal)
-//     would be fewer than what such bands hold back and do not hold,
-//     running or waiting. And when λ·S + √(λ·S) of the bands down to a
-//     band with deadlines fill the pool, that band needs every slot — its
+//   - A band whose requests have deadlines holds back, with x = λ·S
+//     (by Little's law what its arrivals keep running on average, a
+//     Poisson count's mean), ⌊max(x, x + 2√x − ν·W)⌋ admissions: what its
+//     arrivals keep running at their peaks, two standard deviations above
+//     the mean, less the slots the bands below it are expected to release
+//     while one of its requests may wait — ν their running admissions ÷
+//     their mean service times, W the time from a request's enqueue to
+//     its deadline (as last seen) less Margin — but never less than the
+//     mean. A band below it does not start while the slots left free (the
+//     pool's size taken as the admissions in flight at the gate's last
+//     refusal) would be fewer than what such bands hold back and do not
+//     hold, running or waiting — unless it has deadlines of its own that
+//     need the slot (a need, as above, of at least 1). Where the bands
+//     below release slots often (short requests), the mean is held back;
+//     where they seldom do (long generations), the peaks, which would
+//     otherwise be revoked for, late in a burst, from requests that have
+//     decoded for long. And when λ·S + √(λ·S) of the bands down to a band
+//     with deadlines fill the pool, that band needs every slot — its
 //     queue would not drain, and slack spent now is missing at the next
 //     peak — so its decision frees a slot for each of its waiters.
 //
