@@ -12,6 +12,13 @@
 // lease has not run out, and nothing read back is trusted until
 // [Replica.Check] accepts it.
 //
+// That contract — each replica publishes its own value under a lease and
+// reads every live replica's — is also the one llm-d-router's
+// CrossReplicaSyncer plugin seam asks of its storage (set a value per
+// endpoint once a period, read the live replicas' values and fold them),
+// so one backend can serve both: the Redis backend's Syncer keeps such
+// plugin state beside the fleet's, on the same Redis, prefix and leases.
+//
 // A [View] is one replica's side of it: it publishes the replica's state
 // and reads the fleet's once a period ([View.Run]), divides the fleet's
 // in-flight budget among the replicas by demand, in strict priority across

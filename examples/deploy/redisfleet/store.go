@@ -14,6 +14,12 @@
 //     the longest lease published, so a fleet that goes away leaves
 //     nothing behind.
 //
+// A [Syncer] on the same prefix adds, for plugin state keyed by a key and
+// an endpoint (the shape of llm-d-router's CrossReplicaSyncer seam),
+//   - P:s:N:KEY:ENDPOINT, a hash of each replica's value with its lease
+//     end (N is KEY's length, so no two pairs share a hash);
+//   - P:g:N:KEY:ID, a value settled once for the fleet (GetOrSet).
+//
 // Publish and Read are each one Lua script, so one round trip. Leases are
 // timed on Redis's clock alone (PX, and the index scored by Redis's TIME):
 // clock skew between replicas moves no lease. A replica killed without
