@@ -151,7 +151,9 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, dr
 		Classify:   announced(headerModels(opts.classifier.ClassifyHeader), opts.enqueued),
 		Logger:     logger,
 		IsInference: func(h http.Header) bool {
-			method, target := h.Get(":method"), h.Get(":path")
+			// Pseudo-headers are keyed as Envoy names them (extproc keeps
+			// them as they are); indexing spares Get's canonicalization.
+			method, target := first(h[":method"]), first(h[":path"])
 			// Envoy always sends both; a request without one is admitted,
 			// so that nothing malformed passes unchecked.
 			return method == "" || target == "" || inference.MatchRequestTarget(method, target)
@@ -220,6 +222,15 @@ func serve(ctx context.Context, fc *flowcontrol.FlowController, opts options, dr
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// first returns vs's first value, or "" when it has none, as
+// http.Header.Get does.
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
 }
 
 // announced returns classify, telling enqueued, if not nil, of each
