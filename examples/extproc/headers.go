@@ -20,7 +20,7 @@ import (
 // allocations: the raw values are copied into one string that every value
 // slices, the keys' value lists share one backing array (each list with
 // capacity one, so a repeated header appends into a copy of its own), and
-// the names Sluice and Envoy send most are canonicalized from a table.
+// the names Sluice and Envoy send most are canonicalized by a switch.
 func toHTTPHeader(m *corev3.HeaderMap) http.Header {
 	hvs := m.GetHeaders()
 	h := make(http.Header, len(hvs))
@@ -56,40 +56,88 @@ func toHTTPHeader(m *corev3.HeaderMap) http.Header {
 	return h
 }
 
-// canonicalKeys maps the lowercase header names Envoy most often sends
-// and Sluice's classifiers read to their canonical form, so that the
-// common case costs one lookup instead of a scan and, for a name
-// net/textproto does not know, an allocation. It is never written after
-// init.
-var canonicalKeys = func() map[string]string {
-	names := []string{
-		"host", "content-type", "content-length", "content-encoding", "accept",
-		"accept-encoding", "user-agent", "te", "connection", "cookie", "date", "server",
-		flowhttp.FairnessIDHeader, flowhttp.DeprecatedFairnessIDHeader,
-		flowhttp.DefaultObjectiveHeader, flowhttp.DeprecatedObjectiveHeader,
-		flowhttp.TTLHeader, flowhttp.ModelNameHeader,
-		"x-request-id", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
-		"x-envoy-internal", "x-envoy-expected-rq-timeout-ms", "x-envoy-original-path",
-		"x-envoy-external-address", "x-envoy-attempt-count",
-		"traceparent", "tracestate", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled",
-		"authorization", "openai-organization", "openai-project",
-	}
-	m := make(map[string]string, len(names))
-	for _, n := range names {
-		m[n] = textproto.CanonicalMIMEHeaderKey(n)
-	}
-	return m
-}()
-
 // canonicalKey returns name's canonical form, as http.Header.Add would key
 // it. A pseudo-header's name is its own: ':' is not a token character,
-// and net/textproto leaves a name holding one as it is.
+// and net/textproto leaves a name holding one as it is. The lowercase
+// names Envoy most often sends and Sluice's classifiers read are answered
+// by a switch, which costs less than hashing the name for a table and
+// spares net/textproto's scan and, for a name it does not know, its
+// allocation; TestCanonicalKey checks every one against net/textproto.
 func canonicalKey(name string) string {
 	if len(name) > 0 && name[0] == ':' {
 		return name
 	}
-	if k, ok := canonicalKeys[name]; ok {
-		return k
+	switch name {
+	case "host":
+		return "Host"
+	case "content-type":
+		return "Content-Type"
+	case "content-length":
+		return "Content-Length"
+	case "content-encoding":
+		return "Content-Encoding"
+	case "accept":
+		return "Accept"
+	case "accept-encoding":
+		return "Accept-Encoding"
+	case "user-agent":
+		return "User-Agent"
+	case "te":
+		return "Te"
+	case "connection":
+		return "Connection"
+	case "cookie":
+		return "Cookie"
+	case "date":
+		return "Date"
+	case "server":
+		return "Server"
+	case "x-request-id":
+		return "X-Request-Id"
+	case "x-forwarded-for":
+		return "X-Forwarded-For"
+	case "x-forwarded-proto":
+		return "X-Forwarded-Proto"
+	case "x-forwarded-host":
+		return "X-Forwarded-Host"
+	case "x-envoy-internal":
+		return "X-Envoy-Internal"
+	case "x-envoy-expected-rq-timeout-ms":
+		return "X-Envoy-Expected-Rq-Timeout-Ms"
+	case "x-envoy-original-path":
+		return "X-Envoy-Original-Path"
+	case "x-envoy-external-address":
+		return "X-Envoy-External-Address"
+	case "x-envoy-attempt-count":
+		return "X-Envoy-Attempt-Count"
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	case "x-b3-traceid":
+		return "X-B3-Traceid"
+	case "x-b3-spanid":
+		return "X-B3-Spanid"
+	case "x-b3-sampled":
+		return "X-B3-Sampled"
+	case "authorization":
+		return "Authorization"
+	case "openai-organization":
+		return "Openai-Organization"
+	case "openai-project":
+		return "Openai-Project"
+	case flowhttp.FairnessIDHeader:
+		return "X-Llm-D-Inference-Fairness-Id"
+	case flowhttp.DeprecatedFairnessIDHeader:
+		return "X-Gateway-Inference-Fairness-Id"
+	case flowhttp.DefaultObjectiveHeader:
+		return "X-Llm-D-Inference-Objective"
+	case flowhttp.DeprecatedObjectiveHeader:
+		return "X-Gateway-Inference-Objective"
+	case flowhttp.TTLHeader:
+		return "X-Llm-D-Inference-Ttl"
+	case flowhttp.ModelNameHeader:
+		return "X-Gateway-Model-Name"
 	}
 	return textproto.CanonicalMIMEHeaderKey(name)
 }

@@ -3,10 +3,13 @@ package extproc
 import (
 	"math/rand/v2"
 	"net/http"
+	"net/textproto"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 )
 
 // toHTTPHeader builds what http.Header.Add builds from the same entries,
@@ -52,11 +55,31 @@ func TestToHTTPHeaderMatchesAdd(t *testing.T) {
 	}
 }
 
-// The table maps each name to what textproto would make of it.
-func TestCanonicalKeysTable(t *testing.T) {
-	for name, canonical := range canonicalKeys {
-		if want := http.CanonicalHeaderKey(name); canonical != want {
-			t.Errorf("canonicalKeys[%q] = %q, want %q", name, canonical, want)
+// canonicalKey keys every name as net/textproto does: the names its switch
+// answers (each listed here), names it does not, other letter cases and
+// pseudo-headers.
+func TestCanonicalKey(t *testing.T) {
+	names := []string{
+		"host", "content-type", "content-length", "content-encoding", "accept",
+		"accept-encoding", "user-agent", "te", "connection", "cookie", "date", "server",
+		"x-request-id", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
+		"x-envoy-internal", "x-envoy-expected-rq-timeout-ms", "x-envoy-original-path",
+		"x-envoy-external-address", "x-envoy-attempt-count",
+		"traceparent", "tracestate", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled",
+		"authorization", "openai-organization", "openai-project",
+		flowhttp.FairnessIDHeader, flowhttp.DeprecatedFairnessIDHeader,
+		flowhttp.DefaultObjectiveHeader, flowhttp.DeprecatedObjectiveHeader,
+		flowhttp.TTLHeader, flowhttp.ModelNameHeader,
+		"x-custom-thing", "X-LLM-D-Inference-TTL", "Content-Type", "weird name", "",
+	}
+	for _, n := range names {
+		if got, want := canonicalKey(n), textproto.CanonicalMIMEHeaderKey(n); got != want {
+			t.Errorf("canonicalKey(%q) = %q, want %q", n, got, want)
+		}
+	}
+	for _, n := range []string{":path", ":authority", ":Odd-Pseudo"} {
+		if got := canonicalKey(n); got != n {
+			t.Errorf("canonicalKey(%q) = %q, want it unchanged", n, got)
 		}
 	}
 }

@@ -41,12 +41,22 @@ type received struct {
 // server has finished, or Envoy has, so the revocation came too late to
 // matter and Done will confirm it. Any other message loses: the
 // ImmediateResponse answers for it.
-func (in *inbox) next(ctx context.Context, revoked <-chan struct{}) (req *extprocv3.ProcessingRequest, isRevoked bool, err error) {
+//
+// The common case, no revocable admission and so no reader, calls Recv
+// from a frame of a few words, wait's being larger: Recv's stack sits on
+// it (see Process).
+func (in *inbox) next(revoked <-chan struct{}) (req *extprocv3.ProcessingRequest, isRevoked bool, err error) {
+	if in.msgs == nil && revoked == nil {
+		req, err = in.srv.Recv()
+		return req, false, err
+	}
+	return in.wait(in.srv.Context(), revoked)
+}
+
+// wait is next once a revocable admission is held: it starts the reader
+// if it has not started yet and waits for a message or the revocation.
+func (in *inbox) wait(ctx context.Context, revoked <-chan struct{}) (req *extprocv3.ProcessingRequest, isRevoked bool, err error) {
 	if in.msgs == nil {
-		if revoked == nil {
-			req, err := in.srv.Recv()
-			return req, false, err
-		}
 		in.msgs = make(chan received)
 		// The reader gets a copy of the inbox, so that the inbox of a
 		// stream that never starts one stays on Process's stack.

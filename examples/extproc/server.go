@@ -127,6 +127,10 @@ type Config struct {
 //
 // Register it with extprocv3.RegisterExternalProcessorServer. A Server is
 // safe for concurrent use; each stream's state belongs to that stream.
+// gRPC runs each stream on a goroutine of its own unless the server has
+// stream workers (grpc.NumStreamWorkers, which sluice-extproc sets): with
+// them a stream that finds a worker free runs on a stack already grown,
+// which saves a share of the CPU a short request costs.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
@@ -213,15 +217,19 @@ func (st *stream) release() {
 // While the stream holds an admission that can be revoked, a goroutine
 // reads the stream for it; that goroutine ends when the stream's context
 // is cancelled, which gRPC does once Process returns.
+//
+// Process's own frame is kept small, the work on each message being in
+// handle: gRPC runs each stream on a new goroutine, whose stack starts
+// small and is copied each time it doubles, and Process's frame is under
+// every call the stream makes (Recv and Send among them).
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	ctx := srv.Context()
 	st := stream{bodyMode: s.bodyMode}
 	// Stream error, cancellation, end of stream and a panic in a handler all
 	// leave through here.
 	defer st.release()
 	in := inbox{srv: srv}
 	for {
-		req, revoked, err := in.next(ctx, st.revoked)
+		req, revoked, err := in.next(st.revoked)
 		if revoked {
 			// Once the response is complete the slot is released and
 			// revoked is nil, so a revocation that comes later is never
@@ -237,43 +245,9 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			// The stream failed or was cancelled; gRPC already knows why.
 			return err
 		}
-		if pc := req.GetProtocolConfig(); pc != nil {
-			st.bodyMode = pc.GetRequestBodyMode()
-		}
-		var (
-			resp *extprocv3.ProcessingResponse
-			last bool // the stream is finished once resp is sent
-		)
-		switch r := req.GetRequest().(type) {
-		case *extprocv3.ProcessingRequest_RequestHeaders:
-			if st.seenRequestHeaders {
-				s.log.Warn("ext_proc protocol error", "error", "request_headers received twice")
-				return status.Error(codes.FailedPrecondition, "extproc: request_headers received twice on one stream")
-			}
-			st.seenRequestHeaders = true
-			resp, last, err = s.admit(ctx, &st, r.RequestHeaders)
-			if err != nil {
-				return err
-			}
-		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			if st.admission != nil {
-				// The closest an ext_proc filter without bodies sees to
-				// the first token: a gate that learns from time to first
-				// token hears it (flowcontrol.Admission.FirstToken).
-				st.admission.FirstToken()
-			}
-			resp = s.responseHeadersReply(&st, r.ResponseHeaders.GetHeaders())
-		case *extprocv3.ProcessingRequest_RequestBody:
-			resp, last = s.requestBody(&st, r.RequestBody)
-		case *extprocv3.ProcessingRequest_ResponseBody:
-			resp = continueResponseBody
-		case *extprocv3.ProcessingRequest_RequestTrailers:
-			resp = continueRequestTrailers
-		case *extprocv3.ProcessingRequest_ResponseTrailers:
-			resp = stripResponseTrailers
-		default:
-			s.log.Warn("ext_proc protocol error", "error", fmt.Sprintf("unsupported message %T", r))
-			return status.Errorf(codes.InvalidArgument, "extproc: unsupported processing request %T", r)
+		resp, last, err := s.handle(srv.Context(), &st, req)
+		if err != nil {
+			return err
 		}
 		if err := srv.Send(resp); err != nil {
 			return err
@@ -286,6 +260,43 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if last {
 			return nil
 		}
+	}
+}
+
+// handle returns the reply to req, whether the stream is finished once it
+// is sent, or an error that ends the stream without a reply.
+func (s *Server) handle(ctx context.Context, st *stream, req *extprocv3.ProcessingRequest) (resp *extprocv3.ProcessingResponse, last bool, err error) {
+	if pc := req.GetProtocolConfig(); pc != nil {
+		st.bodyMode = pc.GetRequestBodyMode()
+	}
+	switch r := req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		if st.seenRequestHeaders {
+			s.log.Warn("ext_proc protocol error", "error", "request_headers received twice")
+			return nil, true, status.Error(codes.FailedPrecondition, "extproc: request_headers received twice on one stream")
+		}
+		st.seenRequestHeaders = true
+		return s.admit(ctx, st, r.RequestHeaders)
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if st.admission != nil {
+			// The closest an ext_proc filter without bodies sees to
+			// the first token: a gate that learns from time to first
+			// token hears it (flowcontrol.Admission.FirstToken).
+			st.admission.FirstToken()
+		}
+		return s.responseHeadersReply(st, r.ResponseHeaders.GetHeaders()), false, nil
+	case *extprocv3.ProcessingRequest_RequestBody:
+		resp, last = s.requestBody(st, r.RequestBody)
+		return resp, last, nil
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return continueResponseBody, false, nil
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return continueRequestTrailers, false, nil
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return stripResponseTrailers, false, nil
+	default:
+		s.log.Warn("ext_proc protocol error", "error", fmt.Sprintf("unsupported message %T", r))
+		return nil, true, status.Errorf(codes.InvalidArgument, "extproc: unsupported processing request %T", r)
 	}
 }
 
