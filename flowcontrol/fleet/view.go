@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
@@ -217,91 +216,6 @@ func New(cfg Config) (*View, error) {
 	v.share.Store(v.static)
 	v.status.Store(&Status{Fallback: FallbackNotRead, Share: v.static, Budget: cfg.Budget})
 	return v, nil
-}
-
-// Fallback says why a [View] uses the static share ⌊Budget/Replicas⌋
-// rather than a share of the fleet's budget computed from the fleet's
-// state; [Synced] when it does not.
-type Fallback int
-
-// The reasons for a fallback.
-const (
-	// Synced: the view is fresh and the share is computed from it.
-	Synced Fallback = iota
-	// FallbackNotRead: fewer than two rounds in a row have succeeded
-	// since the view was created or since the store came back, so other
-	// replicas may not have published yet.
-	FallbackNotRead
-	// FallbackStale: the last successful read is older than Config.Stale
-	// (the store errors, or answers too slowly).
-	FallbackStale
-)
-
-// String returns the reason's name, for a metric label or a readiness
-// message: "synced", "not-read" or "stale".
-func (f Fallback) String() string {
-	switch f {
-	case Synced:
-		return "synced"
-	case FallbackNotRead:
-		return "not-read"
-	case FallbackStale:
-		return "stale"
-	}
-	return fmt.Sprintf("Fallback(%d)", int(f))
-}
-
-// Status is what a [View] knows of itself: what /readyz and metrics show.
-type Status struct {
-	// At is when the status was computed (the end of the last round), on
-	// the view's clock.
-	At time.Time
-	// Age is how old the fleet's state was at At: the time since the
-	// last successful read. 0 before the first.
-	Age time.Duration
-	// Fallback says whether the share is the static one, and why.
-	Fallback Fallback
-	// Err is the last round's error, nil when it succeeded.
-	Err error
-	// Live is the number of replicas in the view, this one included; 0
-	// before the first successful read.
-	Live int
-	// Ignored is the number of entries the last read ignored: a state
-	// [Replica.Check] refuses, or whose At is outside the skew bounds
-	// (see Config.MaxSkew). An entry under this replica's own ID is
-	// skipped, not counted: this replica's live state stands for it.
-	Ignored int
-	// Budget is the fleet's in-flight budget, Config.Budget.
-	Budget int64
-	// Share is this replica's in-flight budget now: the most requests its
-	// gate lets it have in flight.
-	Share int64
-	// Bands holds, per band, the fleet's state and this replica's part
-	// of it, highest priority first; nil in fallback.
-	Bands []BandShare
-}
-
-// BandShare is one band's part of a [Status].
-type BandShare struct {
-	// Priority identifies the band.
-	Priority int
-	// Waiting and InFlight are the fleet's totals, this replica's live
-	// counts included.
-	Waiting, InFlight int64
-	// Granted is the part of the fleet's budget the band is granted, in
-	// strict priority: min(its fleet demand, what the bands above left).
-	Granted int64
-	// Share is this replica's part of Granted, in proportion to its
-	// demand in the band (waiting + in flight).
-	Share float64
-	// OtherWaiting is the requests waiting in the band on the other
-	// replicas, as of the last read: what [View.Reader] adds to this
-	// replica's live queue.
-	OtherWaiting int64
-	// Capacity is this replica's part of the band's fleet-wide request
-	// capacity (Config.Capacities), as [View.Capacity] returns it; -1
-	// when the band has none.
-	Capacity int64
 }
 
 // Status returns the view's status as of its last round, with Age as of
@@ -517,76 +431,6 @@ func loosened(from, to *bandLimits) bool {
 func (v *View) fresh(now, at time.Time) bool {
 	d := now.Sub(at)
 	return d >= -v.cfg.MaxSkew && d <= v.cfg.Lease+v.cfg.MaxSkew
-}
-
-// Reader returns a capacity.Reader that reports the fleet's room in each
-// band, for the headroom header: as the band's request capacity its
-// fleet-wide one (Config.Capacities; local's when the band has none
-// there), and as its queued requests local's live count plus the other
-// replicas' as of the last read. In fallback it reports the static part of
-// the band: the fleet-wide capacity ÷ Replicas, with local's queue. Every
-// other field is local's. Like local, it takes no lock and allocates
-// nothing: the other replicas' part is in the status the last round
-// stored.
-func (v *View) Reader(local capacity.Reader) capacity.Reader {
-	return fleetReader{v: v, local: local}
-}
-
-type fleetReader struct {
-	v     *View
-	local capacity.Reader
-}
-
-func (f fleetReader) CapacitySnapshot(priority int) (capacity.Snapshot, error) {
-	s, err := f.local.CapacitySnapshot(priority)
-	if err != nil {
-		return s, err
-	}
-	if n, ok := f.v.cfg.Capacities[priority]; ok {
-		s.RequestCapacity = capacity.Bounded(n)
-	}
-	st := f.v.status.Load()
-	if st.Fallback != Synced {
-		if n, ok := s.RequestCapacity.Value(); ok {
-			s.RequestCapacity = capacity.Bounded(n / int64(f.v.cfg.Replicas))
-		}
-		return s, nil
-	}
-	for _, b := range st.Bands {
-		if b.Priority == priority {
-			s.QueuedRequests = satAdd(s.QueuedRequests, b.OtherWaiting)
-			break
-		}
-	}
-	return s, nil
-}
-
-// Capacity returns this replica's part of band priority's fleet-wide
-// request capacity Q (Config.Capacities), or capacity.Unbounded() when the
-// band has none. Synced, it is what this replica holds waiting plus a part
-// of the fleet's room, Q − Σ_r waiting_r: half of the room divided evenly,
-// half in proportion to the band's smoothed arrival rate on each replica
-// (so that no replica is left without room, which would refuse every
-// arrival and keep its measured rate at 0), rounded by largest remainder;
-// every replica reading the same states computes parts that sum to Q, so
-// the fleet queues at most Q plus what arrived within a round. In fallback
-// it is the static ⌊Q/R⌋. A router applies it to its controller's band
-// after each round (Config.OnRound).
-func (v *View) Capacity(priority int) capacity.Limit {
-	q, ok := v.cfg.Capacities[priority]
-	if !ok {
-		return capacity.Unbounded()
-	}
-	st := v.status.Load()
-	if st.Fallback != Synced {
-		return capacity.Bounded(q / int64(v.cfg.Replicas))
-	}
-	for _, b := range st.Bands {
-		if b.Priority == priority && b.Capacity >= 0 {
-			return capacity.Bounded(b.Capacity)
-		}
-	}
-	return capacity.Bounded(q / int64(max(st.Live, 1)))
 }
 
 func satAdd(a, b int64) int64 {
