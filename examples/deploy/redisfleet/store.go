@@ -111,23 +111,8 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisfleet: nil client")
 	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if len(opts.Prefix) > MaxPrefixLength || strings.ContainsAny(opts.Prefix, " \t\r\n") {
-		return nil, fmt.Errorf("redisfleet: Options.Prefix %q: want at most %d bytes and no white space", opts.Prefix, MaxPrefixLength)
-	}
-	switch {
-	case opts.Timeout < 0:
-		return nil, fmt.Errorf("redisfleet: Options.Timeout %v: want a positive duration", opts.Timeout)
-	case opts.Timeout == 0:
-		opts.Timeout = DefaultTimeout
-	}
-	switch {
-	case opts.MaxValueBytes < 0 || opts.MaxValueBytes > 1<<20:
-		return nil, fmt.Errorf("redisfleet: Options.MaxValueBytes %d: want 1 to %d", opts.MaxValueBytes, 1<<20)
-	case opts.MaxValueBytes == 0:
-		opts.MaxValueBytes = DefaultMaxValueBytes
+	if err := shared("Options", &opts.Prefix, &opts.Timeout, &opts.MaxValueBytes); err != nil {
+		return nil, err
 	}
 	return &Store{
 		client:    client,
@@ -136,6 +121,31 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		timeout:   opts.Timeout,
 		maxValue:  opts.MaxValueBytes,
 	}, nil
+}
+
+// shared checks the options a Store and a Syncer both take, naming the
+// field of kind (the options' type) it refuses, and fills in their
+// defaults.
+func shared(kind string, prefix *string, timeout *time.Duration, maxValue *int) error {
+	if *prefix == "" {
+		*prefix = DefaultPrefix
+	}
+	if len(*prefix) > MaxPrefixLength || strings.ContainsAny(*prefix, " \t\r\n") {
+		return fmt.Errorf("redisfleet: %s.Prefix %q: want at most %d bytes and no white space", kind, *prefix, MaxPrefixLength)
+	}
+	switch {
+	case *timeout < 0:
+		return fmt.Errorf("redisfleet: %s.Timeout %v: want a positive duration", kind, *timeout)
+	case *timeout == 0:
+		*timeout = DefaultTimeout
+	}
+	switch {
+	case *maxValue < 0 || *maxValue > 1<<20:
+		return fmt.Errorf("redisfleet: %s.MaxValueBytes %d: want 1 to %d", kind, *maxValue, 1<<20)
+	case *maxValue == 0:
+		*maxValue = DefaultMaxValueBytes
+	}
+	return nil
 }
 
 // NewClient returns a go-redis client for one Redis at addr (host:port)

@@ -21,17 +21,25 @@ import (
 // moves with SetTime, so TIME, PX and the index agree as on a real Redis.
 func setup(t *testing.T, opts redisfleet.Options) (*miniredis.Miniredis, *redis.Client, *redisfleet.Store, *time.Time) {
 	t.Helper()
+	mr, client, now := newRedis(t)
+	s, err := redisfleet.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr, client, s, now
+}
+
+// newRedis starts a miniredis whose TTLs follow its clock, set to a fixed
+// time, and a client of it closed when the test ends.
+func newRedis(t *testing.T) (*miniredis.Miniredis, *redis.Client, *time.Time) {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	now := time.Unix(1_800_000_000, 0)
 	mr.SetTime(now)
 	mr.ClockTTL(true)
 	client := redisfleet.NewClient(mr.Addr(), "", time.Second)
 	t.Cleanup(func() { client.Close() })
-	s, err := redisfleet.New(client, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mr, client, s, &now
+	return mr, client, &now
 }
 
 func state(id string, waiting int64) fleet.Replica {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -76,29 +75,14 @@ func NewSyncer(client redis.Scripter, opts SyncerOptions) (*Syncer, error) {
 	if client == nil {
 		return nil, errors.New("redisfleet: nil client")
 	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if len(opts.Prefix) > MaxPrefixLength || strings.ContainsAny(opts.Prefix, " \t\r\n") {
-		return nil, fmt.Errorf("redisfleet: SyncerOptions.Prefix %q: want at most %d bytes and no white space", opts.Prefix, MaxPrefixLength)
-	}
 	if err := (fleet.Replica{ID: opts.Replica, At: time.Unix(1, 0)}).Check(); err != nil {
 		return nil, fmt.Errorf("redisfleet: SyncerOptions.Replica %q: want 1 to %d bytes of printable UTF-8", opts.Replica, fleet.MaxIDLength)
 	}
 	if opts.Lease < time.Millisecond {
 		return nil, fmt.Errorf("redisfleet: SyncerOptions.Lease %v: want at least 1ms", opts.Lease)
 	}
-	switch {
-	case opts.Timeout < 0:
-		return nil, fmt.Errorf("redisfleet: SyncerOptions.Timeout %v: want a positive duration", opts.Timeout)
-	case opts.Timeout == 0:
-		opts.Timeout = DefaultTimeout
-	}
-	switch {
-	case opts.MaxValueBytes < 0 || opts.MaxValueBytes > 1<<20:
-		return nil, fmt.Errorf("redisfleet: SyncerOptions.MaxValueBytes %d: want 1 to %d", opts.MaxValueBytes, 1<<20)
-	case opts.MaxValueBytes == 0:
-		opts.MaxValueBytes = DefaultMaxValueBytes
+	if err := shared("SyncerOptions", &opts.Prefix, &opts.Timeout, &opts.MaxValueBytes); err != nil {
+		return nil, err
 	}
 	return &Syncer{client: client, prefix: opts.Prefix, replica: opts.Replica, lease: opts.Lease,
 		timeout: opts.Timeout, maxValue: opts.MaxValueBytes}, nil
@@ -121,6 +105,14 @@ func checkSyncKey(what, v string) error {
 		return fmt.Errorf("redisfleet: %s of %d bytes, want 1 to %d", what, len(v), MaxSyncKeyLength)
 	}
 	return nil
+}
+
+// checkPair checks a key and an endpoint.
+func checkPair(key, endpoint string) error {
+	if err := checkSyncKey("key", key); err != nil {
+		return err
+	}
+	return checkSyncKey("endpoint", endpoint)
 }
 
 // syncSetScript stores this replica's value with its lease end (on
@@ -198,10 +190,7 @@ return {0, ARGV[1]}
 // MaxValueBytes, and a new replica where fleet.MaxReplicas already hold
 // live values.
 func (s *Syncer) Set(ctx context.Context, key, endpoint string, value []byte) error {
-	if err := checkSyncKey("key", key); err != nil {
-		return err
-	}
-	if err := checkSyncKey("endpoint", endpoint); err != nil {
+	if err := checkPair(key, endpoint); err != nil {
 		return err
 	}
 	if len(value) > s.maxValue {
@@ -229,10 +218,7 @@ type SyncValue struct {
 // Redis and is counted by [Syncer.Dropped], and a reply of another shape
 // is an error: nothing unbounded leaves Redis.
 func (s *Syncer) Get(ctx context.Context, key, endpoint string) ([]SyncValue, error) {
-	if err := checkSyncKey("key", key); err != nil {
-		return nil, err
-	}
-	if err := checkSyncKey("endpoint", endpoint); err != nil {
+	if err := checkPair(key, endpoint); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -265,10 +251,7 @@ func (s *Syncer) Get(ctx context.Context, key, endpoint string) ([]SyncValue, er
 
 // Delete removes this replica's value for key and endpoint.
 func (s *Syncer) Delete(ctx context.Context, key, endpoint string) error {
-	if err := checkSyncKey("key", key); err != nil {
-		return err
-	}
-	if err := checkSyncKey("endpoint", endpoint); err != nil {
+	if err := checkPair(key, endpoint); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)

@@ -19,12 +19,7 @@ import (
 // Syncer for each replica named, sharing it.
 func syncers(t *testing.T, lease time.Duration, replicas ...string) (*miniredis.Miniredis, *redis.Client, *time.Time, []*redisfleet.Syncer) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	now := time.Unix(1_800_000_000, 0)
-	mr.SetTime(now)
-	mr.ClockTTL(true)
-	client := redisfleet.NewClient(mr.Addr(), "", time.Second)
-	t.Cleanup(func() { client.Close() })
+	mr, client, now := newRedis(t)
 	var out []*redisfleet.Syncer
 	for _, r := range replicas {
 		s, err := redisfleet.NewSyncer(client, redisfleet.SyncerOptions{Replica: r, Lease: lease, MaxValueBytes: 64})
@@ -33,7 +28,7 @@ func syncers(t *testing.T, lease time.Duration, replicas ...string) (*miniredis.
 		}
 		out = append(out, s)
 	}
-	return mr, client, &now, out
+	return mr, client, now, out
 }
 
 // values returns a Get's values as replica=value, sorted.
