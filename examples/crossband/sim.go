@@ -111,6 +111,12 @@ type Variant struct {
 	// Saturation puts the row behind gate.Saturation, as Setup.Saturation
 	// puts a whole setup.
 	Saturation bool
+	// PriorityScheduling tells gate.Saturation that the servers schedule
+	// by the priority handed to them
+	// (gate.SaturationConfig.PriorityScheduling): chat passes batch's
+	// queued work while fewer than the servers' slots and queue room of
+	// chat are in flight.
+	PriorityScheduling bool
 }
 
 // saturation reports whether v runs behind gate.Saturation.
@@ -264,6 +270,8 @@ var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Ro
 	{Name: "vLLM priority + hand-off, gate.Saturation (llm-d defaults)", HandOff: true, Saturation: true},
 	{Name: "vLLM priority + hand-off, gate.Saturation, batch below 0.95 of the slots", HandOff: true, Saturation: true,
 		Policy: holdback(handOffSlotCeiling), Ceiling: true},
+	{Name: "vLLM priority + hand-off, gate.Saturation with PriorityScheduling", HandOff: true, Saturation: true,
+		PriorityScheduling: true},
 }}
 
 // handOffSlotCeiling is batch's ceiling behind gate.Saturation in the
@@ -308,7 +316,7 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 		// The servers' slots are declared, so that a ceiling is a share of
 		// them rather than of the KV cache, which these servers leave at 0.
 		return gate.SaturationConfig{Replicas: replicas, Replica: replica, Clock: clock, QueueDepthThreshold: setup.QueueDepthThreshold,
-			SlotsPerEndpoint: slotsPerServer}
+			SlotsPerEndpoint: slotsPerServer, PriorityScheduling: v.PriorityScheduling}
 	}
 	// What can fail is tried once here, so that making each replica's
 	// gate, in sim.New, cannot.

@@ -41,6 +41,7 @@
 //	ConcurrencyConfig.MaxConcurrency        concurrency-detector maxConcurrency            100
 //	ConcurrencyConfig.MaxTokenConcurrency   concurrency-detector maxTokenConcurrency       1000000
 //	SaturationConfig.SlotsPerEndpoint       (none)                                         0 (none: the KV cache)
+//	SaturationConfig.PriorityScheduling     (none)                                         false
 //	SaturationConfig.Replicas, Replica      (none)                                         1, 0
 //	StaticUsageLimit(threshold)             static-usage-limit-policy threshold            1
 //	PriorityHoldbackConfig.Shape            priority-holdback-policy shape                 "linear"

@@ -77,6 +77,24 @@ type SaturationConfig struct {
 	// what the gate admits, which stays llm-d-router's queue-depth and
 	// KV-cache rule. Not negative.
 	SlotsPerEndpoint int
+	// PriorityScheduling declares that the model servers serve their
+	// queues in the priority order the router hands them and preempt a
+	// lower priority for a higher one: vLLM run with --scheduling-policy
+	// priority, behind a router whose hand-off is on
+	// (flowhttp.PriorityHandoff; sluice-gateway -priority-handoff). Their
+	// queues' depth then overstates the wait of every band above the
+	// lowest there, since a request waits only behind those of its band
+	// and above, and a gate that reads it keeps the higher bands out
+	// whenever the lower ones fill the queues. With PriorityScheduling
+	// the gate also admits a request of band p that llm-d-router's rule
+	// refuses while a request of a lower band it started is in flight
+	// and its own requests in flight of band p and above are fewer than
+	// (SlotsPerEndpoint + QueueDepthThreshold) for each endpoint with
+	// fresh metrics (this replica's share of that, with Replicas): the
+	// servers run such a request ahead of the lower bands' work. See
+	// "Priority scheduling" in [SaturationGate]. It requires
+	// SlotsPerEndpoint.
+	PriorityScheduling bool
 	// Replicas is the number of router replicas that read the same
 	// metrics and share the same model servers, each with its own
 	// controller and its own gate (default 1). Replica is this gate's
@@ -170,6 +188,20 @@ const (
 // the queues. llm-d-router's own saturation, from the queue depth, stays
 // readable as [SaturationGate.DetectorSaturation], for its gauge.
 //
+// # Priority scheduling
+//
+// With [SaturationConfig.PriorityScheduling] the gate counts its own
+// requests in flight by band, from each start to its Returned (or
+// Release), and admits a band past llm-d-router's rule on those counts
+// alone, as described there: with four endpoints of 16 slots and the
+// default queue threshold, chat starts while fewer than 4 × (16 + 5) = 84
+// chat requests are in flight and some batch request is, however deep
+// the batch work queued at the servers. Such a start counts against the
+// start budget as any other: it takes a place the lower bands would have
+// taken. Without a lower band in flight the servers' queues hold only the
+// band's own work and above, and llm-d-router's rule alone decides; with
+// no endpoint fresh, nothing starts.
+//
 // A SaturationGate is a [MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a
 // [BoundGate], a [EndpointGate] and a
@@ -206,6 +238,11 @@ type SaturationGate struct {
 	// the same bits whatever order they arrived in.
 	order []*endpoint
 	fc    Controller // set by Bind, guarded by mu
+	// fresh is the number of endpoints with fresh, valid metrics, set by
+	// recompute; bands counts the requests in flight by band, with
+	// PriorityScheduling only (nil otherwise).
+	fresh atomic.Int64
+	bands *bandsInFlight
 }
 
 // endpoint is what the gate keeps of one model server. Guarded by the
@@ -264,6 +301,9 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 	if cfg.SlotsPerEndpoint < 0 {
 		return nil, configError("SlotsPerEndpoint", "", cfg.SlotsPerEndpoint, "negative; 0 declares none")
 	}
+	if cfg.PriorityScheduling && cfg.SlotsPerEndpoint == 0 {
+		return nil, errors.New("gate: SaturationConfig.PriorityScheduling needs SlotsPerEndpoint: the room it gives the higher bands counts the servers' slots")
+	}
 	if cfg.Replicas < 0 {
 		return nil, configError("Replicas", "", cfg.Replicas, "negative; 0 means 1")
 	}
@@ -284,6 +324,9 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 		clock:     cfg.Clock,
 		endpoints: map[string]*endpoint{},
 	}
+	if cfg.PriorityScheduling {
+		g.bands = &bandsInFlight{}
+	}
 	g.limit.Store(math.MinInt64)
 	g.detector.Store(math.Float64bits(1))
 	g.usage.Store(full)
@@ -291,10 +334,16 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 }
 
 // TryAcquire reports whether the start budget allows one more start, and
-// takes it if so. It reads two atomics and writes one.
-func (g *SaturationGate) TryAcquire(int) bool {
+// takes it if so. It reads two atomics and writes one; with
+// PriorityScheduling it also counts the start in its band, under a lock
+// of its own.
+func (g *SaturationGate) TryAcquire(priority int) bool {
 	if g.started.Load() >= g.limit.Load() {
-		return false
+		if g.bands == nil || !g.bands.jump(priority, g.priorityRoom()) {
+			return false
+		}
+	} else if g.bands != nil {
+		g.bands.add(priority, 1)
 	}
 	g.started.Add(1)
 	return true
@@ -305,9 +354,14 @@ func (g *SaturationGate) TryAcquire(int) bool {
 // slot a model server freed is in its view by then.
 func (g *SaturationGate) Lag() time.Duration { return g.stale }
 
-// Release does nothing: the request ended, and the next metrics show what
-// it left behind. A start that never ran comes back through Returned.
-func (g *SaturationGate) Release(int) {}
+// Release hears that a request ended, which the next metrics show: it
+// changes nothing but the band's count with PriorityScheduling. A start
+// that never ran comes back through Returned.
+func (g *SaturationGate) Release(priority int) {
+	if g.bands != nil {
+		g.bands.add(priority, -1)
+	}
+}
 
 // Took does nothing: a start costs one place in a queue, whatever the
 // request's cost.
@@ -318,6 +372,9 @@ func (g *SaturationGate) Took(Slot) {}
 func (g *SaturationGate) Returned(u Usage) {
 	if u.Unused {
 		g.started.Add(-1)
+	}
+	if g.bands != nil {
+		g.bands.add(u.Priority, -1)
 	}
 }
 
@@ -457,14 +514,19 @@ func (g *SaturationGate) recompute() {
 	var rooms int64
 	base, recent := int64(math.MaxInt64), false
 	score, used := 0.0, 0.0
+	fresh := int64(0)
 	for _, e := range g.order {
 		if e.recent {
 			rooms = addSat(rooms, e.share)
 			base, recent = min(base, e.base), true
 		}
+		if e.fresh() {
+			fresh++
+		}
 		score += g.score(e)
 		used += g.used(e)
 	}
+	g.fresh.Store(fresh)
 	n := float64(len(g.order))
 	switch {
 	case n == 0:

@@ -1,0 +1,181 @@
+package gate_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegate/sluice/flowcontrol/gate"
+	"pgregory.net/rapid"
+)
+
+// acquireBand takes every start the gate grants band p, up to 1000, and
+// returns how many it granted.
+func acquireBand(g gate.Gate, p int) int {
+	n := 0
+	for n < 1000 && g.TryAcquire(p) {
+		n++
+	}
+	return n
+}
+
+const (
+	chat  = 10
+	batch = -1
+)
+
+func TestPrioritySchedulingLetsAHigherBandPastLowerWork(t *testing.T) {
+	clock := newClock()
+	cfg := gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 4, QueueDepthThreshold: 2}
+	plain := must(t, gate.Saturation, cfg)
+	cfg.PriorityScheduling = true
+	g := must(t, gate.Saturation, cfg)
+	for _, sg := range []*gate.SaturationGate{plain, g} {
+		sg.Update("a", gate.Metrics{Running: 4}) // room 2
+		sg.Update("b", gate.Metrics{Running: 4}) // room 2
+		if n := acquireBand(sg, batch); n != 4 {
+			t.Fatalf("batch took %d starts, want the room, 4", n)
+		}
+	}
+	// The queues are full by llm-d's rule. Without PriorityScheduling chat
+	// waits behind batch; with it, chat starts while fewer than
+	// 2 × (4 + 2) = 12 chat requests are in flight.
+	if n := acquireBand(plain, chat); n != 0 {
+		t.Fatalf("without PriorityScheduling chat took %d starts past the full queues", n)
+	}
+	if n := acquireBand(g, chat); n != 12 {
+		t.Fatalf("chat took %d starts past batch's queued work, want 2 × (4 + 2) = 12", n)
+	}
+	if n := acquireBand(g, batch); n != 0 {
+		t.Fatalf("batch took %d starts past the full queues", n)
+	}
+	// A chat request ends: one more may start. One comes back unused: so
+	// may another.
+	g.Returned(gate.Usage{Slot: gate.Slot{Priority: chat, Cost: 1}, Held: time.Second})
+	g.Returned(gate.Usage{Slot: gate.Slot{Priority: chat}, Unused: true})
+	if n := acquireBand(g, chat); n != 2 {
+		t.Fatalf("chat took %d starts after two came back, want 2", n)
+	}
+	// A middle band jumps batch too, and counts against chat's room.
+	if n := acquireBand(g, 0); n != 0 {
+		t.Fatalf("band 0 took %d starts with 12 of band 10 in flight, want 0: they are above it", n)
+	}
+	g.Release(chat) // a caller that knows only Gate
+	if n := acquireBand(g, 0); n != 1 {
+		t.Fatalf("band 0 took %d starts after a chat request ended, want 1", n)
+	}
+
+	// Once every lower request has ended nothing is left to jump: the
+	// queues hold chat's own work, and llm-d's rule alone decides.
+	for range 4 {
+		g.Returned(gate.Usage{Slot: gate.Slot{Priority: batch, Cost: 1}, Held: time.Second})
+	}
+	// Band 0 does not count against chat's room: chat runs ahead of it.
+	if n := acquireBand(g, chat); n != 1 {
+		t.Fatalf("chat took %d starts with 11 of its own in flight, want 1", n)
+	}
+	g.Returned(gate.Usage{Slot: gate.Slot{Priority: 0, Cost: 1}, Held: time.Second})
+	for i := range 12 {
+		g.Returned(gate.Usage{Slot: gate.Slot{Priority: chat, Cost: 1}, Held: time.Second})
+		if i == 0 {
+			if n := acquireBand(g, chat); n != 0 {
+				t.Fatalf("chat took %d starts with no lower band in flight, past the full queues", n)
+			}
+		}
+	}
+}
+
+func TestPrioritySchedulingFailsClosedOnStaleMetrics(t *testing.T) {
+	clock := newClock()
+	g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 4, PriorityScheduling: true})
+	g.Update("a", gate.Metrics{Running: 4, Waiting: 4}) // room 1
+	if n := acquireBand(g, batch); n != 1 {
+		t.Fatalf("batch took %d, want 1", n)
+	}
+	clock.Advance(gate.DefaultMetricsStalenessThreshold)
+	if n := acquireBand(g, chat); n != 0 {
+		t.Fatalf("chat took %d starts with every endpoint stale, want 0", n)
+	}
+	g.Update("a", gate.Metrics{Running: 4, Waiting: 5}) // fresh, full
+	if n := acquireBand(g, chat); n != 4+gate.DefaultQueueDepthThreshold {
+		t.Fatalf("chat took %d starts once fresh again, want %d", n, 4+gate.DefaultQueueDepthThreshold)
+	}
+}
+
+func TestPrioritySchedulingNeedsSlots(t *testing.T) {
+	_, err := gate.Saturation(gate.SaturationConfig{PriorityScheduling: true})
+	if err == nil || !strings.Contains(err.Error(), "SlotsPerEndpoint") {
+		t.Fatalf("PriorityScheduling without SlotsPerEndpoint: err = %v, want one naming SlotsPerEndpoint", err)
+	}
+}
+
+func TestPrioritySchedulingReplicaSharesSumToTheRoom(t *testing.T) {
+	for replicas := 1; replicas <= 5; replicas++ {
+		total := 0
+		for r := range replicas {
+			clock := newClock()
+			g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 16, PriorityScheduling: true,
+				Replicas: replicas, Replica: r})
+			g.Update("a", gate.Metrics{Running: 16, Waiting: 9})
+			g.Update("b", gate.Metrics{Running: 16, Waiting: 9})
+			g.Update("c", gate.Metrics{Running: 16}) // room 5: batch takes this replica's share
+			if acquireBand(g, batch) == 0 {
+				t.Fatalf("%d replicas, replica %d: batch took no start", replicas, r)
+			}
+			clock.Advance(time.Millisecond)
+			g.Update("c", gate.Metrics{Running: 16, Waiting: 9}) // full: only the jump is left
+			total += acquireBand(g, chat)
+		}
+		if want := 3 * (16 + gate.DefaultQueueDepthThreshold); total != want {
+			t.Errorf("%d replicas: chat room sums to %d, want %d", replicas, total, want)
+		}
+	}
+}
+
+// The counts behind PriorityScheduling against a model: whatever the
+// order of starts and ends, and whatever a caller hands back that it
+// never took, a band jumps the queues only while a lower band is in
+// flight and fewer than the room of its band and above are.
+func TestPrioritySchedulingModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		clock := newClock()
+		g, err := gate.Saturation(gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 2, QueueDepthThreshold: 1,
+			PriorityScheduling: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const room = 2 * (2 + 1)
+		g.Update("a", gate.Metrics{Running: 2, Waiting: 0}) // room 1 by llm-d's rule
+		g.Update("b", gate.Metrics{Running: 2, Waiting: 0}) // room 1
+		inFlight := map[int]int{}
+		budget := 2
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			p := rapid.IntRange(-2, 2).Draw(t, "band")
+			if rapid.Bool().Draw(t, "start") {
+				above, below := 0, 0
+				for q, n := range inFlight {
+					if q >= p {
+						above += n
+					} else {
+						below += n
+					}
+				}
+				want := budget > 0 || below > 0 && above < room
+				if got := g.TryAcquire(p); got != want {
+					t.Fatalf("TryAcquire(%d) = %v with %v in flight and budget %d, want %v", p, got, inFlight, budget, want)
+				}
+				if want {
+					inFlight[p]++
+					budget--
+				}
+				continue
+			}
+			// An end: of a request in flight, or (against the contract) of
+			// one that never started, which must not make room grow.
+			g.Returned(gate.Usage{Slot: gate.Slot{Priority: p, Cost: 1}, Held: time.Millisecond})
+			if inFlight[p] > 0 {
+				inFlight[p]--
+			}
+		}
+	})
+}
