@@ -75,6 +75,11 @@ const (
 // could read so ([ErrHandoffBody]: 400 from a Handler), and rewrites an
 // object behind a UTF-8 byte-order mark, which it skips.
 //
+// A gate that reads the servers' queues must be told that they schedule
+// by priority, or it holds the higher bands at the router behind the
+// lower bands' queued work: see
+// [github.com/sluicegate/sluice/flowcontrol/gate.SaturationConfig.PriorityScheduling].
+//
 // The zero PriorityHandoff is off. See [Config.PriorityHandoff] for the
 // Handler, and [PriorityHandoff.Rewrite] for a proxy that rewrites bodies
 // itself (the ext_proc adapter in examples/extproc does).

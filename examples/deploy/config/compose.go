@@ -30,6 +30,12 @@ import (
 //   - Warning: a static-usage-limit-policy over several bands: one
 //     ceiling for all of them holds the highest back as much as the
 //     lowest, and protects none from another.
+//   - Warning: the priority hand-off behind a saturation gate without
+//     slotsPerEndpoint and with no gate that counts slots. The gate reads
+//     the depth of the servers' queues, which the lower bands' work
+//     fills, and holds the higher bands at the router although the
+//     servers would run them first; with slotsPerEndpoint it lets them
+//     past ([gate.SaturationConfig.PriorityScheduling]).
 //   - Warning: band ceilings behind a saturation gate without
 //     slotsPerEndpoint, which then read the servers' KV-cache use, not
 //     their slots.
@@ -58,6 +64,10 @@ func (f *File) Check(r Running) ([]Warning, error) {
 		if anyGuarantee(r.Flow.Bands) {
 			warn(f.guaranteePath(r.Flow.Bands), "a band's guarantee is taken back by revocation, and %s", why)
 		}
+	}
+	if s := g.Saturation; s != nil && s.SlotsPerEndpoint == 0 && !slotGate && r.PriorityHandoff.Enabled {
+		warn(f.saturationPath(), "with priority hand-off the model servers run the higher bands first, but the saturation gate reads the depth of their queues, which the lower bands fill, "+
+			"and holds the higher bands at the router behind that work: declare gate.saturation.slotsPerEndpoint (vLLM's --max-num-seqs; Sluice's gate section), and the gate lets a higher band past the lower bands' queued work")
 	}
 	if u := g.UsageLimit; u != nil {
 		if u.Type == gate.StaticUsageLimitPolicyName && len(r.Flow.Bands) > 1 {
@@ -140,6 +150,17 @@ func (f *File) guaranteePath(bands []flowcontrol.BandConfig) string {
 		}
 	}
 	return list
+}
+
+// saturationPath is where the file sets its saturation gate: Sluice's
+// gate section, or llm-d-router's saturationDetector.
+func (f *File) saturationPath() string {
+	for _, p := range []string{"flowControl.saturationDetector", "saturationDetector"} {
+		if f.Wrote(p) {
+			return p
+		}
+	}
+	return "gate.saturation"
 }
 
 // usageLimitPath is where the file sets its band ceilings: the gate

@@ -92,7 +92,10 @@ func TestCheckWarnings(t *testing.T) {
 				return Gate{Saturation: &Saturation{QueueDepthThreshold: 5, KVCacheUtilThreshold: 0.8}}
 			},
 			[]wantErr{{2, "controller.eviction", "or run vLLM's priority scheduler with priority hand-off"}}},
-		{"eviction behind the saturation gate with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\ngateway:\n  priorityHandoff: true\n", nil, nil},
+		{"eviction behind the saturation gate with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {slotsPerEndpoint: 16}\ngateway:\n  priorityHandoff: true\n", nil, nil},
+		{"the hand-off behind the saturation gate without slots", "controller:\n" + threeBands + "gate:\n  saturation: {}\ngateway:\n  priorityHandoff: true\n", nil,
+			[]wantErr{{4, "gate.saturation", "declare gate.saturation.slotsPerEndpoint"}}},
+		{"the hand-off behind a slot gate", "controller:\n" + threeBands + "gate:\n  saturation: {}\n  maxInFlight: 64\ngateway:\n  priorityHandoff: true\n", nil, nil},
 		{"eviction behind a slot gate", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n  maxInFlight: 64\n", nil, nil},
 		{"eviction behind -max-inflight", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {}\n",
 			func(Gate) Gate { return Gate{MaxInFlight: ptr(64)} }, nil},
@@ -169,6 +172,37 @@ func TestSlotsPerEndpointReachesTheGate(t *testing.T) {
 		var e *Error
 		if !errors.As(err, &e) || e.Path != tc.path || !strings.Contains(e.Msg, tc.msg) {
 			t.Errorf("Parse:\n%s\n%v; want an error at %s: …%s…", tc.yaml, err, tc.path, tc.msg)
+		}
+	}
+}
+
+// With the hand-off on, the binary builds the saturation gate to let a
+// higher band past the lower bands' queued work, when the file declares
+// the servers' slots; without them, as before.
+func TestPrioritySchedulingReachesTheGate(t *testing.T) {
+	for _, tc := range []struct {
+		yaml       string
+		handoff    bool
+		wantJumped bool
+	}{
+		{"gate:\n  saturation: {slotsPerEndpoint: 4, metricsStalenessThreshold: 1h}\n", true, true},
+		{"gate:\n  saturation: {slotsPerEndpoint: 4, metricsStalenessThreshold: 1h}\n", false, false},
+		{"gate:\n  saturation: {metricsStalenessThreshold: 1h}\n", true, false},
+	} {
+		f, err := Parse([]byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs, err := f.Gate.Build(BuildOptions{Endpoints: 1, PriorityScheduling: tc.handoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs.Saturation.Update("a", gate.Metrics{Running: 4, Waiting: 4}) // room for one
+		if !gs.Saturation.TryAcquire(-1) {
+			t.Fatalf("%s: batch refused the one place", tc.yaml)
+		}
+		if got := gs.Saturation.TryAcquire(10); got != tc.wantJumped {
+			t.Errorf("%s hand-off %v: chat past batch's queued work %v, want %v", tc.yaml, tc.handoff, got, tc.wantJumped)
 		}
 	}
 }

@@ -392,6 +392,13 @@ type BuildOptions struct {
 	// replicas that share the same model servers ([gate.SaturationConfig]);
 	// 0 and 0 mean one replica.
 	Replicas, Replica int
+	// PriorityScheduling says the binary hands each request's band to the
+	// model servers, which serve by it (the priority hand-off is on): a
+	// saturation gate whose slotsPerEndpoint declares the servers' slots
+	// then lets a higher band past the lower bands' queued work
+	// ([gate.SaturationConfig.PriorityScheduling]). Without
+	// slotsPerEndpoint it changes nothing, and [File.Check] warns.
+	PriorityScheduling bool
 }
 
 // Gates are the gates [Gate.Build] built, and the one that composes them.
@@ -440,6 +447,7 @@ func (g Gate) Build(opts BuildOptions) (Gates, error) {
 			KVCacheUtilThreshold:      s.KVCacheUtilThreshold,
 			MetricsStalenessThreshold: s.MetricsStalenessThreshold,
 			SlotsPerEndpoint:          s.SlotsPerEndpoint,
+			PriorityScheduling:        opts.PriorityScheduling && s.SlotsPerEndpoint > 0,
 			Replicas:                  opts.Replicas,
 			Replica:                   opts.Replica,
 			Clock:                     opts.Clock,

@@ -97,7 +97,9 @@ plus its max_completion_tokens or max_tokens, at most -max-tokens.
 With -priority-handoff (or gateway.priorityHandoff), each admitted request's
 JSON body field priority, which vLLM run with --scheduling-policy priority
 serves lowest first, is set from the band that admitted it (minus the band's
-priority unless the file maps it), replacing the client's own.
+priority unless the file maps it), replacing the client's own; the
+saturation gate, when gate.saturation.slotsPerEndpoint declares the
+servers' slots, then lets a higher band past the lower bands' queued work.
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,

@@ -232,7 +232,9 @@ func buildGate(s *settings, endpoints *gate.EndpointsGate, fleetGate gate.Gate) 
 	if fleetGate != nil {
 		spec.MaxInFlight = nil
 	}
-	gs, err := spec.Build(config.BuildOptions{Endpoints: len(s.backends)})
+	// With the hand-off on, the servers run the higher bands first: the
+	// saturation gate may let them past the lower bands' queued work.
+	gs, err := spec.Build(config.BuildOptions{Endpoints: len(s.backends), PriorityScheduling: s.handoff.Enabled})
 	if err != nil {
 		return config.Gates{}, nil, err
 	}

@@ -282,12 +282,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		}
 	}
 	o.gate = gateCfg
-	if err := buildGate(&o, gateCfg); err != nil {
-		return fail(fmt.Errorf("%s%w", where(o.configPath), err))
-	}
 	o.handoff = shared.Handoff(fileHandoff)
 	if w := extproc.HandoffWarning(o.handoff, o.requestBodyMode); w != "" {
 		o.warnings = append(o.warnings, w+" (and -request-body-mode)")
+	}
+	if err := buildGate(&o, gateCfg); err != nil {
+		return fail(fmt.Errorf("%s%w", where(o.configPath), err))
 	}
 	return o, nil
 }
@@ -389,7 +389,11 @@ func buildGate(o *options, g config.Gate) error {
 		return errors.New("the concurrency gate's budgets are per endpoint (llm-d-router's concurrency-detector), and no backend is known to count: " +
 			"give -backend URL or gateway.backends, or replace the gate with -max-inflight")
 	}
-	gs, err := g.Build(config.BuildOptions{Endpoints: len(o.backends)})
+	// With the hand-off writing the body's priority, the servers run the
+	// higher bands first: the saturation gate may let them past the lower
+	// bands' queued work.
+	handsOff := o.handoff.Enabled && extproc.HandoffWarning(o.handoff, o.requestBodyMode) == ""
+	gs, err := g.Build(config.BuildOptions{Endpoints: len(o.backends), PriorityScheduling: handsOff})
 	if err != nil {
 		return err
 	}
