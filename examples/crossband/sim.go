@@ -114,8 +114,8 @@ type Variant struct {
 	// PriorityScheduling tells gate.Saturation that the servers schedule
 	// by the priority handed to them
 	// (gate.SaturationConfig.PriorityScheduling): chat passes batch's
-	// queued work while fewer than the servers' slots and queue room of
-	// chat are in flight.
+	// queued work while fewer chat requests than the servers' slots are
+	// in flight.
 	PriorityScheduling bool
 }
 
@@ -509,34 +509,12 @@ func Simulate(setup Setup, v Variant, seed uint64) (Run, error) {
 // scrapeInterval, all at the same instant, as examples/gates does, until
 // the arrivals have stopped and every request has ended.
 func scrape(s *sim.Sim, gates []*gate.SaturationGate) {
-	pool, clock := s.Pool(), s.Clock()
-	names := make([]string, pool.Servers())
-	for i := range names {
-		names[i] = fmt.Sprint("vllm-", i)
-	}
-	var read func()
-	read = func() {
-		for i, name := range names {
-			m := pool.Metrics(i)
-			for _, g := range gates {
-				g.Update(name, gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: clock.Now()})
-			}
+	clock := s.Clock()
+	s.Scrape(scrapeInterval, simDuration, func(i int, m sim.ServerMetrics) {
+		for _, g := range gates {
+			g.Update(fmt.Sprint("vllm-", i), gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: clock.Now()})
 		}
-		if clock.Elapsed() < simDuration || !ended(s.Records()) {
-			clock.After(scrapeInterval, read)
-		}
-	}
-	clock.At(0, read)
-}
-
-// ended reports whether every record has ended.
-func ended(recs []*sim.Record) bool {
-	for _, r := range slices.Backward(recs) {
-		if !r.Done {
-			return false
-		}
-	}
-	return true
+	})
 }
 
 // Comparison holds every variant's runs behind one setup:

@@ -3,7 +3,9 @@
 // requests, and with Eviction.ByDeadline, which revokes only what their
 // deadlines need: chat at priority 10 with a 1 s
 // TTFT SLO in bursts beside a closed-loop batch backlog at −1, behind
-// MaxInFlight(64) over 4 servers × 16 slots. It prints, per scenario and
+// MaxInFlight(64) over 4 servers × 16 slots; and the hand-off, with the
+// servers scheduling by the band handed to them behind gate.Saturation
+// with PriorityScheduling. It prints, per scenario and
 // row, chat's SLO attainment, batch's output tokens (and their share of
 // strict priority's on the same seed), the decoded tokens lost to
 // revocation and the revocations, as medians and ranges over the seeds.
@@ -63,11 +65,18 @@ var Scenarios = []Scenario{
 		BurstRate: 12, RandomPhases: true, BatchOutput: sim.Tokens{Mean: 1000, Sigma: 1}, Standard: true},
 }
 
-// Row is how the controller treats the bands.
+// Row is how the controller treats the bands, and the gate in front of
+// the servers.
 type Row struct {
 	Name      string
 	ChatAlone bool
 	Eviction  *flowcontrol.Eviction
+	// Scrape, if positive, replaces MaxInFlight(64) with gate.Saturation
+	// over the servers' metrics read every Scrape (stale after twice
+	// that), the servers' 16 slots declared and PriorityScheduling on;
+	// the servers then run vLLM's priority scheduler, each with its own
+	// queue, and each request's band is handed to them (−band).
+	Scrape time.Duration
 }
 
 // Rows are the rows of every table.
@@ -76,6 +85,8 @@ var Rows = []Row{
 	{Name: "chat alone", ChatAlone: true},
 	{Name: "Eviction{} (zero value)", Eviction: &flowcontrol.Eviction{}},
 	{Name: "Eviction{ByDeadline: true}", Eviction: &flowcontrol.Eviction{ByDeadline: true}},
+	{Name: "hand-off, gate.Saturation + PriorityScheduling, scraped every 100ms", Scrape: 100 * time.Millisecond},
+	{Name: "hand-off, gate.Saturation + PriorityScheduling, scraped every 1s", Scrape: time.Second},
 }
 
 const (
@@ -132,9 +143,29 @@ func Simulate(sc Scenario, row Row, seed uint64) (Run, error) {
 			PerPromptToken: 50 * time.Microsecond, PerOutputToken: 20 * time.Millisecond},
 		Tenants: tenants,
 	}
+	var sat *gate.SaturationGate
+	if row.Scrape > 0 {
+		cfg.Pool.ServerQueues, cfg.Pool.Scheduler = true, sim.Priority
+		cfg.Pool.PriorityOf = func(band int) int { return -band }
+		cfg.Gate = func(p *sim.Pool) gate.Gate {
+			g, err := gate.Saturation(gate.SaturationConfig{SlotsPerEndpoint: slotsPerServer, PriorityScheduling: true,
+				MetricsStalenessThreshold: 2 * row.Scrape, Clock: p.Clock()})
+			if err != nil {
+				panic(err) // a constant configuration
+			}
+			sat = g
+			return g
+		}
+	}
 	s, err := sim.New(cfg)
 	if err != nil {
 		return Run{}, err
+	}
+	if sat != nil {
+		clock := s.Clock()
+		s.Scrape(row.Scrape, duration, func(i int, m sim.ServerMetrics) {
+			sat.Update(fmt.Sprint("vllm-", i), gate.Metrics{Waiting: m.Waiting, Running: m.Running, KVCache: m.KVCache, ReadAt: clock.Now()})
+		})
 	}
 	recs := s.Run()
 	var run Run

@@ -89,9 +89,9 @@ type SaturationConfig struct {
 	// the gate also admits a request of band p that llm-d-router's rule
 	// refuses while a request of a lower band it started is in flight
 	// and its own requests in flight of band p and above are fewer than
-	// (SlotsPerEndpoint + QueueDepthThreshold) for each endpoint with
-	// fresh metrics (this replica's share of that, with Replicas): the
-	// servers run such a request ahead of the lower bands' work. See
+	// SlotsPerEndpoint for each endpoint with fresh metrics (this
+	// replica's share of them, with Replicas): some server then has a
+	// slot that runs lower work, which it preempts for the request. See
 	// "Priority scheduling" in [SaturationGate]. It requires
 	// SlotsPerEndpoint.
 	PriorityScheduling bool
@@ -193,14 +193,18 @@ const (
 // With [SaturationConfig.PriorityScheduling] the gate counts its own
 // requests in flight by band, from each start to its Returned (or
 // Release), and admits a band past llm-d-router's rule on those counts
-// alone, as described there: with four endpoints of 16 slots and the
-// default queue threshold, chat starts while fewer than 4 × (16 + 5) = 84
-// chat requests are in flight and some batch request is, however deep
-// the batch work queued at the servers. Such a start counts against the
-// start budget as any other: it takes a place the lower bands would have
-// taken. Without a lower band in flight the servers' queues hold only the
-// band's own work and above, and llm-d-router's rule alone decides; with
-// no endpoint fresh, nothing starts.
+// alone, as described there: with four endpoints of 16 slots, chat starts
+// while fewer than 64 chat requests are in flight and some batch request
+// is, however deep the batch work queued at the servers. The bound is the
+// slots, not the slots and the queues: past them a request would wait at
+// one server behind its own band, where the router's queue serves it at
+// the first slot that frees on any server. Such a start counts against
+// the start budget as any other: it takes a place the lower bands would
+// have taken. Without a lower band in flight the servers' queues hold
+// only the band's own work and above, and llm-d-router's rule alone
+// decides; with no endpoint fresh, nothing starts. The router should send
+// such a request to the server with the fewest requests of its band and
+// above, where a lower one runs.
 //
 // A SaturationGate is a [MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a

@@ -7,12 +7,12 @@ import (
 )
 
 // priorityRoom is how many requests of a band and above the gate may have
-// in flight under PriorityScheduling: SlotsPerEndpoint +
-// QueueDepthThreshold for each endpoint with fresh metrics, this
-// replica's share of it (replica i of N takes ⌊(room + i) ÷ N⌋, so the
-// shares sum to the room), saturating at math.MaxInt64.
+// in flight under PriorityScheduling: SlotsPerEndpoint for each endpoint
+// with fresh metrics, this replica's share of them (replica i of N takes
+// ⌊(room + i) ÷ N⌋, so the shares sum to the room), saturating at
+// math.MaxInt64.
 func (g *SaturationGate) priorityRoom() int64 {
-	per := addSat(int64(g.slots), int64(g.qThr))
+	per := int64(g.slots)
 	n := g.fresh.Load()
 	if n == 0 {
 		return 0

@@ -38,13 +38,13 @@ func TestPrioritySchedulingLetsAHigherBandPastLowerWork(t *testing.T) {
 		}
 	}
 	// The queues are full by llm-d's rule. Without PriorityScheduling chat
-	// waits behind batch; with it, chat starts while fewer than
-	// 2 × (4 + 2) = 12 chat requests are in flight.
+	// waits behind batch; with it, chat starts while fewer than the
+	// 2 × 4 = 8 slots hold chat requests.
 	if n := acquireBand(plain, chat); n != 0 {
 		t.Fatalf("without PriorityScheduling chat took %d starts past the full queues", n)
 	}
-	if n := acquireBand(g, chat); n != 12 {
-		t.Fatalf("chat took %d starts past batch's queued work, want 2 × (4 + 2) = 12", n)
+	if n := acquireBand(g, chat); n != 8 {
+		t.Fatalf("chat took %d starts past batch's queued work, want the 2 × 4 = 8 slots", n)
 	}
 	if n := acquireBand(g, batch); n != 0 {
 		t.Fatalf("batch took %d starts past the full queues", n)
@@ -58,7 +58,7 @@ func TestPrioritySchedulingLetsAHigherBandPastLowerWork(t *testing.T) {
 	}
 	// A middle band jumps batch too, and counts against chat's room.
 	if n := acquireBand(g, 0); n != 0 {
-		t.Fatalf("band 0 took %d starts with 12 of band 10 in flight, want 0: they are above it", n)
+		t.Fatalf("band 0 took %d starts with 8 of band 10 in flight, want 0: they are above it", n)
 	}
 	g.Release(chat) // a caller that knows only Gate
 	if n := acquireBand(g, 0); n != 1 {
@@ -72,10 +72,10 @@ func TestPrioritySchedulingLetsAHigherBandPastLowerWork(t *testing.T) {
 	}
 	// Band 0 does not count against chat's room: chat runs ahead of it.
 	if n := acquireBand(g, chat); n != 1 {
-		t.Fatalf("chat took %d starts with 11 of its own in flight, want 1", n)
+		t.Fatalf("chat took %d starts with 7 of its own in flight, want 1", n)
 	}
 	g.Returned(gate.Usage{Slot: gate.Slot{Priority: 0, Cost: 1}, Held: time.Second})
-	for i := range 12 {
+	for i := range 8 {
 		g.Returned(gate.Usage{Slot: gate.Slot{Priority: chat, Cost: 1}, Held: time.Second})
 		if i == 0 {
 			if n := acquireBand(g, chat); n != 0 {
@@ -97,8 +97,8 @@ func TestPrioritySchedulingFailsClosedOnStaleMetrics(t *testing.T) {
 		t.Fatalf("chat took %d starts with every endpoint stale, want 0", n)
 	}
 	g.Update("a", gate.Metrics{Running: 4, Waiting: 5}) // fresh, full
-	if n := acquireBand(g, chat); n != 4+gate.DefaultQueueDepthThreshold {
-		t.Fatalf("chat took %d starts once fresh again, want %d", n, 4+gate.DefaultQueueDepthThreshold)
+	if n := acquireBand(g, chat); n != 4 {
+		t.Fatalf("chat took %d starts once fresh again, want the 4 slots", n)
 	}
 }
 
@@ -126,7 +126,7 @@ func TestPrioritySchedulingReplicaSharesSumToTheRoom(t *testing.T) {
 			g.Update("c", gate.Metrics{Running: 16, Waiting: 9}) // full: only the jump is left
 			total += acquireBand(g, chat)
 		}
-		if want := 3 * (16 + gate.DefaultQueueDepthThreshold); total != want {
+		if want := 3 * 16; total != want {
 			t.Errorf("%d replicas: chat room sums to %d, want %d", replicas, total, want)
 		}
 	}
@@ -144,7 +144,7 @@ func TestPrioritySchedulingModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const room = 2 * (2 + 1)
+		const room = 2 * 2
 		g.Update("a", gate.Metrics{Running: 2, Waiting: 0}) // room 1 by llm-d's rule
 		g.Update("b", gate.Metrics{Running: 2, Waiting: 0}) // room 1
 		inFlight := map[int]int{}

@@ -545,7 +545,9 @@ func (p *Pool) remove(j *job) {
 
 // send routes an admitted attempt to the healthy server with the fewest
 // waiting, then the fewest running, then the lowest index, and runs it
-// there if it can start; with no healthy server it fails at once.
+// there if it can start; with the Priority scheduler, first to one where
+// it can start at once, or else wait behind the fewest requests it cannot
+// pass. With no healthy server it fails at once.
 func (p *Pool) send(j *job) {
 	best := -1
 	for i := range p.servers {
@@ -558,6 +560,16 @@ func (p *Pool) send(j *job) {
 			continue
 		}
 		b := &p.servers[best]
+		if p.cfg.Scheduler == Priority {
+			// Only the requests served before j delay it: a server where
+			// fewer of them than its slots are starts j at once.
+			if a, c := p.behind(s, j), p.behind(b, j); a != c {
+				if a < c {
+					best = i
+				}
+				continue
+			}
+		}
 		if len(s.queue) < len(b.queue) || (len(s.queue) == len(b.queue) && len(s.running) < len(b.running)) {
 			best = i
 		}
@@ -572,6 +584,32 @@ func (p *Pool) send(j *job) {
 	p.enqueue(j, false)
 	p.admit(best)
 	p.maxWaiting = max(p.maxWaiting, len(s.queue))
+}
+
+// behind is how far from a slot j would wait on s under the Priority
+// scheduler: the requests there it cannot pass beyond the slots less one,
+// 0 where it would start at once (on a free slot, or preempting a lower
+// priority).
+func (p *Pool) behind(s *server, j *job) int {
+	return max(ahead(s, j)-p.cfg.Slots+1, 0)
+}
+
+// ahead counts the requests on s, waiting or running, of j's priority or
+// a higher one (a value no greater): with the Priority scheduler, those
+// that j cannot pass.
+func ahead(s *server, j *job) int {
+	n := 0
+	for _, q := range s.queue {
+		if q.priority <= j.priority {
+			n++
+		}
+	}
+	for _, r := range s.running {
+		if r.priority <= j.priority {
+			n++
+		}
+	}
+	return n
 }
 
 // admit runs the head of server i's queue while it fits: a free slot,
