@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
+	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
@@ -33,6 +34,8 @@ type backend struct {
 	waiting atomic.Int64
 	// failing is set while the latest scrape of the backend failed.
 	failing atomic.Bool
+	// bands counts inFlight by band, with the priority hand-off on.
+	bands bandLoad
 	health
 	outlier
 }
@@ -86,6 +89,12 @@ type poolConfig struct {
 	// sizes the idle connections kept to the backends; 0 when the gate
 	// sets no such limit.
 	maxInFlight int
+	// byBand, set with the priority hand-off on, makes pick weigh only
+	// the requests a backend runs ahead of the one being sent: those of
+	// its band and above. slots, if positive, is each backend's slots
+	// (gate.saturation.slotsPerEndpoint).
+	byBand bool
+	slots  int
 }
 
 // idleConns returns the transport's MaxIdleConns and MaxIdleConnsPerHost
@@ -253,7 +262,16 @@ func (bufferPool) Put(b []byte) {
 // every one failed), the one with the fewest requests in flight from this
 // gateway, then the fewest waiting at its latest scrape; ties go to each
 // in turn. It returns nil when there is no backend.
-func (p *pool) pick() *backend {
+func (p *pool) pick() *backend { return p.pickFor(0, false) }
+
+// pickFor is pick for a request of band, when banded. With byBand (the
+// hand-off on, so that the backends serve the higher bands first) a
+// banded request goes, before the fewest in flight, where the fewest of
+// this gateway's requests of its band and above are beyond the slots
+// less one: where it starts at once, preempting a lower band if it must,
+// rather than queue behind its own band elsewhere. Without declared
+// slots, the fewest of its band and above.
+func (p *pool) pickFor(band int, banded bool) *backend {
 	list := p.list()
 	n := len(list)
 	if n == 0 {
@@ -264,13 +282,21 @@ func (p *pool) pick() *backend {
 		now = p.clock.Now().UnixNano()
 	}
 	start := int(p.next.Add(1) % uint64(n))
+	byBand := p.byBand && banded
 	var best *backend
 	var bestDown, bestEjected, bestFailing bool
-	var bestInFlight, bestWaiting int64
+	var bestBehind, bestInFlight, bestWaiting int64
 	for i := range n {
 		b := list[(start+i)%n]
 		down, failing, inFlight, waiting := !b.up(), b.failing.Load(), b.inFlight.Load(), b.waiting.Load()
 		ejected := now != 0 && !p.returned(b, now)
+		var behind int64
+		if byBand {
+			behind = b.bands.atOrAbove(band)
+			if p.slots > 0 {
+				behind = max(behind-int64(p.slots)+1, 0)
+			}
+		}
 		var better bool
 		switch {
 		case best == nil:
@@ -281,11 +307,13 @@ func (p *pool) pick() *backend {
 			better = bestEjected
 		case bestFailing != failing:
 			better = bestFailing
+		case bestBehind != behind:
+			better = behind < bestBehind
 		default:
 			better = inFlight < bestInFlight || (inFlight == bestInFlight && waiting < bestWaiting)
 		}
 		if better {
-			best, bestDown, bestEjected, bestFailing, bestInFlight, bestWaiting = b, down, ejected, failing, inFlight, waiting
+			best, bestDown, bestEjected, bestFailing, bestBehind, bestInFlight, bestWaiting = b, down, ejected, failing, behind, inFlight, waiting
 		}
 	}
 	return best
@@ -294,13 +322,18 @@ func (p *pool) pick() *backend {
 // ServeHTTP sends r to the backend pick chooses, and answers 503 when
 // there is none.
 func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b := p.pick()
+	band, banded := headroom.FromContext(r.Context()).Priority()
+	b := p.pickFor(band, banded)
 	if b == nil {
 		flowhttp.ErrorRejection(http.StatusServiceUnavailable, "sluice-gateway: no backend to send the request to").Write(w)
 		return
 	}
 	b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
+	if p.byBand && banded {
+		b.bands.add(band, 1)
+		defer b.bands.add(band, -1)
+	}
 	if sw, ok := w.(*sseWriter); ok {
 		sw.backend = b.name // for the log of a response cut off: see streamGuard
 	}

@@ -137,14 +137,15 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	}
 
 	var stale time.Duration // scrapes run only for the saturation gate
+	var slots int
 	if sat != nil {
-		stale = s.gate.Saturation.MetricsStalenessThreshold
+		stale, slots = s.gate.Saturation.MetricsStalenessThreshold, s.gate.Saturation.SlotsPerEndpoint
 	}
 	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale,
 		unhealthyThreshold: opts.unhealthyThreshold, unhealthyWindow: opts.unhealthyWindow,
 		outlier: outlierConfig{consecutive5xx: opts.consecutive5xx, baseEjectionTime: opts.baseEjectionTime,
 			maxEjectionPercent: opts.maxEjectionPercent},
-		maxInFlight: inFlightLimit(limit)})
+		maxInFlight: inFlightLimit(limit), byBand: s.handoff.Enabled, slots: slots})
 	if sat != nil {
 		if g.scraper, err = g.newScraper(s, nil); err != nil {
 			g.fc.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicegate/sluice/examples/deploy/config"
 	"github.com/sluicegate/sluice/examples/deploy/metrics"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/internal/clocktest"
 )
@@ -183,10 +184,11 @@ func gathered(t *testing.T, g *gateway, name, label, value string) float64 {
 }
 
 // The README's file for servers that preempt (preempt.yaml) loads with
-// nothing to warn of, and runs as it says: behind the saturation gate,
-// batch starts only while fewer than 14 of the two servers' 16 declared
-// slots are taken, and interactive requests go on to the gate's own
-// queue rule.
+// nothing to warn of beside -priority-handoff, and runs as it says:
+// behind the saturation gate batch starts as llm-d's rule lets it, and,
+// with the hand-off, interactive requests pass the work batch queued
+// while fewer of them than the two servers' 16 declared slots are in
+// flight.
 func TestREADMEPreemptExample(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -202,11 +204,12 @@ func TestREADMEPreemptExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("preempt.yaml: %v", err)
 	}
-	if ws, err := f.Check(config.Running{Flow: f.Flow, Gate: f.Gate}); err != nil || len(ws) != 0 || len(f.Warnings) != 0 {
+	handoff := flowhttp.PriorityHandoff{Enabled: true}
+	if ws, err := f.Check(config.Running{Flow: f.Flow, Gate: f.Gate, PriorityHandoff: handoff}); err != nil || len(ws) != 0 || len(f.Warnings) != 0 {
 		t.Fatalf("preempt.yaml: %v, warnings %q %q; want none", err, f.Warnings, config.WarningStrings(ws))
 	}
 	clock := clocktest.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-	cfg, gs, err := f.Controller(config.BuildOptions{Endpoints: 2, Clock: clock})
+	cfg, gs, err := f.Controller(config.BuildOptions{Endpoints: 2, Clock: clock, PriorityScheduling: handoff.Enabled})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +218,8 @@ func TestREADMEPreemptExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fc.Close()
-	gs.Saturation.Update("a", gate.Metrics{Running: 7})
-	gs.Saturation.Update("b", gate.Metrics{Running: 5})
+	gs.Saturation.Update("a", gate.Metrics{Running: 8, Waiting: 5}) // full by llm-d's rule
+	gs.Saturation.Update("b", gate.Metrics{Running: 8, Waiting: 3}) // room for 2
 	var admissions []*flowcontrol.Admission
 	submit := func(priority, n int) {
 		for range n {
@@ -230,11 +233,11 @@ func TestREADMEPreemptExample(t *testing.T) {
 	}
 	submit(-1, 5)
 	if got := fc.InFlight(); got != 2 {
-		t.Errorf("batch beside 12 of 16 slots taken: %d started, want 2 (to 14)", got)
+		t.Errorf("batch: %d started, want the 2 places left in the queues", got)
 	}
-	submit(10, 3)
-	if got := fc.InFlight(); got != 5 {
-		t.Errorf("interactive: %d in flight, want the 3 started beside batch's 2", got)
+	submit(10, 20)
+	if got := fc.InFlight(); got != 2+16 {
+		t.Errorf("interactive: %d in flight, want 16 (the declared slots) started beside batch's 2", got)
 	}
 	for _, a := range admissions {
 		a.Done()

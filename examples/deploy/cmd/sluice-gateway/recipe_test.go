@@ -355,10 +355,10 @@ func checkWorse(t *testing.T, what string, run, recipe recipeRun, floor time.Dur
 // (preempt.yaml with the priority hand-off), under bursts of 12
 // interactive requests, gives them a p95 time to first token under 1 s
 // beside a batch backlog, every one answered. Each part counts: without
-// the file's gate section (the batch ceiling) the saturation gate shuts
-// on the queues batch fills, hand-off or not; without the hand-off the
-// servers serve first come, and a burst larger than the free slots waits
-// for batch requests to end.
+// the file's gate section (the servers' slots declared) the saturation
+// gate cannot tell it may let interactive requests past the queues batch
+// fills, and shuts on them, hand-off or not; without the hand-off the
+// servers serve first come, and a burst waits for batch requests to end.
 func TestREADMEPreemptRecipeOverHTTP(t *testing.T) {
 	const burst = 12
 	r := readmeRecipeFor(t, "preempt.yaml")
@@ -373,7 +373,7 @@ func TestREADMEPreemptRecipeOverHTTP(t *testing.T) {
 
 	bare := r // the file's bands, without its gate section: llm-d's utilization-detector
 	bare.file, _, _ = strings.Cut(r.file, "\ngate:")
-	checkWorse(t, "no batch ceiling, hand-off", runRecipe(t, bare, r.args, r.policy, burst), recipe, time.Second)
+	checkWorse(t, "no slots declared, hand-off", runRecipe(t, bare, r.args, r.policy, burst), recipe, time.Second)
 	checkWorse(t, "the saturation gate alone, first-come servers", runRecipe(t, bare, noHandoff, modelserver.PolicyFCFS, burst), recipe, time.Second)
 }
 
