@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
-	"github.com/sluicegate/sluice/headroom"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
+	"github.com/sluicegate/sluice/headroom"
 )
 
 // backend is one model server the gateway forwards to.
