@@ -117,6 +117,9 @@ type Variant struct {
 	// queued work while fewer chat requests than the servers' slots are
 	// in flight.
 	PriorityScheduling bool
+	// PrioritySlots replaces MaxInFlight with gate.PriorityMaxInFlight of
+	// the same limit: chat passes the slots while batch runs in some.
+	PrioritySlots bool
 }
 
 // saturation reports whether v runs behind gate.Saturation.
@@ -267,6 +270,7 @@ var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Ro
 	{Name: "vLLM priority + hand-off, MaxInFlight(64)", HandOff: true},
 	{Name: "vLLM priority + hand-off, MaxInFlight(128), batch below 72", HandOff: true, MaxInFlight: 2 * maxInFlight,
 		Policy: holdback(handOffBatchCeiling), Ceiling: true},
+	{Name: "vLLM priority + hand-off, PriorityMaxInFlight(64)", HandOff: true, PrioritySlots: true},
 	{Name: "vLLM priority + hand-off, gate.Saturation (llm-d defaults)", HandOff: true, Saturation: true},
 	{Name: "vLLM priority + hand-off, gate.Saturation, batch below 0.95 of the slots", HandOff: true, Saturation: true,
 		Policy: holdback(handOffSlotCeiling), Ceiling: true},
@@ -332,6 +336,9 @@ func (v Variant) config(setup Setup, seed uint64, gates *[]*gate.SaturationGate)
 	}
 	makeGate := func(p *sim.Pool, replica int) gate.Gate {
 		var g gate.Gate = gate.MaxInFlight(limit / replicas)
+		if v.PrioritySlots {
+			g = gate.PriorityMaxInFlight(limit / replicas)
+		}
 		if v.saturation(setup) {
 			sg, err := gate.Saturation(satConfig(p.Clock(), replica))
 			if err != nil {

@@ -4,8 +4,9 @@
 // deadlines need: chat at priority 10 with a 1 s
 // TTFT SLO in bursts beside a closed-loop batch backlog at −1, behind
 // MaxInFlight(64) over 4 servers × 16 slots; and the hand-off, with the
-// servers scheduling by the band handed to them behind gate.Saturation
-// with PriorityScheduling. It prints, per scenario and
+// servers scheduling by the band handed to them behind
+// gate.PriorityMaxInFlight or gate.Saturation with PriorityScheduling. It
+// prints, per scenario and
 // row, chat's SLO attainment, batch's output tokens (and their share of
 // strict priority's on the same seed), the decoded tokens lost to
 // revocation and the revocations, as medians and ranges over the seeds.
@@ -77,7 +78,14 @@ type Row struct {
 	// the servers then run vLLM's priority scheduler, each with its own
 	// queue, and each request's band is handed to them (−band).
 	Scrape time.Duration
+	// PrioritySlots, without Scrape, replaces MaxInFlight(64) with
+	// gate.PriorityMaxInFlight(64), the servers scheduling as with Scrape.
+	PrioritySlots bool
 }
+
+// handOff reports whether row's servers run vLLM's priority scheduler
+// with the band handed to them.
+func (row Row) handOff() bool { return row.Scrape > 0 || row.PrioritySlots }
 
 // Rows are the rows of every table.
 var Rows = []Row{
@@ -85,6 +93,7 @@ var Rows = []Row{
 	{Name: "chat alone", ChatAlone: true},
 	{Name: "Eviction{} (zero value)", Eviction: &flowcontrol.Eviction{}},
 	{Name: "Eviction{ByDeadline: true}", Eviction: &flowcontrol.Eviction{ByDeadline: true}},
+	{Name: "hand-off, PriorityMaxInFlight(64)", PrioritySlots: true},
 	{Name: "hand-off, gate.Saturation + PriorityScheduling, scraped every 100ms", Scrape: 100 * time.Millisecond},
 	{Name: "hand-off, gate.Saturation + PriorityScheduling, scraped every 1s", Scrape: time.Second},
 }
@@ -143,10 +152,15 @@ func Simulate(sc Scenario, row Row, seed uint64) (Run, error) {
 			PerPromptToken: 50 * time.Microsecond, PerOutputToken: 20 * time.Millisecond},
 		Tenants: tenants,
 	}
-	var sat *gate.SaturationGate
-	if row.Scrape > 0 {
+	if row.handOff() {
 		cfg.Pool.ServerQueues, cfg.Pool.Scheduler = true, sim.Priority
 		cfg.Pool.PriorityOf = func(band int) int { return -band }
+	}
+	if row.PrioritySlots {
+		cfg.Gate = func(*sim.Pool) gate.Gate { return gate.PriorityMaxInFlight(servers * slotsPerServer) }
+	}
+	var sat *gate.SaturationGate
+	if row.Scrape > 0 {
 		cfg.Gate = func(p *sim.Pool) gate.Gate {
 			g, err := gate.Saturation(gate.SaturationConfig{SlotsPerEndpoint: slotsPerServer, PriorityScheduling: true,
 				MetricsStalenessThreshold: 2 * row.Scrape, Clock: p.Clock()})

@@ -92,8 +92,9 @@ func TestDeadlineRuleOnTheSimulator(t *testing.T) {
 // chat alone: see Eviction.Margin.
 func (sc Scenario) strong() bool { return sc.BurstRate > 12 }
 
-// The hand-off rows: behind gate.Saturation with PriorityScheduling, the
-// servers scheduling by the band handed to them, chat meets its SLO for
+// The hand-off rows: behind gate.PriorityMaxInFlight, or gate.Saturation
+// with PriorityScheduling, the servers scheduling by the band handed to
+// them, chat meets its SLO for
 // 99% on every seed where it does alone, in every scenario (stronger
 // bursts included), with metrics read every 100 ms or every second;
 // nothing is revoked or lost, and batch keeps at least 90% of strict
@@ -108,6 +109,7 @@ func TestHandOffBehindTheSaturationGate(t *testing.T) {
 	}
 	strict, alone := rowIndex(t, "strict priority"), rowIndex(t, "chat alone")
 	for _, name := range []string{
+		"hand-off, PriorityMaxInFlight(64)",
 		"hand-off, gate.Saturation + PriorityScheduling, scraped every 100ms",
 		"hand-off, gate.Saturation + PriorityScheduling, scraped every 1s",
 	} {

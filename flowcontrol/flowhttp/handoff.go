@@ -75,10 +75,15 @@ const (
 // could read so ([ErrHandoffBody]: 400 from a Handler), and rewrites an
 // object behind a UTF-8 byte-order mark, which it skips.
 //
-// A gate that reads the servers' queues must be told that they schedule
-// by priority, or it holds the higher bands at the router behind the
-// lower bands' queued work: see
-// [github.com/sluicegate/sluice/flowcontrol/gate.SaturationConfig.PriorityScheduling].
+// The gate must know that the servers schedule by priority, or it holds
+// the higher bands at the router behind the lower bands' work: a slot
+// gate never sends a server more than its slots, so the server never has
+// a higher band to preempt for, and a gate that reads the servers' queues
+// shuts on the work the lower bands queued. Use
+// [github.com/sluicegate/sluice/flowcontrol/gate.PriorityMaxInFlight] for
+// the first and
+// [github.com/sluicegate/sluice/flowcontrol/gate.SaturationConfig.PriorityScheduling]
+// for the second.
 //
 // The zero PriorityHandoff is off. See [Config.PriorityHandoff] for the
 // Handler, and [PriorityHandoff.Rewrite] for a proxy that rewrites bodies

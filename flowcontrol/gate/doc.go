@@ -2,7 +2,9 @@
 // gate decides whether one more request may start: [Gate] is the contract,
 // with its optional extensions ([MeteredGate], [FirstTokenGate],
 // [BoundGate], [EndpointGate], [SaturationDetector], [CeilingGate],
-// [LagGate], [CountGate]); [MaxInFlight] is the plain in-flight limit. A
+// [LagGate], [CountGate]); [MaxInFlight] is the plain in-flight limit, and
+// [PriorityMaxInFlight] the same for model servers that schedule by the
+// priority the router hands them. A
 // flowcontrol.FlowController dispatches through a gate; a router without
 // one runs a gate through [Serial], which serializes its methods and
 // follows its contracts. The package imports nothing of Sluice's.

@@ -139,3 +139,21 @@ func ExampleEndpoints() {
 	// rejected-no-endpoints: true
 	// started: true
 }
+
+// Servers that schedule by the priority the router hands them (vLLM with
+// --scheduling-policy priority, the hand-off on) preempt batch for chat
+// themselves, if the router sends them chat: PriorityMaxInFlight lets the
+// higher band pass the slots while a lower one runs.
+func ExamplePriorityMaxInFlight() {
+	const chat, batch = 10, -1
+	g := gate.PriorityMaxInFlight(2) // two servers of one slot each
+	fmt.Println("batch:", g.TryAcquire(batch), g.TryAcquire(batch), g.TryAcquire(batch))
+	fmt.Println("chat past the slots:", g.TryAcquire(chat), g.TryAcquire(chat), g.TryAcquire(chat))
+	g.Release(batch)
+	g.Release(batch)
+	fmt.Println("chat with no batch running, the slots full:", g.TryAcquire(chat))
+	// Output:
+	// batch: true true false
+	// chat past the slots: true true false
+	// chat with no batch running, the slots full: false
+}

@@ -189,7 +189,10 @@ func (e Effective) Write(w io.Writer) error {
 		line(0, "gate: none # every request starts at once")
 	} else {
 		line(0, "gate:")
-		if g.MaxInFlight != nil {
+		handsOff := e.PriorityHandoff.Enabled
+		if g.MaxInFlight != nil && handsOff {
+			line(1, "maxInFlight: %d # the servers schedule by priority: a higher band passes the slots while a lower one runs", *g.MaxInFlight)
+		} else if g.MaxInFlight != nil {
 			line(1, "maxInFlight: %d", *g.MaxInFlight)
 		}
 		if s := g.Saturation; s != nil {
@@ -197,9 +200,12 @@ func (e Effective) Write(w io.Writer) error {
 			line(2, "queueDepthThreshold: %d", s.QueueDepthThreshold)
 			line(2, "kvCacheUtilThreshold: %s", strconv.FormatFloat(s.KVCacheUtilThreshold, 'g', -1, 64))
 			line(2, "metricsStalenessThreshold: %s", s.MetricsStalenessThreshold)
-			if s.SlotsPerEndpoint > 0 {
+			switch {
+			case s.SlotsPerEndpoint > 0 && handsOff:
+				line(2, "slotsPerEndpoint: %d # the servers schedule by priority: a higher band passes the lower ones' queued work", s.SlotsPerEndpoint)
+			case s.SlotsPerEndpoint > 0:
 				line(2, "slotsPerEndpoint: %d # band ceilings, guarantees and eviction count the servers' slots", s.SlotsPerEndpoint)
-			} else {
+			default:
 				line(2, "slotsPerEndpoint: none # band ceilings, guarantees and eviction count the servers' KV cache")
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/flowhttp"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
@@ -203,6 +204,36 @@ func TestPrioritySchedulingReachesTheGate(t *testing.T) {
 		}
 		if got := gs.Saturation.TryAcquire(10); got != tc.wantJumped {
 			t.Errorf("%s hand-off %v: chat past batch's queued work %v, want %v", tc.yaml, tc.handoff, got, tc.wantJumped)
+		}
+	}
+}
+
+// With the hand-off on, maxInFlight is the slot gate for servers that
+// schedule by priority: the higher band passes the slots while the lower
+// one runs.
+func TestPrioritySchedulingMaxInFlight(t *testing.T) {
+	f, err := Parse([]byte("gate:\n  maxInFlight: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, handoff := range []bool{false, true} {
+		gs, err := f.Gate.Build(BuildOptions{PriorityScheduling: handoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !gs.Gate.TryAcquire(-1) || !gs.Gate.TryAcquire(-1) || gs.Gate.TryAcquire(-1) {
+			t.Fatalf("hand-off %v: batch did not take exactly the 2 slots", handoff)
+		}
+		if got := gs.Gate.TryAcquire(10); got != handoff {
+			t.Errorf("hand-off %v: chat past the slots %v, want %v", handoff, got, handoff)
+		}
+		var b strings.Builder
+		run := Running{Flow: f.Flow, Gate: f.Gate, PriorityHandoff: flowhttp.PriorityHandoff{Enabled: handoff}}
+		if err := (Effective{Binary: "t", Running: run}).Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		if said := strings.Contains(b.String(), "  maxInFlight: 2 # the servers schedule by priority"); said != handoff {
+			t.Errorf("hand-off %v: -check-config says the servers schedule by priority: %v\n%s", handoff, said, b.String())
 		}
 	}
 }

@@ -393,11 +393,12 @@ type BuildOptions struct {
 	// 0 and 0 mean one replica.
 	Replicas, Replica int
 	// PriorityScheduling says the binary hands each request's band to the
-	// model servers, which serve by it (the priority hand-off is on): a
-	// saturation gate whose slotsPerEndpoint declares the servers' slots
-	// then lets a higher band past the lower bands' queued work
-	// ([gate.SaturationConfig.PriorityScheduling]). Without
-	// slotsPerEndpoint it changes nothing, and [File.Check] warns.
+	// model servers, which serve by it (the priority hand-off is on):
+	// maxInFlight is then [gate.PriorityMaxInFlight], and a saturation
+	// gate whose slotsPerEndpoint declares the servers' slots lets a
+	// higher band past the lower bands' queued work
+	// ([gate.SaturationConfig.PriorityScheduling]); without
+	// slotsPerEndpoint that changes nothing, and [File.Check] warns.
 	PriorityScheduling bool
 }
 
@@ -422,7 +423,9 @@ type Gates struct {
 func (g Gate) Build(opts BuildOptions) (Gates, error) {
 	var gs Gates
 	var all []gate.Gate
-	if g.MaxInFlight != nil {
+	if g.MaxInFlight != nil && opts.PriorityScheduling {
+		all = append(all, gate.PriorityMaxInFlight(*g.MaxInFlight))
+	} else if g.MaxInFlight != nil {
 		all = append(all, gate.MaxInFlight(*g.MaxInFlight))
 	}
 	if c := g.Concurrency; c != nil {

@@ -99,7 +99,9 @@ JSON body field priority, which vLLM run with --scheduling-policy priority
 serves lowest first, is set from the band that admitted it (minus the band's
 priority unless the file maps it), replacing the client's own; the
 saturation gate, when gate.saturation.slotsPerEndpoint declares the
-servers' slots, then lets a higher band past the lower bands' queued work.
+servers' slots, then lets a higher band past the lower bands' queued work,
+and -max-inflight N lets a higher band past the N while a lower one runs
+(gate.PriorityMaxInFlight).
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,

@@ -141,11 +141,16 @@ func newGateway(opts options, log *slog.Logger) (*gateway, error) {
 	if sat != nil {
 		stale, slots = s.gate.Saturation.MetricsStalenessThreshold, s.gate.Saturation.SlotsPerEndpoint
 	}
+	idle := inFlightLimit(limit)
+	if s.handoff.Enabled && s.gate.MaxInFlight != nil {
+		// gate.PriorityMaxInFlight: a higher band may pass the slots.
+		idle = min(2*idle, math.MaxInt32)
+	}
 	g.pool = newPool(s.backends, poolConfig{log: log, endpoints: endpoints, stale: stale,
 		unhealthyThreshold: opts.unhealthyThreshold, unhealthyWindow: opts.unhealthyWindow,
 		outlier: outlierConfig{consecutive5xx: opts.consecutive5xx, baseEjectionTime: opts.baseEjectionTime,
 			maxEjectionPercent: opts.maxEjectionPercent},
-		maxInFlight: inFlightLimit(limit), byBand: s.handoff.Enabled, slots: slots})
+		maxInFlight: idle, byBand: s.handoff.Enabled, slots: slots})
 	if sat != nil {
 		if g.scraper, err = g.newScraper(s, nil); err != nil {
 			g.fc.Close()

@@ -1,10 +1,13 @@
 package gate_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"pgregory.net/rapid"
 )
@@ -174,6 +177,129 @@ func TestPrioritySchedulingModel(t *testing.T) {
 			// one that never started, which must not make room grow.
 			g.Returned(gate.Usage{Slot: gate.Slot{Priority: p, Cost: 1}, Held: time.Millisecond})
 			if inFlight[p] > 0 {
+				inFlight[p]--
+			}
+		}
+	})
+}
+
+// PriorityMaxInFlight through a controller: batch fills the slots; chat
+// then starts past them, up to the slots of chat, while batch runs; batch
+// starts again only below the slots.
+func TestPriorityMaxInFlightThroughAController(t *testing.T) {
+	g := gate.PriorityMaxInFlight(4)
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: chat}, {Priority: batch}}, FallbackPriority: batch, Gate: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	started := map[int][]*flowcontrol.Admission{}
+	submit := func(p, n int) {
+		for range n {
+			fc.Submit(context.Background(), flowcontrol.Request{Key: flowcontrol.FlowKey{Priority: p}},
+				func(a *flowcontrol.Admission, err error) {
+					if err == nil {
+						started[p] = append(started[p], a)
+					}
+				})
+		}
+	}
+	count := func() (int, int) { return len(started[chat]), len(started[batch]) }
+	submit(batch, 6)
+	if c, b := count(); c != 0 || b != 4 {
+		t.Fatalf("after 6 batch: %d chat, %d batch started; want 0 and the 4 slots", c, b)
+	}
+	submit(chat, 6)
+	if c, b := count(); c != 4 || b != 4 {
+		t.Fatalf("after 6 chat: %d chat, %d batch started; want 4 chat past the slots", c, b)
+	}
+	if s := g.(gate.SaturationDetector).Saturation(); s != 1 {
+		t.Errorf("Saturation() = %v with 8 in flight of 4, want 1", s)
+	}
+	started[chat][0].Done() // one chat ends: the next chat starts
+	if c, b := count(); c != 5 || b != 4 {
+		t.Fatalf("after a chat ended: %d chat, %d batch started; want 5, 4", c, b)
+	}
+	for _, a := range started[batch] {
+		a.Done()
+	}
+	// No batch in flight: 4 chat are, at the limit; the last chat and the
+	// 2 batch wait for a slot.
+	if c, b := count(); c != 5 || b != 4 {
+		t.Fatalf("after the batch ended: %d chat, %d batch started; want 5, 4", c, b)
+	}
+	started[chat][1].Done()
+	if c, b := count(); c != 6 || b != 4 {
+		t.Fatalf("after another chat ended: %d chat, %d batch started; want the last chat", c, b)
+	}
+	for _, a := range started[chat][2:] {
+		a.Done()
+	}
+	if c, b := count(); c != 6 || b != 6 {
+		t.Fatalf("after every chat ended: %d chat, %d batch started; want the 2 batch too", c, b)
+	}
+	for _, a := range started[batch][4:] {
+		a.Done()
+	}
+	if n := fc.InFlight(); n != 0 {
+		t.Errorf("%d in flight at the end", n)
+	}
+}
+
+func TestPriorityMaxInFlightBinding(t *testing.T) {
+	if got := gate.PriorityMaxInFlight(64).(fmt.Stringer).String(); got != "PriorityMaxInFlight(64)" {
+		t.Errorf("String() = %q", got)
+	}
+	bands := []flowcontrol.BandConfig{{Priority: 0}}
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: gate.PriorityMaxInFlight(-1)}); err == nil || !strings.Contains(err.Error(), "negative limit") {
+		t.Errorf("a negative limit: %v, want it refused", err)
+	}
+	g := gate.PriorityMaxInFlight(1)
+	fc, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	if _, err := flowcontrol.New(flowcontrol.Config{Bands: bands, Gate: g}); err == nil {
+		t.Error("a second controller bound the gate")
+	}
+	if s := g.(gate.SaturationDetector).Saturation(); s != 0 {
+		t.Errorf("Saturation() = %v idle", s)
+	}
+	if s := gate.PriorityMaxInFlight(0).(gate.SaturationDetector).Saturation(); s != 1 {
+		t.Errorf("Saturation() of a limit of 0 = %v, want 1", s)
+	}
+}
+
+// The gate against a model, as for the saturation gate's counts.
+func TestPriorityMaxInFlightModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		const limit = 3
+		g := gate.PriorityMaxInFlight(limit)
+		inFlight := map[int]int{}
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			p := rapid.IntRange(-2, 2).Draw(t, "band")
+			if rapid.Bool().Draw(t, "start") {
+				total, above, below := 0, 0, 0
+				for q, n := range inFlight {
+					total += n
+					if q >= p {
+						above += n
+					} else {
+						below += n
+					}
+				}
+				want := total < limit || below > 0 && above < limit
+				if got := g.TryAcquire(p); got != want {
+					t.Fatalf("TryAcquire(%d) = %v with %v in flight, want %v", p, got, inFlight, want)
+				}
+				if want {
+					inFlight[p]++
+				}
+				continue
+			}
+			if inFlight[p] > 0 { // the contract: only what was taken comes back
+				g.Release(p)
 				inFlight[p]--
 			}
 		}
