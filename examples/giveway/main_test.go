@@ -1,12 +1,33 @@
 package main
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicegate/sluice/examples/internal/long"
 	"github.com/sluicegate/sluice/examples/internal/sim"
 )
+
+// tables holds the tables the tests compared, by scenario and seeds, so
+// that each runs once.
+var tables sync.Map
+
+// compare returns Compare(sc, seeds), run once for all the tests.
+func compare(t *testing.T, sc Scenario, seeds []uint64) *Table {
+	t.Helper()
+	key := fmt.Sprint(sc.Name, seeds)
+	if tab, ok := tables.Load(key); ok {
+		return tab.(*Table)
+	}
+	tab, err := Compare(sc, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables.Store(key, tab)
+	return tab
+}
 
 // rowIndex returns the index of the row named name in Rows.
 func rowIndex(t *testing.T, name string) int {
@@ -40,10 +61,7 @@ func TestDeadlineRuleOnTheSimulator(t *testing.T) {
 	strict, alone := rowIndex(t, "strict priority"), rowIndex(t, "chat alone")
 	zero, byDeadline := rowIndex(t, "Eviction{} (zero value)"), rowIndex(t, "Eviction{ByDeadline: true}")
 	for _, sc := range scenarios {
-		tab, err := Compare(sc, seeds)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tab := compare(t, sc, seeds)
 		if testing.Verbose() {
 			tab.Print()
 		}
@@ -115,10 +133,7 @@ func TestHandOffBehindTheSaturationGate(t *testing.T) {
 	} {
 		row := rowIndex(t, name)
 		for _, sc := range scenarios {
-			tab, err := Compare(sc, seeds)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tab := compare(t, sc, seeds)
 			for i, seed := range seeds {
 				run := tab.Runs[row][i]
 				if tab.Runs[alone][i].ChatSLO >= 99 && run.ChatSLO < 99 {
