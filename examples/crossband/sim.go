@@ -261,9 +261,10 @@ var Setups = []Setup{
 // the band handed to them, behind the same gate (which never sends a
 // server more than its slots), behind a router that lets chat through
 // beyond the slots (MaxInFlight(128), batch held below 72 in flight by
-// priority-holdback: the 64 slots and 2 waiting per server) and behind
-// gate.Saturation, without a ceiling and with batch held below 0.95 of
-// the servers' slots.
+// priority-holdback: the 64 slots and 2 waiting per server), behind
+// gate.PriorityMaxInFlight(64), and behind gate.Saturation: without a
+// ceiling, with batch held below 0.95 of the servers' slots, and told the
+// servers schedule by priority (PriorityScheduling).
 var BurstsSetup = Setup{Name: "one router; " + Bursts.Name, Traffic: &Bursts, Rows: []Variant{
 	row("strict priority"),
 	{Name: "eviction, Sluice defaults (the zero value)", Eviction: &flowcontrol.Eviction{}},
