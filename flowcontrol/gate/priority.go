@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -25,8 +26,9 @@ func (g *SaturationGate) priorityRoom() int64 {
 	return (n*per + int64(g.replica)) / int64(g.replicas)
 }
 
-// bandsInFlight counts a SaturationGate's requests in flight by band, for
-// PriorityScheduling. Its methods are safe for concurrent use.
+// bandsInFlight counts a gate's requests in flight by band: a
+// SaturationGate's with PriorityScheduling, a PriorityMaxInFlight's. Its
+// methods are safe for concurrent use.
 type bandsInFlight struct {
 	mu sync.Mutex
 	// counts holds the bands with requests in flight, by priority
@@ -41,15 +43,7 @@ type bandCount struct {
 	n        int64
 }
 
-func byPriority(c bandCount, p int) int {
-	switch {
-	case c.priority < p:
-		return -1
-	case c.priority > p:
-		return 1
-	}
-	return 0
-}
+func byPriority(c bandCount, p int) int { return cmp.Compare(c.priority, p) }
 
 // add adds d to band p's count. A count never falls below 0: a caller
 // that hands back more than it took (against the Gate contract) cannot
