@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,22 +8,18 @@ import (
 	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
-// tables holds the tables the tests compared, by scenario and seeds, so
-// that each runs once.
-var tables sync.Map
-
-// compare returns Compare(sc, seeds), run once for all the tests.
-func compare(t *testing.T, sc Scenario, seeds []uint64) *Table {
+// compare returns the runs of the rows named on sc's seeds, in a table of
+// every row (the others nil).
+func compare(t *testing.T, sc Scenario, seeds []uint64, names ...string) *Table {
 	t.Helper()
-	key := fmt.Sprint(sc.Name, seeds)
-	if tab, ok := tables.Load(key); ok {
-		return tab.(*Table)
+	rows := make([]int, len(names))
+	for i, name := range names {
+		rows[i] = rowIndex(t, name)
 	}
-	tab, err := Compare(sc, seeds)
+	tab, err := CompareRows(sc, rows, seeds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables.Store(key, tab)
 	return tab
 }
 
@@ -61,10 +55,7 @@ func TestDeadlineRuleOnTheSimulator(t *testing.T) {
 	strict, alone := rowIndex(t, "strict priority"), rowIndex(t, "chat alone")
 	zero, byDeadline := rowIndex(t, "Eviction{} (zero value)"), rowIndex(t, "Eviction{ByDeadline: true}")
 	for _, sc := range scenarios {
-		tab := compare(t, sc, seeds)
-		if testing.Verbose() {
-			tab.Print()
-		}
+		tab := compare(t, sc, seeds, "strict priority", "chat alone", "Eviction{} (zero value)", "Eviction{ByDeadline: true}")
 		for i, seed := range seeds {
 			run, was := tab.Runs[byDeadline][i], tab.Runs[zero][i]
 			if tab.Runs[alone][i].ChatSLO >= 99 && run.ChatSLO < 99 && !sc.strong() {
@@ -119,21 +110,24 @@ func (sc Scenario) strong() bool { return sc.BurstRate > 12 }
 // priority's output tokens on every seed — but where chat alone takes
 // nearly every slot (stronger bursts), and, with metrics a second old,
 // where batch jobs are short: there llm-d's start budget (5 per server
-// per reading) bounds batch's starts. Same seeds as above.
+// per reading) bounds batch's starts. The default variant runs the
+// random bursts of 3 and 12 req/s on seeds 1–3; with SLUICE_LONG=1, every
+// scenario on seeds 1–20.
 func TestHandOffBehindTheSaturationGate(t *testing.T) {
-	seeds, scenarios := sim.SeedRange(1, 3), []Scenario{Scenarios[0], Scenarios[2]}
+	seeds, scenarios := sim.SeedRange(1, 3), Scenarios[:1]
 	if long.Enabled() {
 		seeds, scenarios = sim.SeedRange(1, 20), Scenarios
 	}
-	strict, alone := rowIndex(t, "strict priority"), rowIndex(t, "chat alone")
-	for _, name := range []string{
+	handOff := []string{
 		"hand-off, PriorityMaxInFlight(64)",
 		"hand-off, gate.Saturation + PriorityScheduling, scraped every 100ms",
 		"hand-off, gate.Saturation + PriorityScheduling, scraped every 1s",
-	} {
-		row := rowIndex(t, name)
-		for _, sc := range scenarios {
-			tab := compare(t, sc, seeds)
+	}
+	strict, alone := rowIndex(t, "strict priority"), rowIndex(t, "chat alone")
+	for _, sc := range scenarios {
+		tab := compare(t, sc, seeds, append([]string{"strict priority", "chat alone"}, handOff...)...)
+		for _, name := range handOff {
+			row := rowIndex(t, name)
 			for i, seed := range seeds {
 				run := tab.Runs[row][i]
 				if tab.Runs[alone][i].ChatSLO >= 99 && run.ChatSLO < 99 {
