@@ -375,6 +375,15 @@ func TestREADMEPreemptRecipeOverHTTP(t *testing.T) {
 	bare.file, _, _ = strings.Cut(r.file, "\ngate:")
 	checkWorse(t, "no slots declared, hand-off", runRecipe(t, bare, r.args, r.policy, burst), recipe, time.Second)
 	checkWorse(t, "the saturation gate alone, first-come servers", runRecipe(t, bare, noHandoff, modelserver.PolicyFCFS, burst), recipe, time.Second)
+
+	// The slot gate works too with the hand-off: -max-inflight 16, the
+	// servers' slots, is then gate.PriorityMaxInFlight, which lets the
+	// interactive requests past the slots while batch runs; without the
+	// hand-off it is MaxInFlight, and a burst waits for batch to end.
+	slots := append(slices.Clone(r.args), "-max-inflight", "16")
+	checkRecipe(t, runRecipe(t, bare, slots, r.policy, burst), burst)
+	noHandoffSlots := append(slices.Clone(noHandoff), "-max-inflight", "16")
+	checkWorse(t, "-max-inflight 16, no hand-off", runRecipe(t, bare, noHandoffSlots, r.policy, burst), recipe, 0)
 }
 
 // The README's recipe for first-come servers (eviction.yaml behind
