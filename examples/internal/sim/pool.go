@@ -27,8 +27,13 @@ type PoolConfig struct {
 	// ServerQueues sends each admitted request at once to one healthy
 	// server — the one with the fewest waiting, then the fewest running,
 	// then the lowest index, as a router's queue and running-request
-	// scorers pick an endpoint — where it waits in that server's own FIFO
-	// queue until it can run. Its time to first token then counts from the
+	// scorers pick an endpoint; with the Priority scheduler, first one
+	// where it starts at once (a free slot, or a lower priority to
+	// preempt) or else waits behind the fewest it cannot pass, as a
+	// router that knows the bands it sent picks — where it waits in that
+	// server's own queue until it can run (first come, or in priority
+	// order with the Priority scheduler). Its time to first token then
+	// counts from the
 	// start of its prefill, after that wait. Without ServerQueues, admitted
 	// requests that find no free slot wait in one queue of the pool for
 	// the first slot that frees.
