@@ -33,10 +33,9 @@ type PoolConfig struct {
 	// router that knows the bands it sent picks — where it waits in that
 	// server's own queue until it can run (first come, or in priority
 	// order with the Priority scheduler). Its time to first token then
-	// counts from the
-	// start of its prefill, after that wait. Without ServerQueues, admitted
-	// requests that find no free slot wait in one queue of the pool for
-	// the first slot that frees.
+	// counts from the start of its prefill, after that wait. Without
+	// ServerQueues, admitted requests that find no free slot wait in one
+	// queue of the pool for the first slot that frees.
 	ServerQueues bool
 	// KVCacheTokens, with ServerQueues, is each server's KV cache in
 	// tokens, paged as vLLM's is: a running request holds its prompt's
