@@ -207,22 +207,12 @@ type Table struct {
 
 // Compare runs every row of sc on every seed, spread over the CPUs.
 func Compare(sc Scenario, seeds []uint64) (*Table, error) {
-	all := make([]int, len(Rows))
-	for i := range all {
-		all[i] = i
-	}
-	return CompareRows(sc, all, seeds)
-}
-
-// CompareRows runs the rows of sc whose indices rows lists on every
-// seed, spread over the CPUs; the table's other rows stay nil.
-func CompareRows(sc Scenario, rows []int, seeds []uint64) (*Table, error) {
 	t := &Table{Scenario: sc, Seeds: seeds, Runs: make([][]Run, len(Rows))}
-	for _, r := range rows {
-		t.Runs[r] = make([]Run, len(seeds))
+	for i := range Rows {
+		t.Runs[i] = make([]Run, len(seeds))
 	}
-	err := sim.Parallel(len(rows)*len(seeds), func(j int) error {
-		row, i := rows[j/len(seeds)], j%len(seeds)
+	err := sim.Parallel(len(Rows)*len(seeds), func(j int) error {
+		row, i := j/len(seeds), j%len(seeds)
 		var err error
 		t.Runs[row][i], err = Simulate(sc, Rows[row], seeds[i])
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -8,15 +9,41 @@ import (
 	"github.com/sluicegate/sluice/examples/internal/sim"
 )
 
+// runs holds every run the tests simulated, by scenario, row and seed, so
+// that a row two tests check is simulated once.
+var runs sync.Map
+
+type runKey struct {
+	scenario string
+	row      int
+	seed     uint64
+}
+
 // compare returns the runs of the rows named on sc's seeds, in a table of
-// every row (the others nil).
+// every row (the others nil), simulating those no test has yet.
 func compare(t *testing.T, sc Scenario, seeds []uint64, names ...string) *Table {
 	t.Helper()
-	rows := make([]int, len(names))
-	for i, name := range names {
-		rows[i] = rowIndex(t, name)
+	tab := &Table{Scenario: sc, Seeds: seeds, Runs: make([][]Run, len(Rows))}
+	type job struct{ row, i int }
+	var missing []job
+	for _, name := range names {
+		row := rowIndex(t, name)
+		tab.Runs[row] = make([]Run, len(seeds))
+		for i, seed := range seeds {
+			if run, ok := runs.Load(runKey{sc.Name, row, seed}); ok {
+				tab.Runs[row][i] = run.(Run)
+			} else {
+				missing = append(missing, job{row, i})
+			}
+		}
 	}
-	tab, err := CompareRows(sc, rows, seeds)
+	err := sim.Parallel(len(missing), func(j int) error {
+		m := missing[j]
+		run, err := Simulate(sc, Rows[m.row], seeds[m.i])
+		tab.Runs[m.row][m.i] = run
+		runs.Store(runKey{sc.Name, m.row, seeds[m.i]}, run)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
