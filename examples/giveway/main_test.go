@@ -3,7 +3,6 @@ package main
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicegate/sluice/examples/internal/long"
 	"github.com/sluicegate/sluice/examples/internal/sim"
@@ -134,10 +133,11 @@ func (sc Scenario) strong() bool { return sc.BurstRate > 12 }
 // 99% on every seed where it does alone, in every scenario (stronger
 // bursts included), with metrics read every 100 ms or every second;
 // nothing is revoked or lost, and batch keeps at least 90% of strict
-// priority's output tokens on every seed — but where chat alone takes
-// nearly every slot (stronger bursts), and, with metrics a second old,
-// where batch jobs are short: there llm-d's start budget (5 per server
-// per reading) bounds batch's starts. The default variant runs the
+// priority's output tokens on every seed (metrics a second old and short
+// batch jobs included: the gate counts its own requests' ends between
+// readings) — but where chat alone takes nearly every slot (stronger
+// bursts): there the servers preempt each batch request some four times
+// before it completes, and batch keeps at least 80%. The default variant runs the
 // random bursts of 3 and 12 req/s on seeds 1–3; with SLUICE_LONG=1, every
 // scenario on seeds 1–20.
 func TestHandOffBehindTheSaturationGate(t *testing.T) {
@@ -167,15 +167,14 @@ func TestHandOffBehindTheSaturationGate(t *testing.T) {
 					t.Errorf("%s, %s, seed %d: %d revocations, %d tokens lost; want none", name, sc.Name, seed, run.Revocations, run.WastedTokens)
 				}
 				share := float64(run.BatchTokens) / float64(tab.Runs[strict][i].BatchTokens)
-				stale := Rows[row].Scrape >= time.Second
-				if share < 0.9 && !sc.strong() && !(stale && sc.shortJobs()) {
-					t.Errorf("%s, %s, seed %d: batch kept %.3f of strict priority's output tokens", name, sc.Name, seed, share)
+				floor := 0.9
+				if sc.strong() {
+					floor = 0.8
+				}
+				if share < floor {
+					t.Errorf("%s, %s, seed %d: batch kept %.3f of strict priority's output tokens, want at least %.2f", name, sc.Name, seed, share, floor)
 				}
 			}
 		}
 	}
 }
-
-// shortJobs reports whether sc's batch outputs are short (a mean of 100
-// tokens: about 2 s a request).
-func (sc Scenario) shortJobs() bool { return sc.BatchOutput.Mean < 1000 }

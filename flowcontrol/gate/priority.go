@@ -45,16 +45,18 @@ type bandCount struct {
 
 func byPriority(c bandCount, p int) int { return cmp.Compare(c.priority, p) }
 
-// add adds d to band p's count. A count never falls below 0: a caller
-// that hands back more than it took (against the Gate contract) cannot
-// make the room grow.
-func (b *bandsInFlight) add(p int, d int64) {
+// add adds d to band p's count and returns what it added. A count never
+// falls below 0: a caller that hands back more than it took (against the
+// Gate contract) cannot make the room grow.
+func (b *bandsInFlight) add(p int, d int64) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.addLocked(p, d)
+	return b.addLocked(p, d)
 }
 
-func (b *bandsInFlight) addLocked(p int, d int64) {
+// addLocked adds d to band p's count, which never drops below 0, and
+// returns what it added.
+func (b *bandsInFlight) addLocked(p int, d int64) int64 {
 	i, found := slices.BinarySearchFunc(b.counts, p, byPriority)
 	switch {
 	case found:
@@ -64,11 +66,13 @@ func (b *bandsInFlight) addLocked(p int, d int64) {
 			b.counts = slices.Delete(b.counts, i, i+1)
 			d = -before
 		}
-		b.total += d
-	case d > 0:
+	case d <= 0:
+		return 0
+	default:
 		b.counts = slices.Insert(b.counts, i, bandCount{priority: p, n: d})
-		b.total += d
 	}
+	b.total += d
+	return d
 }
 
 // jump counts a start of band p and reports true when a lower band has

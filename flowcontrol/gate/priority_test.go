@@ -105,6 +105,56 @@ func TestPrioritySchedulingFailsClosedOnStaleMetrics(t *testing.T) {
 	}
 }
 
+// Between two readings a PriorityScheduling gate gives a start back for
+// each of its requests that ended after the newest refresh; llm-d's rule
+// alone gives none.
+func TestPrioritySchedulingEndsBetweenReadings(t *testing.T) {
+	ran := gate.Usage{Slot: gate.Slot{Priority: batch, Cost: 1}, Held: time.Second}
+	for _, ps := range []bool{false, true} {
+		clock := newClock()
+		g := must(t, gate.Saturation, gate.SaturationConfig{Clock: clock, SlotsPerEndpoint: 2, QueueDepthThreshold: 1,
+			PriorityScheduling: ps})
+		g.Update("a", gate.Metrics{Running: 2}) // room 1
+		if n := acquireBand(g, batch); n != 1 {
+			t.Fatalf("PriorityScheduling %v: %d starts on a room of 1", ps, n)
+		}
+		g.Returned(ran)
+		want := 0
+		if ps {
+			want = 1
+		}
+		if n := acquireBand(g, batch); n != want {
+			t.Fatalf("PriorityScheduling %v: %d starts after an end, want %d", ps, n, want)
+		}
+		if !ps {
+			continue
+		}
+		g.Returned(ran) // before the next reading, which shows it
+		clock.Advance(time.Millisecond)
+		g.Update("a", gate.Metrics{Running: 2, Waiting: 1}) // full
+		if n := acquireBand(g, batch); n != 0 {
+			t.Fatalf("%d starts on a full reading taken after the end, want 0", n)
+		}
+		g.Returned(ran) // against the contract: nothing of batch is in flight
+		if n := acquireBand(g, batch); n != 0 {
+			t.Fatalf("%d starts after an end of nothing, want 0", n)
+		}
+		clock.Advance(time.Millisecond)
+		g.Update("a", gate.Metrics{Running: 2}) // room 1
+		if n := acquireBand(g, batch); n != 1 {
+			t.Fatalf("%d starts on a room of 1, want 1", n)
+		}
+		g.Returned(gate.Usage{Slot: gate.Slot{Priority: batch, Cost: 1}, Unused: true})
+		if n := acquireBand(g, batch); n != 1 {
+			t.Fatalf("%d starts after the start was handed back unused, want its 1", n)
+		}
+		g.Release(batch)
+		if n := acquireBand(g, batch); n != 1 {
+			t.Fatalf("%d starts after a Release, want 1", n)
+		}
+	}
+}
+
 func TestPrioritySchedulingNeedsSlots(t *testing.T) {
 	_, err := gate.Saturation(gate.SaturationConfig{PriorityScheduling: true})
 	if err == nil || !strings.Contains(err.Error(), "SlotsPerEndpoint") {
@@ -138,7 +188,9 @@ func TestPrioritySchedulingReplicaSharesSumToTheRoom(t *testing.T) {
 // The counts behind PriorityScheduling against a model: whatever the
 // order of starts and ends, and whatever a caller hands back that it
 // never took, a band jumps the queues only while a lower band is in
-// flight and fewer than the room of its band and above are.
+// flight and fewer than the room of its band and above are; and each end
+// of a request that ran gives the budget one start back, an end of one
+// that never started none.
 func TestPrioritySchedulingModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := newClock()
@@ -174,10 +226,23 @@ func TestPrioritySchedulingModel(t *testing.T) {
 				continue
 			}
 			// An end: of a request in flight, or (against the contract) of
-			// one that never started, which must not make room grow.
-			g.Returned(gate.Usage{Slot: gate.Slot{Priority: p, Cost: 1}, Held: time.Millisecond})
+			// one that never started, which must not make room grow; or a
+			// start handed back unused, which gives its start back and
+			// counts no end.
+			switch rapid.IntRange(0, 2).Draw(t, "end") {
+			case 0:
+				g.Returned(gate.Usage{Slot: gate.Slot{Priority: p, Cost: 1}, Held: time.Millisecond})
+			case 1:
+				g.Release(p)
+			default:
+				if inFlight[p] == 0 {
+					continue // an unused start is one that was taken
+				}
+				g.Returned(gate.Usage{Slot: gate.Slot{Priority: p, Cost: 1}, Unused: true})
+			}
 			if inFlight[p] > 0 {
 				inFlight[p]--
+				budget++
 			}
 		}
 	})

@@ -91,7 +91,10 @@ type SaturationConfig struct {
 	// and its own requests in flight of band p and above are fewer than
 	// SlotsPerEndpoint for each endpoint with fresh metrics (this
 	// replica's share of them, with Replicas): some server then has a
-	// slot that runs lower work, which it preempts for the request. See
+	// slot that runs lower work, which it preempts for the request.
+	// Between two readings it also gives its start budget one start back
+	// for each of its requests that ends after running, so metrics a
+	// second old do not hold short jobs to llm-d-router's rooms. See
 	// "Priority scheduling" in [SaturationGate]. It requires
 	// SlotsPerEndpoint.
 	PriorityScheduling bool
@@ -206,6 +209,14 @@ const (
 // such a request to the server with the fewest requests of its band and
 // above, where a lower one runs.
 //
+// Between two readings the gate also counts the ends of its own requests
+// that ran: each freed a place at some server, so from the newest refresh
+// on each such end gives the budget one more start, whatever the band.
+// Metrics a second old then no longer cap the starts at the rooms of the
+// last reading while the servers finish requests every few hundred
+// milliseconds. Ends before the newest refresh may show in a reading
+// already, and count only there.
+//
 // A SaturationGate is a [MeteredGate] (Release hands back a
 // start that a composing gate took and did not use), a
 // [BoundGate], a [EndpointGate] and a
@@ -215,10 +226,13 @@ type SaturationGate struct {
 	// started counts the starts granted and not handed back, ever. It is
 	// written under the controller's lock only, and read by Update.
 	started atomic.Int64
-	// limit is the value started may reach: the rooms of the endpoints
-	// with recent readings plus the least started among their refreshes,
-	// saturating at math.MaxInt64; math.MinInt64 with no recent reading.
-	// Written under mu.
+	// ended counts, with PriorityScheduling only, the requests that ended
+	// after they ran: each freed a place at some server.
+	ended atomic.Int64
+	// limit is the value started-ended may reach: the rooms of the
+	// endpoints with recent readings plus the least started among their
+	// refreshes (saturating at math.MaxInt64), less the most ended among
+	// them; math.MinInt64 with no recent reading. Written under mu.
 	limit atomic.Int64
 	// known is the number of endpoints, for NoEndpoints.
 	known atomic.Int32
@@ -262,6 +276,7 @@ type endpoint struct {
 	bad    bool
 	share  int64 // this replica's share of the room at the last refresh; 0 when stale or bad
 	base   int64 // started at the last refresh
+	ended  int64 // the gate's ended at the last refresh
 	gen    uint64
 	timer  Timer // the staleness timer of the last refresh
 }
@@ -342,7 +357,7 @@ func Saturation(cfg SaturationConfig) (*SaturationGate, error) {
 // PriorityScheduling it also counts the start in its band, under a lock
 // of its own.
 func (g *SaturationGate) TryAcquire(priority int) bool {
-	if g.started.Load() >= g.limit.Load() {
+	if g.started.Load()-g.ended.Load() >= g.limit.Load() {
 		if g.bands == nil || !g.bands.jump(priority, g.priorityRoom()) {
 			return false
 		}
@@ -358,12 +373,13 @@ func (g *SaturationGate) TryAcquire(priority int) bool {
 // slot a model server freed is in its view by then.
 func (g *SaturationGate) Lag() time.Duration { return g.stale }
 
-// Release hears that a request ended, which the next metrics show: it
-// changes nothing but the band's count with PriorityScheduling. A start
-// that never ran comes back through Returned.
+// Release hears that a request ended, which the next metrics show. With
+// PriorityScheduling it counts the end, and the band's count drops;
+// otherwise it changes nothing. A start that never ran comes back
+// through Returned.
 func (g *SaturationGate) Release(priority int) {
-	if g.bands != nil {
-		g.bands.add(priority, -1)
+	if g.bands != nil && g.bands.add(priority, -1) < 0 {
+		g.ended.Add(1)
 	}
 }
 
@@ -371,14 +387,16 @@ func (g *SaturationGate) Release(priority int) {
 // request's cost.
 func (g *SaturationGate) Took(Slot) {}
 
-// Returned hands back the start of a request that never ran; for one that
-// ran it does nothing, since the next metrics show what it left behind.
+// Returned hands back the start of a request that never ran. For one that
+// ran it does nothing, since the next metrics show what it left behind,
+// unless PriorityScheduling is on: it then counts the end, which gives
+// the budget a start until the next refresh.
 func (g *SaturationGate) Returned(u Usage) {
 	if u.Unused {
 		g.started.Add(-1)
 	}
-	if g.bands != nil {
-		g.bands.add(u.Priority, -1)
+	if g.bands != nil && g.bands.add(u.Priority, -1) < 0 && !u.Unused {
+		g.ended.Add(1)
 	}
 }
 
@@ -451,7 +469,7 @@ func (g *SaturationGate) Update(name string, m Metrics) {
 		if valid {
 			e.share = share(g.room(m), g.replicas, g.replica, name, m.ReadAt)
 		}
-		e.base = g.started.Load()
+		e.base, e.ended = g.started.Load(), g.ended.Load()
 		gen := e.gen
 		e.timer = g.clock.AfterFunc(g.stale-age, func() { g.expire(name, e, gen) })
 	}
@@ -517,12 +535,14 @@ func (g *SaturationGate) room(m Metrics) int {
 func (g *SaturationGate) recompute() {
 	var rooms int64
 	base, recent := int64(math.MaxInt64), false
+	ended := int64(0)
 	score, used := 0.0, 0.0
 	fresh := int64(0)
 	for _, e := range g.order {
 		if e.recent {
 			rooms = addSat(rooms, e.share)
 			base, recent = min(base, e.base), true
+			ended = max(ended, e.ended)
 		}
 		if e.fresh() {
 			fresh++
@@ -547,7 +567,7 @@ func (g *SaturationGate) recompute() {
 		g.limit.Store(math.MinInt64)
 		return
 	}
-	g.limit.Store(addSat(base, rooms))
+	g.limit.Store(addSat(base, rooms) - ended)
 }
 
 // byName orders endpoints by name, for a binary search of g.order.
