@@ -11,8 +11,9 @@
 // examples/crossband's — bursty chat at priority 10 (1 s TTFT SLO, Poisson
 // 3 req/s for 20 s then 12 req/s for 10 s) beside 120 closed-loop batch
 // clients at −1 (log-normal outputs of mean 1,000 tokens, σ 1), on 4
-// servers × 16 slots, C = 64, under strict priority and with in-flight
-// eviction — and a fairness scenario: a heavy and a light tenant in one
+// servers × 16 slots, C = 64, under strict priority, with in-flight
+// eviction, and with the band handed to servers that schedule by it — and
+// a fairness scenario: a heavy and a light tenant in one
 // band of 64 places (fleet-wide) at 1.5× overload of 4 × 8 slots, deficit
 // round robin with fair admission.
 //

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/examples/internal/sim"
 	"github.com/sluicegate/sluice/flowcontrol"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 )
 
 // Setup is the router in front of the pool: one controller, or replicas
@@ -47,20 +48,26 @@ type Sync struct {
 var DefaultSync = Sync{Period: 100 * time.Millisecond, Delay: 5 * time.Millisecond, Overdraft: sim.DefaultOverdraft}
 
 // router sets cfg up behind setup: budget in flight for the whole fleet,
-// and the bands' fleet-wide request capacities. It returns the Fleet to
-// start once the Sim is made (nil for one controller or unsynced).
-func router(cfg *sim.Config, setup Setup, sync Sync, budget int64, capacities map[int]int64) *sim.Fleet {
+// and the bands' fleet-wide request capacities; with handOff, gates for
+// servers that schedule by priority. It returns the Fleet to start once
+// the Sim is made (nil for one controller or unsynced).
+func router(cfg *sim.Config, setup Setup, sync Sync, budget int64, capacities map[int]int64, handOff bool) *sim.Fleet {
 	cfg.Replicas = setup.Replicas
 	if setup.Synced {
 		overdraft := sync.Overdraft
 		if overdraft == 0 {
 			overdraft = -1 // none: 0 is the Fleet's default
 		}
-		f := &sim.Fleet{Budget: budget, Capacities: capacities, Period: sync.Period, Delay: sync.Delay, Overdraft: overdraft}
+		f := &sim.Fleet{Budget: budget, Capacities: capacities, Period: sync.Period, Delay: sync.Delay, Overdraft: overdraft,
+			PriorityScheduling: handOff}
 		f.Configure(cfg)
 		return f
 	}
 	cfg.ReplicaGate = sim.Unsynced(budget, setup.Replicas)
+	if handOff {
+		share := int(budget) / setup.Replicas
+		cfg.ReplicaGate = func(*sim.Pool, int) gate.Gate { return gate.PriorityMaxInFlight(share) }
+	}
 	for i, bc := range cfg.Controller.Bands {
 		if q, ok := capacities[bc.Priority]; ok {
 			cfg.Controller.Bands[i].RequestCapacity = sim.StaticCapacity(q, setup.Replicas)
@@ -98,17 +105,26 @@ const (
 )
 
 // Admission is how a controller treats the two bands: strict priority
-// alone, or with in-flight eviction.
+// alone, or with in-flight eviction; or the servers' own priority
+// scheduling with the band handed to them.
 type Admission struct {
 	Name     string
 	Eviction *flowcontrol.Eviction
+	// HandOff runs the servers' priority scheduler (vLLM's, each server
+	// with its own queue), each request's band handed to them (−band),
+	// and gates that let a higher band past the budget while a lower one
+	// runs: gate.PriorityMaxInFlight for one controller and unsynced
+	// replicas, fleet.Config.PriorityScheduling for synced ones.
+	HandOff bool
 }
 
-// Admissions are the rows of the cross-band table: strict priority, and
-// examples/crossband's tuned eviction (16 a decision, 800 ms grace).
+// Admissions are the rows of the cross-band table: strict priority,
+// examples/crossband's tuned eviction (16 a decision, 800 ms grace), and
+// the hand-off.
 var Admissions = []Admission{
 	{Name: "strict priority"},
 	{Name: "eviction (16, 800ms)", Eviction: &flowcontrol.Eviction{MaxPerDecision: 16, Grace: 800 * time.Millisecond}},
+	{Name: "vLLM priority + hand-off", HandOff: true},
 }
 
 // CrossBand is what one run of the cross-band scenario gave.
@@ -150,7 +166,11 @@ func RunCrossBand(setup Setup, a Admission, sync Sync, seed uint64) (CrossBand, 
 				Retry: sim.Retry{MaxAttempts: 1000, Backoff: time.Second, MaxBackoff: 8 * time.Second, MaxRetryAfter: time.Minute}},
 		},
 	}
-	f := router(&cfg, setup, sync, budget, nil)
+	if a.HandOff {
+		cfg.Pool.ServerQueues, cfg.Pool.Scheduler = true, sim.Priority
+		cfg.Pool.PriorityOf = func(band int) int { return -band }
+	}
+	f := router(&cfg, setup, sync, budget, nil, a.HandOff)
 	s, err := sim.New(cfg)
 	if err != nil {
 		return CrossBand{}, fmt.Errorf("fleet: %s, %s, seed %d: %w", setup.Name, a.Name, seed, err)
@@ -246,7 +266,7 @@ func RunFairness(setup Setup, sync Sync, seed uint64) (Fairness, error) {
 				Phases: []sim.Phase{{Rate: lightRate}}},
 		},
 	}
-	f := router(&cfg, setup, sync, fairBudget, map[int]int64{0: fairCapacity})
+	f := router(&cfg, setup, sync, fairBudget, map[int]int64{0: fairCapacity}, false)
 	s, err := run(cfg, f)
 	if err != nil {
 		return Fairness{}, fmt.Errorf("fleet: %s, fairness, seed %d: %w", setup.Name, seed, err)

@@ -76,6 +76,23 @@ func TestComparisons(t *testing.T) {
 			}
 		}
 	}
+	// With the hand-off (servers that schedule by priority, and
+	// fleet.Config.PriorityScheduling), synced replicas keep chat and
+	// batch within the goal of one controller on every seed, and revoke
+	// nothing.
+	const handOff = 2 // Admissions: vLLM priority + hand-off
+	for _, name := range []string{"2 replicas, synced", "4 replicas, synced"} {
+		s := setup(t, name)
+		slo, batch := c.SLOVsOne(handOff, s), c.BatchVsOne(handOff, s)
+		for i := range c.Seeds {
+			if slo[i] < -Goal || batch[i] < -Goal {
+				t.Errorf("%s, hand-off, seed %d: chat %+.1f pp, batch %+.1f%% from one controller, want within %v", name, c.Seeds[i], slo[i], batch[i], Goal)
+			}
+			if r := c.CrossBand[handOff][s][i].Revocations; r != 0 {
+				t.Errorf("%s, hand-off, seed %d: %d revocations, want none", name, c.Seeds[i], r)
+			}
+		}
+	}
 	// Against replicas that share nothing, the fleet view revokes fewer
 	// batch requests on every seed, and with 4 replicas loses less batch
 	// goodput on the median seed.

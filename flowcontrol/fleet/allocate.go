@@ -75,6 +75,7 @@ func allocate(budget int64, period time.Duration, capacities map[int]int64, flee
 			demand[k] += expect(b)
 			if i != me {
 				bands[k].OtherWaiting += b.Waiting
+				bands[k].OtherInFlight += b.InFlight
 				othersInFlight += b.InFlight
 			}
 		}

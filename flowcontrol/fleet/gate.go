@@ -138,6 +138,26 @@ import (
 // fleet's state again after two successful rounds in a row, so that every
 // live replica has published since: within 2P of the store's return.
 //
+// # Model servers that schedule by priority
+//
+// With Config.PriorityScheduling the servers serve the band each request
+// hands them (flowhttp.PriorityHandoff) and preempt a lower band for a
+// higher one, as vLLM does with --scheduling-policy priority. The gate
+// then also admits a request of band p that the rules above refuse while
+// a band below p holds one of this replica's slots and the fleet holds
+// fewer than C requests of band p and above: this replica's live, the
+// others' as of its last read. The fleet is then what
+// [gate.PriorityMaxInFlight](C) is to one router. The share cannot serve
+// as that bound: the lower bands' requests the servers preempted stay in
+// flight, rule 5 takes them from every share, and a burst of the higher
+// band would find its replica's share at 0. The requests so admitted run
+// at once, in slots the lower bands held; what they displace waits in
+// the servers' queues. The higher bands may then hold, beyond what the
+// bounds above allow, up to C + Σ_{j≠r} a_j(2P + δ) requests fleet-wide:
+// requests in flight, not in slots, since the servers' C slots run what
+// they hold by priority and queue the rest. In fallback a band passes up
+// to the static share ⌊C/R⌋ of its own and higher bands here.
+//
 // The gate is a [gate.BoundGate]: it nudges the controller when its share
 // grows, and reads the controller's bands and, when the controller is a
 // [capacity.Reader] (a flowcontrol.FlowController is), its queues, which
@@ -221,16 +241,43 @@ func (g *viewGate) TryAcquire(priority int) bool {
 	if l != nil && lower > 0 {
 		over = g.v.cfg.Overdraft
 	}
-	if held >= g.v.share.Load()+over {
-		return false
-	}
-	if l != nil {
+	fits := held < g.v.share.Load()+over
+	if fits && l != nil {
 		if k, ok := find(l.prios, priority); ok && below >= l.below[k]+over {
-			return false
+			fits = false
 		}
+	}
+	if !fits && !(lower > 0 && g.v.cfg.PriorityScheduling && g.passes(l, priority, held-lower)) {
+		return false
 	}
 	t.counts[i].word.Add(admitted + 1)
 	return true
+}
+
+// passes reports whether, with PriorityScheduling and a lower band
+// holding a slot here, a request of band p may start past the share: the
+// requests of band p and above in flight, above here and the others' as
+// last read, are fewer than the budget; in fallback, those here are fewer
+// than the static share.
+func (g *viewGate) passes(l *bandLimits, p int, above int64) bool {
+	if l == nil {
+		return above < g.v.static
+	}
+	k, ok := find(l.prios, p)
+	if !ok {
+		// A band the round did not see: the others hold none of it,
+		// but all of the bands above it.
+		k = -1
+		for j, q := range l.prios {
+			if q > p {
+				k = j
+			}
+		}
+		if k < 0 {
+			return above < g.v.cfg.Budget
+		}
+	}
+	return above+l.othersAbove[k] < g.v.cfg.Budget
 }
 
 // held returns the requests in flight through the gate, in every band.
@@ -369,4 +416,7 @@ func (g *viewGate) nudge() {
 type bandLimits struct {
 	prios []int   // descending
 	below []int64 // below[k]: the most in flight in bands ≤ prios[k]
+	// othersAbove[k] is what the other replicas held in flight in bands
+	// ≥ prios[k] as of the last read; with PriorityScheduling only.
+	othersAbove []int64
 }

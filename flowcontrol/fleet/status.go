@@ -84,6 +84,10 @@ type BandShare struct {
 	// replicas, as of the last read: what [View.Reader] adds to this
 	// replica's live queue.
 	OtherWaiting int64
+	// OtherInFlight is the requests in flight in the band on the other
+	// replicas, as of the last read (Config.PriorityScheduling counts
+	// them).
+	OtherInFlight int64
 	// Capacity is this replica's part of the band's fleet-wide request
 	// capacity (Config.Capacities), as [View.Capacity] returns it; -1
 	// when the band has none.

@@ -65,6 +65,14 @@ type Config struct {
 	// waiting, measure before using both. 0, the default, means none. At
 	// least 0, at most [MaxCount].
 	Overdraft int64
+	// PriorityScheduling declares that the model servers serve the band
+	// each request hands them and preempt a lower band for a higher one
+	// (vLLM's --scheduling-policy priority, behind
+	// flowhttp.PriorityHandoff): a band may then pass the share while a
+	// lower band holds a slot here and the fleet holds fewer than Budget
+	// requests of its own and higher bands. See "Model servers that
+	// schedule by priority" in [View.Gate]. Off by default.
+	PriorityScheduling bool
 	// Capacities holds the fleet-wide request capacity of each band that
 	// has one, by priority: how many requests the whole fleet may queue
 	// in it, what one controller's BandConfig.RequestCapacity would say.
@@ -393,10 +401,18 @@ func (v *View) round(now time.Time, self Replica, read []Replica, err error) (gr
 		// Bands ≤ p may hold the share less what is granted to the
 		// bands above p.
 		l := &bandLimits{prios: make([]int, len(st.Bands)), below: make([]int64, len(st.Bands))}
+		if v.cfg.PriorityScheduling {
+			l.othersAbove = make([]int64, len(st.Bands))
+		}
 		var above float64
+		var othersAbove int64
 		for k, b := range st.Bands {
 			l.prios[k], l.below[k] = b.Priority, max(0, share-int64(math.Round(above)))
 			above += b.Share
+			if l.othersAbove != nil {
+				othersAbove += b.OtherInFlight
+				l.othersAbove[k] = othersAbove
+			}
 		}
 		grown = loosened(v.below.Swap(l), l)
 	} else {

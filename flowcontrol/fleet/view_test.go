@@ -248,6 +248,58 @@ func TestOverdraft(t *testing.T) {
 	}
 }
 
+// With PriorityScheduling a higher band passes the share while a lower
+// band holds a slot of the replica, while fewer requests of that band and
+// above than the budget are in flight fleet-wide (the others' as last
+// read); in fallback, up to the static share. The lowest band never
+// does, nor a band with nothing lower in flight here.
+func TestPriorityScheduling(t *testing.T) {
+	ps := func(c *fleet.Config) { c.PriorityScheduling = true }
+	fallback := newFleet(t, 2, 8, ps).r[0]
+	fallback.submit(-1, 6)
+	fallback.submit(10, 6)
+	if fallback.running(-1) != 4 || fallback.running(10) != 4 {
+		t.Fatalf("in fallback: %d batch and %d chat running, want 4 and 4 (the static share, and as much chat past it)", fallback.running(-1), fallback.running(10))
+	}
+
+	f := newFleet(t, 2, 8, ps)
+	a, b := f.r[0], f.r[1]
+	a.submit(-1, 8)
+	b.submit(-1, 8)
+	f.round()
+	f.round()
+	f.round()
+	if a.running(-1) != 4 || b.running(-1) != 4 || a.view.Share() != 4 {
+		t.Fatalf("synced: %d and %d batch running, a's share %d; want 4, 4 and 4", a.running(-1), b.running(-1), a.view.Share())
+	}
+	a.submit(-1, 1)
+	if a.running(-1) != 4 {
+		t.Fatalf("batch started beyond the share: %d running, want 4", a.running(-1))
+	}
+	a.submit(10, 10) // chat while batch holds a's slots: the budget's 8 start at once
+	if a.running(10) != 8 {
+		t.Fatalf("chat past a full share: %d running, want the budget's 8", a.running(10))
+	}
+	f.round()
+	b.submit(10, 1) // b reads a's 8: none passes
+	if b.running(10) != 0 {
+		t.Errorf("b started %d chat with the fleet's 8 in flight on a, want 0", b.running(10))
+	}
+	a.finish(10, 4)
+	f.round()
+	b.submit(10, 1)
+	if b.running(10) == 0 {
+		t.Errorf("b started no chat once a held 4 of the budget's 8")
+	}
+
+	off := newFleet(t, 2, 8, func(*fleet.Config) {}).r[0]
+	off.submit(-1, 4)
+	off.submit(10, 1)
+	if off.running(10) != 0 {
+		t.Errorf("without PriorityScheduling, in fallback: %d chat past the share, want 0", off.running(10))
+	}
+}
+
 // A band's fleet-wide capacity is divided as the waiting requests and the
 // arrivals are, and the headroom read through Reader is the fleet's.
 func TestCapacityAndHeadroomAreTheFleets(t *testing.T) {

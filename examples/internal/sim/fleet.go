@@ -37,6 +37,10 @@ type Fleet struct {
 	// examples/fleet measured best; a negative value means none (the
 	// library's default).
 	Overdraft int64
+	// PriorityScheduling is each view's fleet.Config.PriorityScheduling,
+	// for servers that schedule by the band handed to them
+	// (PoolConfig.Scheduler Priority).
+	PriorityScheduling bool
 	// Gate, if set, makes each replica's gate around its view's (inside
 	// gate.All beside a saturation gate, say); nil: the view's alone.
 	Gate func(p *Pool, replica int, view gate.Gate) gate.Gate
@@ -56,14 +60,15 @@ func (f *Fleet) Configure(cfg *Config) {
 			f.store = fleet.NewMemory(p.Clock().Now)
 		}
 		v, err := fleet.New(fleet.Config{
-			Store:      &delayedStore{m: f.store, clock: p.Clock(), delay: f.Delay},
-			ID:         fmt.Sprint("replica-", replica),
-			Replicas:   replicas,
-			Budget:     f.Budget,
-			Capacities: f.Capacities,
-			Period:     f.Period,
-			Overdraft:  f.overdraft(),
-			Clock:      p.Clock(),
+			Store:              &delayedStore{m: f.store, clock: p.Clock(), delay: f.Delay},
+			ID:                 fmt.Sprint("replica-", replica),
+			Replicas:           replicas,
+			Budget:             f.Budget,
+			Capacities:         f.Capacities,
+			Period:             f.Period,
+			Overdraft:          f.overdraft(),
+			PriorityScheduling: f.PriorityScheduling,
+			Clock:              p.Clock(),
 		})
 		if err != nil {
 			f.err = err
