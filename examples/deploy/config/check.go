@@ -143,7 +143,7 @@ func (e Effective) Write(w io.Writer) error {
 		bands[i] = bc.Priority
 	}
 	writeHandoff(line, e.PriorityHandoff, bands)
-	writeFleet(line, e.Fleet)
+	writeFleet(line, e.Fleet, e.PriorityHandoff.Enabled)
 
 	f := e.Flow
 	line(0, "controller:")
@@ -263,8 +263,9 @@ func quote(s string) string { return strconv.QuoteToASCII(s) }
 
 // writeFleet prints the fleet the binary takes part in (gateway.fleet and
 // the -fleet-* flags), for [Effective.Write]: never the password, only the
-// file it is read from.
-func writeFleet(line func(int, string, ...any), f *Fleet) {
+// file it is read from. handoff says the hand-off is on, which lets a
+// higher band pass the replica's share (fleet.Config.PriorityScheduling).
+func writeFleet(line func(int, string, ...any), f *Fleet, handoff bool) {
 	if f == nil || f.Redis == "" {
 		line(0, "fleet: none # this replica alone: its capacities, gate and headroom are its own")
 		return
@@ -282,4 +283,7 @@ func writeFleet(line func(int, string, ...any), f *Fleet) {
 	line(1, "period: %s", f.Period)
 	line(1, "lease: %s", f.Lease)
 	line(1, "overdraft: %d # requests of a band that may start beyond this replica's share while a lower band holds one of its slots", f.Overdraft)
+	if handoff {
+		line(1, "# with the hand-off, a band also passes this replica's share while a lower band holds one of its slots and the fleet holds fewer of its own and higher bands than the budget (fleet.Config.PriorityScheduling)")
+	}
 }

@@ -101,7 +101,7 @@ priority unless the file maps it), replacing the client's own; the
 saturation gate, when gate.saturation.slotsPerEndpoint declares the
 servers' slots, then lets a higher band past the lower bands' queued work,
 and -max-inflight N lets a higher band past the N while a lower one runs
-(gate.PriorityMaxInFlight).
+(gate.PriorityMaxInFlight), as a fleet replica does past its share.
 Each admitted response carries x-llm-d-flow-band-headroom-requests (room left
 in its band) and x-llm-d-flow-queue-duration-ms; a refused request gets 429
 or 503 with x-llm-d-request-dropped-reason, Retry-After when one is projected,

@@ -206,15 +206,19 @@ func newFleetMember(o fleetOptions, s *settings) (*fleetMember, error) {
 	}
 	m := &fleetMember{store: store, client: client, id: o.id, applied: make(map[int]int64), fallback: fleet.FallbackNotRead}
 	m.view, err = fleet.New(fleet.Config{
-		Store:      store,
-		ID:         o.id,
-		Replicas:   o.replicas,
-		Budget:     int64(*s.gate.MaxInFlight),
-		Period:     o.period,
-		Lease:      o.lease,
-		Overdraft:  int64(o.overdraft),
-		Timeout:    timeout,
-		Capacities: caps,
+		Store:     store,
+		ID:        o.id,
+		Replicas:  o.replicas,
+		Budget:    int64(*s.gate.MaxInFlight),
+		Period:    o.period,
+		Lease:     o.lease,
+		Overdraft: int64(o.overdraft),
+		// With the hand-off the servers preempt a lower band for a
+		// higher one: a higher band may pass the share while a lower one
+		// runs here, as gate.PriorityMaxInFlight lets it past its limit.
+		PriorityScheduling: s.handoff.Enabled,
+		Timeout:            timeout,
+		Capacities:         caps,
 		OnRound: func(st fleet.Status) {
 			if f := m.afterRound.Load(); f != nil {
 				(*f)(st)

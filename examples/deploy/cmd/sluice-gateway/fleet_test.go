@@ -248,3 +248,55 @@ func TestFleetAppliesBandParts(t *testing.T) {
 		}
 	}
 }
+
+// A fleet replica with the hand-off lets a higher band past its share
+// while a lower band runs (fleet.Config.PriorityScheduling), and the
+// server preempts for it; without the hand-off the higher band waits for
+// a slot. The fleet's budget is the server's 2 slots.
+func TestFleetHandoffLetsAHigherBandPast(t *testing.T) {
+	const long = `{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":400}` // 2 s of decode
+	for _, handoff := range []bool{true, false} {
+		t.Run(map[bool]string{true: "hand-off", false: "no hand-off"}[handoff], func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			urls, _ := modelServers(t, 1, modelserver.Config{Slots: 2, SchedulingPolicy: modelserver.PolicyPriority})
+			opts, err := parseFlags([]string{"-max-inflight", "2", "-fleet-redis", mr.Addr(), "-fleet-id", "gw-a",
+				"-fleet-period", "20ms", "-fleet-prefix", "unit"}, io.Discard, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := testOptions()
+			base.fleet, base.maxInFlight = opts.fleet, opts.maxInFlight
+			base.configPath = writeConfig(t, "", "controller:\n  bands: [{priority: 10}, {priority: 0}]\n")
+			base.backends, base.priorityHandoff = urls, boolp(handoff)
+			base.classifier.Objectives = map[string]int{"chat": 10, "standard": 0}
+			g := startGateway(t, base)
+			client := newClient(t)
+			waitFor(t, "the replica to sync", func() bool {
+				code, body := get(t, client, g.url+"/readyz")
+				return code == http.StatusOK && strings.TrimSpace(body) == "ready"
+			})
+			first := sendBody(client, g.url, "standard-1", long, "x-llm-d-inference-objective", "standard")
+			second := sendBody(client, g.url, "standard-2", long, "x-llm-d-inference-objective", "standard")
+			waitFor(t, "both standard requests to run", func() bool {
+				_, page := get(t, client, urls[0].String()+"/metrics")
+				v, _ := metricValue(page, `vllm:num_requests_running{model_name="sim"}`)
+				return v == "2"
+			})
+			chat := sendBody(client, g.url, "chat", chatBody, "x-llm-d-inference-objective", "chat")
+			var r result
+			var chatFirst bool
+			select {
+			case r = <-chat:
+				chatFirst = true
+			case r = <-first:
+			case r = <-second:
+			}
+			if r.err != nil || r.status != http.StatusOK {
+				t.Fatalf("first answer: %d %v %q", r.status, r.err, r.body)
+			}
+			if chatFirst != handoff {
+				t.Errorf("chat answered before both standard requests: %v, want %v", chatFirst, handoff)
+			}
+		})
+	}
+}
