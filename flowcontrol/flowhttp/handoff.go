@@ -83,7 +83,8 @@ const (
 // [github.com/sluicegate/sluice/flowcontrol/gate.PriorityMaxInFlight] for
 // the first and
 // [github.com/sluicegate/sluice/flowcontrol/gate.SaturationConfig.PriorityScheduling]
-// for the second.
+// for the second; for replicas that share a fleet view,
+// [github.com/sluicegate/sluice/flowcontrol/fleet.Config.PriorityScheduling].
 //
 // The zero PriorityHandoff is off. See [Config.PriorityHandoff] for the
 // Handler, and [PriorityHandoff.Rewrite] for a proxy that rewrites bodies
