@@ -14,20 +14,29 @@ import (
 // tenant's share of its requests served.
 const Goal = 2.0
 
-// Comparison holds every run: CrossBand[admission][setup][seed] and
-// Fairness[setup][seed].
+// Comparison holds every run: CrossBand[admission][setup][seed], the
+// admission an index into Admissions, and Fairness[setup][seed].
 type Comparison struct {
-	Seeds     []uint64
-	Sync      Sync
-	CrossBand [][][]CrossBand
-	Fairness  [][]Fairness
+	Seeds      []uint64
+	Sync       Sync
+	Admissions []Admission
+	CrossBand  [][][]CrossBand
+	Fairness   [][]Fairness
 }
 
-// Compare runs both scenarios behind every setup on every seed, spread
-// over the CPUs.
+// Compare runs both scenarios behind every setup on every seed, the
+// cross-band one under every admission (Admissions), spread over the
+// CPUs.
 func Compare(seeds []uint64, sync Sync) (*Comparison, error) {
-	c := &Comparison{Seeds: seeds, Sync: sync, CrossBand: make([][][]CrossBand, len(Admissions)), Fairness: make([][]Fairness, len(Setups))}
-	for a := range Admissions {
+	return CompareUnder(seeds, sync, Admissions)
+}
+
+// CompareUnder is Compare with the cross-band scenario under admissions
+// only.
+func CompareUnder(seeds []uint64, sync Sync, admissions []Admission) (*Comparison, error) {
+	c := &Comparison{Seeds: seeds, Sync: sync, Admissions: admissions,
+		CrossBand: make([][][]CrossBand, len(admissions)), Fairness: make([][]Fairness, len(Setups))}
+	for a := range admissions {
 		c.CrossBand[a] = make([][]CrossBand, len(Setups))
 		for s := range Setups {
 			c.CrossBand[a][s] = make([]CrossBand, len(seeds))
@@ -37,12 +46,12 @@ func Compare(seeds []uint64, sync Sync) (*Comparison, error) {
 		c.Fairness[s] = make([]Fairness, len(seeds))
 	}
 	n := len(seeds)
-	cross := len(Admissions) * len(Setups) * n
+	cross := len(admissions) * len(Setups) * n
 	err := sim.Parallel(cross+len(Setups)*n, func(j int) error {
 		var err error
 		if j < cross {
 			a, s, i := j/(len(Setups)*n), j/n%len(Setups), j%n
-			c.CrossBand[a][s][i], err = RunCrossBand(Setups[s], Admissions[a], sync, seeds[i])
+			c.CrossBand[a][s][i], err = RunCrossBand(Setups[s], admissions[a], sync, seeds[i])
 			return err
 		}
 		j -= cross
@@ -100,7 +109,7 @@ func spread(s sim.Spread, format string) string {
 func (c *Comparison) Print(out io.Writer) {
 	fmt.Fprintf(out, "seeds %d–%d; synced replicas: a round every %v, the store %v away, an overdraft of %d; requests to the replicas in turn\n",
 		c.Seeds[0], c.Seeds[len(c.Seeds)-1], c.Sync.Period, c.Sync.Delay, c.Sync.Overdraft)
-	for a, adm := range Admissions {
+	for a, adm := range c.Admissions {
 		fmt.Fprintf(out, "\ncross-band, %s: C = %d (4 servers × 16 slots)\n", adm.Name, budget)
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "router\tchat SLO met %\tvs one, pp\tbatch served/s\tvs one, %\trevocations\ttokens lost, k\tpool busy %\tbeyond C\t")
@@ -148,7 +157,7 @@ func (c *Comparison) Print(out io.Writer) {
 			return n
 		}
 		fmt.Fprintf(w, "%s\t", setup.Name)
-		for a, adm := range Admissions {
+		for a, adm := range c.Admissions {
 			fmt.Fprintf(w, "%s: SLO %d/%d, batch %d/%d\t", adm.Name, met(c.SLOVsOne(a, s)), len(c.Seeds), met(c.BatchVsOne(a, s)), len(c.Seeds))
 		}
 		fmt.Fprintf(w, "light %d/%d\t\n", met(c.LightVsOne(s)), len(c.Seeds))

@@ -130,7 +130,7 @@ func TestComparisons(t *testing.T) {
 	// lose more batch goodput on the median seed.
 	none := DefaultSync
 	none.Overdraft = 0
-	c0, err := Compare(c.Seeds, none)
+	c0, err := CompareUnder(c.Seeds, none, Admissions[:evict+1])
 	if err != nil {
 		t.Fatal(err)
 	}
