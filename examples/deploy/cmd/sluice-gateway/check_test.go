@@ -138,11 +138,20 @@ func TestBinaryCheckConfigPrintsTheFleet(t *testing.T) {
 		t.Fatalf("the output is not YAML: %v\n%s", err, stdout)
 	}
 	f := out.Fleet
-	if f.Redis != "127.0.0.1:6390" || f.ID != "gw-a" || f.Replicas != 2 || f.Period != "250ms" || f.Lease == "" || f.Prefix == "" || f.PasswordFile != secret || f.Overdraft != 2 {
+	if f.Redis != "127.0.0.1:6390" || f.ID != "gw-a" || f.Replicas != 2 || f.Period != "250ms" || f.Lease != "750ms" || f.Prefix == "" || f.PasswordFile != secret || f.Overdraft != 2 {
 		t.Errorf("the output does not say which fleet runs: %+v\n%s", f, stdout)
 	}
 	if strings.Contains(stdout, "hunter2") {
 		t.Errorf("the output holds the password:\n%s", stdout)
+	}
+	const passes = "a band also passes this replica's share"
+	if strings.Contains(stdout, passes) {
+		t.Errorf("without the hand-off the output says a band passes the share:\n%s", stdout)
+	}
+	stdout = clitest.CheckPrints(t, runCheck, "-check-config", "-config", path, "-backend", "http://127.0.0.1:8001",
+		"-max-inflight", "12", "-fleet-id", "gw-a", "-priority-handoff")
+	if !strings.Contains(stdout, passes) || !strings.Contains(stdout, "fleet.Config.PriorityScheduling") {
+		t.Errorf("with the hand-off the output does not say a band passes the share:\n%s", stdout)
 	}
 	stdout = clitest.CheckPrints(t, runCheck, "-check-config", "-backend", "http://127.0.0.1:8001")
 	if !strings.Contains(stdout, "\nfleet: none #") {

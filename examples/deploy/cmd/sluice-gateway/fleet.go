@@ -124,8 +124,12 @@ func (f fleetOptions) config() *config.Fleet {
 	if f.redis == "" {
 		return nil
 	}
+	lease := f.lease
+	if lease == 0 {
+		lease = fleet.DefaultLeasePeriods * f.period // what fleet.New makes of 0
+	}
 	return &config.Fleet{Redis: f.redis, PasswordFile: f.passwordFile, Prefix: f.prefix, ID: f.id,
-		Replicas: f.replicas, Period: f.period, Lease: f.lease, Overdraft: f.overdraft}
+		Replicas: f.replicas, Period: f.period, Lease: lease, Overdraft: f.overdraft}
 }
 
 // password returns the Redis password: the file's first line, else the
