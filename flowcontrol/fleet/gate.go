@@ -143,20 +143,20 @@ import (
 // With Config.PriorityScheduling the servers serve the band each request
 // hands them (flowhttp.PriorityHandoff) and preempt a lower band for a
 // higher one, as vLLM does with --scheduling-policy priority. The gate
-// then also admits a request of band p that the rules above refuse while
-// a band below p holds one of this replica's slots and the fleet holds
-// fewer than C requests of band p and above: this replica's live, the
-// others' as of its last read. The fleet is then what
+// then also admits a request of band p that the rules above refuse while a
+// band below p holds one of this replica's slots and the fleet holds fewer
+// than C requests of band p and above: this replica's live, the others' as
+// of its last read (BandShare.OtherInFlight). The fleet is then what
 // [gate.PriorityMaxInFlight](C) is to one router. The share cannot serve
 // as that bound: the lower bands' requests the servers preempted stay in
-// flight, rule 5 takes them from every share, and a burst of the higher
-// band would find its replica's share at 0. The requests so admitted run
-// at once, in slots the lower bands held; what they displace waits in
-// the servers' queues. The higher bands may then hold, beyond what the
-// bounds above allow, up to C + Σ_{j≠r} a_j(2P + δ) requests fleet-wide:
-// requests in flight, not in slots, since the servers' C slots run what
-// they hold by priority and queue the rest. In fallback a band passes up
-// to the static share ⌊C/R⌋ of its own and higher bands here.
+// flight, the share is capped at C less what the others hold, and a burst
+// of the higher band would find its replica's share at 0. The requests so
+// admitted run at once, in slots the lower bands held; what they displace
+// waits in the servers' queues. The higher bands may then hold, beyond
+// what the bounds above allow, up to C + Σ_{j≠r} a_j(2P + δ) requests
+// fleet-wide: requests in flight, not in slots, since the servers' C slots
+// run what they hold by priority and queue the rest. In fallback a band
+// passes up to the static share ⌊C/R⌋ of its own and higher bands here.
 //
 // The gate is a [gate.BoundGate]: it nudges the controller when its share
 // grows, and reads the controller's bands and, when the controller is a
