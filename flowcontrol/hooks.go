@@ -96,9 +96,10 @@ func (c *FlowController) arrived(b *band, now time.Time) {
 
 // heldBack reports whether band b's head may not start at now (the zero
 // Time to read the clock), a slot kept for the next arrivals of a band
-// above it with deadlines (see holdsBack). Called with mu held.
+// above it with deadlines (see holdsBack); never behind a gate whose
+// servers preempt for those arrivals themselves. Called with mu held.
 func (c *FlowController) heldBack(b *band, now time.Time) bool {
-	return c.reclaim != nil && c.reclaim.byDeadline && c.holdsBack(b, now)
+	return c.reclaim != nil && c.reclaim.byDeadline && !c.reclaim.preempts && c.holdsBack(b, now)
 }
 
 // granted runs the hooks of a slot granted: there are endpoints. Called

@@ -13,12 +13,15 @@ import (
 // when Config.Eviction is set or a band has a Guarantee. Guarded by the
 // controller's lock.
 type reclaimer struct {
-	evict   bool // Config.Eviction is set
-	below   int  // victims of eviction come from bands below it
-	maxPer  int
-	grace   time.Duration // ≥ 0
-	timeout time.Duration
-	lending bool // a band may have a guarantee
+	evict bool // Config.Eviction is set
+	// preempts is set behind a gate.PreemptingGate that reports its
+	// servers preempt: eviction then revokes nothing (evicts).
+	preempts bool
+	below    int // victims of eviction come from bands below it
+	maxPer   int
+	grace    time.Duration // ≥ 0
+	timeout  time.Duration
+	lending  bool // a band may have a guarantee
 	// margin is Eviction.Margin, or its default; lendAll is
 	// Eviction.GuaranteesIgnoreBelow.
 	margin     time.Duration
@@ -151,8 +154,16 @@ func newReclaimer(e *Eviction, lending bool, g gate.Gate) *reclaimer {
 	r.grace = max(r.grace, 0)
 	r.detector, _ = g.(gate.SaturationDetector)
 	r.ceilings, _ = g.(gate.CeilingGate)
+	if pg, ok := g.(gate.PreemptingGate); ok {
+		r.preempts = pg.ServersPreempt()
+	}
 	return r
 }
+
+// evicts reports whether eviction revokes for a higher band: configured,
+// and not behind a gate whose servers preempt for it themselves
+// (gate.PreemptingGate).
+func (r *reclaimer) evicts() bool { return r.evict && !r.preempts }
 
 // tracks reports whether admissions of band b are listed among its
 // running ones: every band's, since with guarantees any band may borrow
@@ -332,7 +343,7 @@ func (c *FlowController) reclaimFor(b *band, now time.Time, arriving *waiter) {
 		}
 	}
 	want := lend
-	if r.evict {
+	if r.evicts() {
 		want = max(demand, lend)
 	}
 	n := min(want, r.maxPer)
@@ -375,7 +386,7 @@ func (c *FlowController) revokeNewest(b *band, n, lend int, credit, target float
 		v := desc[j]
 		budget := 0
 		switch {
-		case r.evict && v.priority < r.below:
+		case r.evicts() && v.priority < r.below:
 			budget = n
 		case r.lendable(v):
 			budget = min(lend, n)
@@ -403,7 +414,7 @@ func (c *FlowController) revokeByDeadline(b, lowest *band, n, lend int, credit, 
 	for ; taken < n; taken++ {
 		lending := taken < lend
 		l := c.deadlineVictim(lowest, credit, func(v *band) bool {
-			return v.priority < r.below || lending && r.lendable(v)
+			return r.evicts() && v.priority < r.below || lending && r.lendable(v)
 		})
 		if l == nil {
 			break

@@ -17,6 +17,14 @@ import (
 // confirmation timeout; but for the grace after a confirmation, which is
 // the gate's own lag (see Grace) where llm-d waits a fixed 500ms.
 //
+// Behind a gate whose model servers preempt a lower band for a higher one
+// themselves ([gate.PreemptingGate]: vLLM's priority scheduler, the band
+// handed to it), eviction revokes nothing and ByDeadline holds nothing
+// back: such a gate lets a higher band past the lower bands' work, and
+// refuses it only where a revocation would not start it, and the
+// servers' preemption keeps the decoded tokens a revocation throws away.
+// Guarantees are still taken back.
+//
 // A decision is taken when the gate refuses the head of band p, no earlier
 // revocation is awaiting its confirmation and the grace after the last one
 // has passed:

@@ -496,3 +496,75 @@ func TestGuaranteeComesBackInTheStatedRounds(t *testing.T) {
 		})
 	}
 }
+
+// hidden is a gate with no optional interface of its own: what it wraps
+// admits, and nothing else shows.
+type hidden struct{ gate.Gate }
+
+// Behind a gate whose servers preempt for a higher band themselves
+// (gate.PreemptingGate), eviction revokes nothing: PriorityMaxInFlight(2)
+// lets chat past the batch requests that fill it up to 2 chat in flight,
+// and refuses a third chat, which no revocation would let in. The same
+// gate with its ServersPreempt hidden has batch revoked for that third.
+func TestEvictionLeavesPreemptionToTheServers(t *testing.T) {
+	for _, preempts := range []bool{true, false} {
+		t.Run(fmt.Sprint("preempts=", preempts), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := &revocations{}
+				var g gate.Gate = gate.PriorityMaxInFlight(2)
+				if !preempts {
+					g = hidden{g}
+				}
+				fc := mustNew(t, flowcontrol.Config{
+					Bands:            []flowcontrol.BandConfig{{Priority: 10}, {Priority: -1}},
+					FallbackPriority: 10,
+					Gate:             g,
+					Eviction:         &flowcontrol.Eviction{},
+					Revocations:      rec.record,
+				})
+				ctx := context.Background()
+				var batch []*flowcontrol.Admission
+				for range 2 {
+					a, err := fc.EnqueueAndWait(ctx, req("batch", -1))
+					if err != nil {
+						t.Fatal(err)
+					}
+					batch = append(batch, a)
+				}
+				chats := []*call{start(ctx, fc, req("chat", 10)), start(ctx, fc, req("chat", 10)), start(ctx, fc, req("chat", 10))}
+				synctest.Wait()
+				var running []*call
+				var waiting *call
+				for _, c := range chats {
+					if c.finished() {
+						running = append(running, c)
+					} else {
+						waiting = c
+					}
+				}
+				if len(running) != 2 {
+					t.Fatalf("%d chat started, want 2 past the batch", len(running))
+				}
+				issued := rec.count(flowcontrol.RevocationIssued)
+				if preempts && (issued != 0 || revoked(batch[0]) || revoked(batch[1])) {
+					t.Errorf("behind a preempting gate: %d revocations issued", issued)
+				}
+				if !preempts && issued == 0 {
+					t.Errorf("behind the same gate, its preemption hidden: no revocation, want eviction to act")
+				}
+				running[0].adm.Done()
+				synctest.Wait()
+				if waiting.outcome(t) != flowcontrol.OutcomeDispatched {
+					t.Fatalf("third chat: %v", waiting.err)
+				}
+				for _, c := range chats {
+					c.adm.Done()
+				}
+				for _, a := range batch {
+					a.Done()
+				}
+				fc.Close()
+			})
+		})
+	}
+}

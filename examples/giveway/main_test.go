@@ -3,9 +3,11 @@ package main
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicegate/sluice/examples/internal/long"
 	"github.com/sluicegate/sluice/examples/internal/sim"
+	"github.com/sluicegate/sluice/flowcontrol"
 )
 
 // runs holds every run the tests simulated, by scenario, row and seed, so
@@ -173,6 +175,37 @@ func TestHandOffBehindTheSaturationGate(t *testing.T) {
 				}
 				if share < floor {
 					t.Errorf("%s, %s, seed %d: batch kept %.3f of strict priority's output tokens, want at least %.2f", name, sc.Name, seed, share, floor)
+				}
+			}
+		}
+	}
+}
+
+// Eviction configured behind the hand-off's gates revokes nothing: they
+// let chat past batch while any runs and refuse it only where a
+// revocation would not start it (gate.PreemptingGate). With stronger
+// bursts, where chat fills the slots, the zero-value Eviction behind
+// PriorityMaxInFlight(64) revoked 385–551 batch requests a run for no
+// chat request served sooner; now chat's records are the hand-off's own.
+func TestEvictionBehindTheHandOffRevokesNothing(t *testing.T) {
+	sc := Scenarios[2] // stronger bursts
+	for _, seed := range sim.SeedRange(1, 1) {
+		for _, e := range []*flowcontrol.Eviction{{}, {ByDeadline: true}} {
+			for _, row := range []Row{{PrioritySlots: true}, {Scrape: 100 * time.Millisecond}} {
+				plain, err := Simulate(sc, row, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				row.Eviction = e
+				evicting, err := Simulate(sc, row, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if evicting.Revocations != 0 || evicting.WastedTokens != 0 {
+					t.Errorf("seed %d, %+v: %d revocations, %d tokens lost behind the hand-off's gate", seed, row, evicting.Revocations, evicting.WastedTokens)
+				}
+				if evicting.ChatSLO != plain.ChatSLO || evicting.BatchTokens != plain.BatchTokens {
+					t.Errorf("seed %d, %+v: chat %.2f%%, batch %d tokens with eviction; %.2f%%, %d without", seed, row, evicting.ChatSLO, evicting.BatchTokens, plain.ChatSLO, plain.BatchTokens)
 				}
 			}
 		}

@@ -209,6 +209,10 @@ func (g *viewGate) Bind(c gate.Controller) error {
 
 func (g *viewGate) String() string { return fmt.Sprintf("fleet.View(%s).Gate", g.v.cfg.ID) }
 
+// ServersPreempt reports whether Config.PriorityScheduling is on: see
+// gate.PreemptingGate.
+func (g *viewGate) ServersPreempt() bool { return g.v.cfg.PriorityScheduling }
+
 // TryAcquire takes a slot if fewer than the share are in flight.
 func (g *viewGate) TryAcquire(priority int) bool {
 	t := g.table.Load()

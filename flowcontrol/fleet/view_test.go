@@ -11,6 +11,7 @@ import (
 	"github.com/sluicegate/sluice/capacity"
 	"github.com/sluicegate/sluice/flowcontrol"
 	"github.com/sluicegate/sluice/flowcontrol/fleet"
+	"github.com/sluicegate/sluice/flowcontrol/gate"
 	"github.com/sluicegate/sluice/internal/clocktest"
 )
 
@@ -486,5 +487,17 @@ func TestStatePastMaxBandsCountsEverySlot(t *testing.T) {
 	}
 	for _, a := range adms {
 		a.Done()
+	}
+}
+
+// The view's gate says its servers preempt exactly when
+// Config.PriorityScheduling is on.
+func TestGateServersPreempt(t *testing.T) {
+	for _, ps := range []bool{false, true} {
+		f := newFleet(t, 1, 4, func(c *fleet.Config) { c.PriorityScheduling = ps })
+		pg, ok := f.r[0].view.Gate().(gate.PreemptingGate)
+		if !ok || pg.ServersPreempt() != ps {
+			t.Errorf("PriorityScheduling %v: a PreemptingGate %v reporting %v", ps, ok, ok && pg.ServersPreempt())
+		}
 	}
 }

@@ -22,8 +22,10 @@ import (
 // that reports no endpoints when any of gates does; a
 // [SaturationDetector] whose saturation is the largest of
 // those of gates that are one (0 when none is); a [LagGate]
-// whose lag is the longest of theirs (0 when none lags); and, when one of
-// gates is a [FirstTokenGate], one too, telling each such gate.
+// whose lag is the longest of theirs (0 when none lags); a
+// [PreemptingGate] that reports true when one of gates does and every
+// other one does too or is an [EndpointsGate]; and, when one of gates is a
+// [FirstTokenGate], one too, telling each such gate.
 //
 // All panics, naming the index, if one of gates is nil. With no gates it
 // admits every request. A gate that panics in TryAcquire leaves the slots
@@ -62,6 +64,27 @@ func newAll(gates []Gate) *allGate {
 		}
 	}
 	return a
+}
+
+// ServersPreempt reports whether one of the gates is a [PreemptingGate]
+// that reports true and every other one is too, or an [EndpointsGate],
+// which refuses only while no endpoint exists: then no gate refuses a
+// higher band where a revocation would start it.
+func (a *allGate) ServersPreempt() bool {
+	some := false
+	for _, c := range a.children {
+		switch g := c.gate.(type) {
+		case *EndpointsGate:
+		case PreemptingGate:
+			if !g.ServersPreempt() {
+				return false
+			}
+			some = true
+		default:
+			return false
+		}
+	}
+	return some
 }
 
 // allFirstToken is an All with a FirstTokenGate among its gates.

@@ -119,6 +119,11 @@ type ceilingGate struct {
 	lone     [1]int  // the band list of a priority ranked alone; guarded by the controller's lock
 }
 
+// ServersPreempt reports false, whatever inner reports: a ceiling refuses
+// a band on the pool's saturation, which a revocation lowers (see
+// [PreemptingGate]).
+func (g *ceilingGate) ServersPreempt() bool { return false }
+
 // ceilingFirstToken is a Ceiling whose inner gate is a FirstTokenGate.
 type ceilingFirstToken struct{ *ceilingGate }
 

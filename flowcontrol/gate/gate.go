@@ -189,6 +189,27 @@ type CeilingGate interface {
 	BandCeiling(priority int) float64
 }
 
+// PreemptingGate is a [Gate] in front of model servers that preempt a
+// lower band for a higher one themselves — vLLM run with
+// --scheduling-policy priority, each request's band handed to it
+// (flowhttp.PriorityHandoff) — when ServersPreempt reports true. Such a
+// gate lets a higher band past the lower bands' work while any of it runs,
+// and refuses the higher band only where revoking lower work would not
+// start it on a slot: its own band and those above fill the servers'
+// slots, or nothing lower is in flight. A controller's in-flight eviction
+// (flowcontrol.Eviction) therefore revokes nothing for a higher band
+// behind it: the servers' preemption keeps what the lower band decoded,
+// where a revocation throws it away. [PriorityMaxInFlight] is one; so are
+// a [SaturationGate] with PriorityScheduling, a fleet view's gate with
+// fleet.Config.PriorityScheduling, and an [All] of such gates and
+// [EndpointsGate]s; a [Ceiling] is not, since a revocation lowers the
+// saturation its ceilings compare. ServersPreempt is read once, when the
+// controller is created.
+type PreemptingGate interface {
+	Gate
+	ServersPreempt() bool
+}
+
 // LagGate is a [Gate] whose view of the model servers lags: a slot given
 // back is seen only some time later, as a gate reading scraped metrics sees
 // it at its next scrape. flowcontrol.Eviction.Grace defaults to its Lag,

@@ -155,6 +155,9 @@ type priorityMaxInFlight struct {
 	owner binding
 }
 
+// ServersPreempt reports true: see [PreemptingGate].
+func (g *priorityMaxInFlight) ServersPreempt() bool { return true }
+
 // Bind claims g for c: a negative limit, or a gate another controller has
 // claimed, is an error.
 func (g *priorityMaxInFlight) Bind(c Controller) error {

@@ -370,3 +370,33 @@ func TestPriorityMaxInFlightModel(t *testing.T) {
 		}
 	})
 }
+
+// The gates in front of servers that preempt say so, and only they: a
+// composition says so when every gate in it does or only refuses without
+// endpoints, and a ceiling never does.
+func TestServersPreempt(t *testing.T) {
+	sat := func(ps bool) gate.Gate {
+		cfg := gate.SaturationConfig{SlotsPerEndpoint: 16, PriorityScheduling: ps}
+		return must(t, gate.Saturation, cfg)
+	}
+	for name, tc := range map[string]struct {
+		g    gate.Gate
+		want bool
+	}{
+		"PriorityMaxInFlight":                    {gate.PriorityMaxInFlight(4), true},
+		"Saturation with PriorityScheduling":     {sat(true), true},
+		"Saturation":                             {sat(false), false},
+		"All of PriorityMaxInFlight, Endpoints":  {gate.All(gate.Endpoints(1), gate.PriorityMaxInFlight(4)), true},
+		"All in All":                             {gate.All(gate.Endpoints(1), gate.All(sat(true))), true},
+		"All with MaxInFlight":                   {gate.All(gate.PriorityMaxInFlight(4), gate.MaxInFlight(4)), false},
+		"All with a Saturation that is not told": {gate.All(gate.PriorityMaxInFlight(4), sat(false)), false},
+		"All of Endpoints alone":                 {gate.All(gate.Endpoints(1)), false},
+		"All of nothing":                         {gate.All(), false},
+		"Ceiling":                                {gate.Ceiling(sat(true), gate.SoftReflectiveCeiling()), false},
+	} {
+		pg, ok := tc.g.(gate.PreemptingGate)
+		if got := ok && pg.ServersPreempt(); got != tc.want {
+			t.Errorf("%s: ServersPreempt %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -400,6 +400,10 @@ func (g *SaturationGate) Returned(u Usage) {
 	}
 }
 
+// ServersPreempt reports whether PriorityScheduling is on: see
+// [PreemptingGate].
+func (g *SaturationGate) ServersPreempt() bool { return g.bands != nil }
+
 // NoEndpoints reports whether the gate knows no endpoint at all.
 func (g *SaturationGate) NoEndpoints() bool { return g.known.Load() == 0 }
 
