@@ -39,6 +39,10 @@ import (
 //   - Warning: band ceilings behind a saturation gate without
 //     slotsPerEndpoint, which then read the servers' KV-cache use, not
 //     their slots.
+//   - Warning: eviction with the hand-off on behind gates that let a
+//     higher band past the lower bands' work ([gate.PreemptingGate]):
+//     the servers preempt for it themselves, and eviction revokes
+//     nothing.
 //
 // The priority-holdback-policy without minCeiling, or with 0, and a
 // static threshold of 0, which would close a band for good, are errors
@@ -69,6 +73,11 @@ func (f *File) Check(r Running) ([]Warning, error) {
 		warn(f.saturationPath(), "with priority hand-off the model servers run the higher bands first, but the saturation gate reads the depth of their queues, which the lower bands fill, "+
 			"and holds the higher bands at the router behind that work: declare gate.saturation.slotsPerEndpoint (vLLM's --max-num-seqs; Sluice's gate section), and the gate lets a higher band past the lower bands' queued work")
 	}
+	if r.Flow.Eviction != nil && r.PriorityHandoff.Enabled && preempting(g) {
+		warn(evictionPath(f.Form), "in-flight eviction revokes nothing here: with priority hand-off the gate lets a higher band past the lower bands' work, "+
+			"and the model servers preempt for it themselves, keeping what the lower band decoded, where a revocation would throw it away; "+
+			"remove the eviction, or keep it for the guarantees it paces")
+	}
 	if u := g.UsageLimit; u != nil {
 		if u.Type == gate.StaticUsageLimitPolicyName && len(r.Flow.Bands) > 1 {
 			warn(f.usageLimitPath(), "static-usage-limit-policy gives the %d bands (%s) one ceiling, %v: it holds the highest back as much as the lowest, and protects none from another; "+
@@ -81,6 +90,17 @@ func (f *File) Check(r Running) ([]Warning, error) {
 		}
 	}
 	return ws, nil
+}
+
+// preempting reports whether the gates g sets, built for the hand-off,
+// let a higher band past the lower bands' work (gate.PreemptingGate).
+func preempting(g Gate) bool {
+	gs, err := g.Build(BuildOptions{Endpoints: 1, PriorityScheduling: true})
+	if err != nil || gs.Gate == nil {
+		return false
+	}
+	pg, ok := gs.Gate.(gate.PreemptingGate)
+	return ok && pg.ServersPreempt()
 }
 
 // checkVictims returns the error for eviction that could never revoke

@@ -93,7 +93,11 @@ func TestCheckWarnings(t *testing.T) {
 				return Gate{Saturation: &Saturation{QueueDepthThreshold: 5, KVCacheUtilThreshold: 0.8}}
 			},
 			[]wantErr{{2, "controller.eviction", "or run vLLM's priority scheduler with priority hand-off"}}},
-		{"eviction behind the saturation gate with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {slotsPerEndpoint: 16}\ngateway:\n  priorityHandoff: true\n", nil, nil},
+		{"eviction behind the saturation gate with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  saturation: {slotsPerEndpoint: 16}\ngateway:\n  priorityHandoff: true\n", nil,
+			[]wantErr{{2, "controller.eviction", "in-flight eviction revokes nothing here: with priority hand-off the gate lets a higher band past"}}},
+		{"eviction behind a slot gate with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  maxInFlight: 64\ngateway:\n  priorityHandoff: true\n", nil,
+			[]wantErr{{2, "controller.eviction", "the model servers preempt for it themselves"}}},
+		{"eviction behind a token budget with the hand-off on", "controller:\n  eviction: true\n" + threeBands + "gate:\n  maxInFlight: 64\n  concurrency: {concurrencyMode: tokens, maxTokenConcurrency: 100000}\ngateway:\n  priorityHandoff: true\n", nil, nil},
 		{"the hand-off behind the saturation gate without slots", "controller:\n" + threeBands + "gate:\n  saturation: {}\ngateway:\n  priorityHandoff: true\n", nil,
 			[]wantErr{{4, "gate.saturation", "declare gate.saturation.slotsPerEndpoint"}}},
 		{"the hand-off behind a slot gate", "controller:\n" + threeBands + "gate:\n  saturation: {}\n  maxInFlight: 64\ngateway:\n  priorityHandoff: true\n", nil, nil},
