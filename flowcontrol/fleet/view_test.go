@@ -198,6 +198,28 @@ func TestHigherBandTakesTheBudget(t *testing.T) {
 	}
 }
 
+// fullOfBatch returns a synced fleet of 2 replicas and a budget of 8, set
+// by opt, each replica running its share of 4 batch requests (band -1)
+// with 4 more waiting; the lowest band starts nothing past the share.
+func fullOfBatch(t *testing.T, opt func(*fleet.Config)) *testFleet {
+	t.Helper()
+	f := newFleet(t, 2, 8, opt)
+	a, b := f.r[0], f.r[1]
+	a.submit(-1, 8)
+	b.submit(-1, 8)
+	f.round()
+	f.round()
+	f.round()
+	if a.running(-1) != 4 || b.running(-1) != 4 || a.view.Share() != 4 {
+		t.Fatalf("synced: %d and %d batch running, a's share %d; want 4, 4 and 4", a.running(-1), b.running(-1), a.view.Share())
+	}
+	a.submit(-1, 1) // the lowest band: never past the share
+	if a.running(-1) != 4 {
+		t.Fatalf("batch started beyond the share: %d running, want 4", a.running(-1))
+	}
+	return f
+}
+
 // The overdraft: a higher band starts up to B beyond the share while a
 // lower band holds one of the replica's slots, and only while synced; the
 // lowest band never uses it; the next rounds count what it started, and
@@ -212,21 +234,8 @@ func TestOverdraft(t *testing.T) {
 		t.Fatalf("in fallback: %d batch and %d chat running, want 4 and 0 (the static share, no overdraft)", fallback.running(-1), fallback.running(10))
 	}
 
-	f := newFleet(t, 2, 8, overdraft)
+	f := fullOfBatch(t, overdraft)
 	a, b := f.r[0], f.r[1]
-	a.submit(-1, 8)
-	b.submit(-1, 8)
-	f.round()
-	f.round()
-	f.round()
-	if a.running(-1) != 4 || b.running(-1) != 4 || a.view.Share() != 4 {
-		t.Fatalf("synced: %d and %d batch running, a's share %d; want 4, 4 and 4", a.running(-1), b.running(-1), a.view.Share())
-	}
-	held := a.running(-1)
-	a.submit(-1, 1) // the lowest band: no overdraft
-	if a.running(-1) != held {
-		t.Fatalf("batch started beyond the share: %d running, want %d", a.running(-1), held)
-	}
 	a.submit(10, 3) // chat while batch holds a's slots: 2 start at once, the third waits
 	if a.running(10) != 2 || f.inFlight() != 10 {
 		t.Fatalf("chat beyond a full share: %d running, fleet %d in flight; want 2 (the overdraft) and 10", a.running(10), f.inFlight())
@@ -263,20 +272,8 @@ func TestPriorityScheduling(t *testing.T) {
 		t.Fatalf("in fallback: %d batch and %d chat running, want 4 and 4 (the static share, and as much chat past it)", fallback.running(-1), fallback.running(10))
 	}
 
-	f := newFleet(t, 2, 8, ps)
+	f := fullOfBatch(t, ps)
 	a, b := f.r[0], f.r[1]
-	a.submit(-1, 8)
-	b.submit(-1, 8)
-	f.round()
-	f.round()
-	f.round()
-	if a.running(-1) != 4 || b.running(-1) != 4 || a.view.Share() != 4 {
-		t.Fatalf("synced: %d and %d batch running, a's share %d; want 4, 4 and 4", a.running(-1), b.running(-1), a.view.Share())
-	}
-	a.submit(-1, 1)
-	if a.running(-1) != 4 {
-		t.Fatalf("batch started beyond the share: %d running, want 4", a.running(-1))
-	}
 	a.submit(10, 10) // chat while batch holds a's slots: the budget's 8 start at once
 	if a.running(10) != 8 {
 		t.Fatalf("chat past a full share: %d running, want the budget's 8", a.running(10))
