@@ -270,13 +270,8 @@ func (g *viewGate) passes(l *bandLimits, p int, above int64) bool {
 	k, ok := find(l.prios, p)
 	if !ok {
 		// A band the round did not see: the others hold none of it,
-		// but all of the bands above it.
-		k = -1
-		for j, q := range l.prios {
-			if q > p {
-				k = j
-			}
-		}
+		// but what they hold of the bands above it, the first k.
+		k--
 		if k < 0 {
 			return above < g.v.cfg.Budget
 		}

@@ -487,6 +487,23 @@ func TestStatePastMaxBandsCountsEverySlot(t *testing.T) {
 	}
 }
 
+// A band the last round did not see (provisioned since) passes the share
+// as any other, bounded by what the others hold of the bands above it.
+func TestPrioritySchedulingNewBand(t *testing.T) {
+	f := fullOfBatch(t, func(c *fleet.Config) { c.PriorityScheduling = true })
+	a, b := f.r[0], f.r[1]
+	b.submit(10, 2) // chat past b's share
+	f.round()
+	f.round() // a has read b's state since
+	if err := a.fc.ProvisionBand(flowcontrol.BandConfig{Priority: 5}); err != nil {
+		t.Fatal(err)
+	}
+	a.submit(5, 10)
+	if got := a.running(5); got != 6 {
+		t.Errorf("a new band 5 past a's share: %d running, want the budget's 8 less b's 2 chat", got)
+	}
+}
+
 // The view's gate says its servers preempt exactly when
 // Config.PriorityScheduling is on.
 func TestGateServersPreempt(t *testing.T) {
